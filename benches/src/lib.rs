@@ -1,0 +1,1 @@
+//! Criterion benchmarks of the hot pieces live in `benches/benches/`.

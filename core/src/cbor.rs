@@ -1,0 +1,379 @@
+//! Deterministic CBOR (RFC 8949 §4.2.1): one value, one encoding.
+//!
+//! Every hash in AFR is over canonical CBOR, so two honest implementations agree on the bytes
+//! and an attacker cannot re-encode a value to change its hash without changing its meaning.
+//! The rules: integers, lengths and tags in their shortest form; definite lengths only; map
+//! keys sorted by the bytewise order of their own encodings, no duplicates; floats in the
+//! shortest form that keeps the value (ciborium's encoder already picks it).
+//!
+//! Two codecs share these rules:
+//! - the generic codec ([`to_vec`], [`from_slice`]) for serde types such as the payload: it
+//!   goes through [`ciborium::Value`], sorts map keys, and on decoding re-encodes what it read
+//!   and rejects the input unless the bytes are identical. So `encode(decode(b)) == b` holds for
+//!   every accepted `b` by construction, and trailing bytes are rejected too;
+//! - a small strict [`Writer`]/[`Reader`] pair for the fixed-shape structures (records, epoch
+//!   headers, export frames), which is what the hot path and the 1M-record verifier use.
+//!
+//! ```
+//! use afr_core::cbor;
+//! let b = cbor::to_vec(&std::collections::HashMap::from([("bb", 1), ("a", 2)])).unwrap();
+//! assert_eq!(b, [0xa2, 0x61, b'a', 0x02, 0x62, b'b', b'b', 0x01]); // "a" sorts first
+//! assert!(cbor::from_slice::<ciborium::Value>(&[0x18, 0x05]).is_err()); // 5 in two bytes
+//! ```
+
+use ciborium::Value;
+use serde::{Serialize, de::DeserializeOwned};
+
+/// Why bytes are not acceptable canonical CBOR, or a value cannot be encoded.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CborError {
+    /// The bytes are not well-formed CBOR, or do not match the expected shape.
+    #[error("malformed cbor: {0}")]
+    Malformed(String),
+    /// Well-formed CBOR, but not in the deterministic encoding (or with trailing bytes).
+    #[error("cbor is not in canonical form")]
+    NonCanonical,
+    /// A map holds the same key twice.
+    #[error("cbor map has a duplicate key")]
+    DuplicateKey,
+    /// Input ended in the middle of an item.
+    #[error("cbor input truncated")]
+    Truncated,
+    /// Bytes left over after the item.
+    #[error("{0} trailing bytes after cbor item")]
+    Trailing(usize),
+}
+
+/// Encodes a serde value as canonical CBOR.
+pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CborError> {
+    let mut v = Value::serialized(value).map_err(|e| CborError::Malformed(e.to_string()))?;
+    canonicalize(&mut v)?;
+    let mut out = Vec::with_capacity(256);
+    ciborium::into_writer(&v, &mut out).map_err(|e| CborError::Malformed(e.to_string()))?;
+    Ok(out)
+}
+
+/// Decodes canonical CBOR into a serde value; rejects any other encoding of it.
+pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CborError> {
+    let v: Value = ciborium::from_reader(bytes).map_err(|e| match e {
+        ciborium::de::Error::Io(_) => CborError::Truncated,
+        other => CborError::Malformed(other.to_string()),
+    })?;
+    let mut again = v.clone();
+    canonicalize(&mut again)?;
+    let mut out = Vec::with_capacity(bytes.len());
+    ciborium::into_writer(&again, &mut out).map_err(|e| CborError::Malformed(e.to_string()))?;
+    if out != bytes {
+        return Err(CborError::NonCanonical);
+    }
+    v.deserialized().map_err(|e| CborError::Malformed(e.to_string()))
+}
+
+/// Sorts every map's entries by the bytes of the encoded key, and rejects duplicate keys.
+pub fn canonicalize(v: &mut Value) -> Result<(), CborError> {
+    match v {
+        Value::Array(items) => items.iter_mut().try_for_each(canonicalize),
+        Value::Tag(_, inner) => canonicalize(inner),
+        Value::Map(entries) => {
+            let mut keyed = Vec::with_capacity(entries.len());
+            for (mut k, mut val) in entries.drain(..) {
+                canonicalize(&mut k)?;
+                canonicalize(&mut val)?;
+                let mut kb = Vec::new();
+                ciborium::into_writer(&k, &mut kb)
+                    .map_err(|e| CborError::Malformed(e.to_string()))?;
+                keyed.push((kb, k, val));
+            }
+            keyed.sort_by(|a, b| a.0.cmp(&b.0));
+            if keyed.windows(2).any(|w| w[0].0 == w[1].0) {
+                return Err(CborError::DuplicateKey);
+            }
+            entries.extend(keyed.into_iter().map(|(_, k, v)| (k, v)));
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+const MAJOR_UINT: u8 = 0;
+const MAJOR_BYTES: u8 = 2;
+const MAJOR_TEXT: u8 = 3;
+const MAJOR_ARRAY: u8 = 4;
+const SIMPLE_NULL: u8 = 0xf6;
+
+/// Appends canonical CBOR items to a buffer. Every method writes the shortest form.
+#[derive(Debug, Default)]
+pub struct Writer {
+    /// The bytes written so far.
+    pub buf: Vec<u8>,
+}
+
+impl Writer {
+    /// A writer with room for `cap` bytes.
+    pub fn with_capacity(cap: usize) -> Writer {
+        Writer { buf: Vec::with_capacity(cap) }
+    }
+
+    fn head(&mut self, major: u8, n: u64) {
+        let m = major << 5;
+        if n < 24 {
+            self.buf.push(m | n as u8);
+        } else if n <= u8::MAX as u64 {
+            self.buf.extend_from_slice(&[m | 24, n as u8]);
+        } else if n <= u16::MAX as u64 {
+            self.buf.push(m | 25);
+            self.buf.extend_from_slice(&(n as u16).to_be_bytes());
+        } else if n <= u32::MAX as u64 {
+            self.buf.push(m | 26);
+            self.buf.extend_from_slice(&(n as u32).to_be_bytes());
+        } else {
+            self.buf.push(m | 27);
+            self.buf.extend_from_slice(&n.to_be_bytes());
+        }
+    }
+
+    /// An unsigned integer.
+    pub fn uint(&mut self, n: u64) {
+        self.head(MAJOR_UINT, n);
+    }
+
+    /// A byte string.
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.head(MAJOR_BYTES, b.len() as u64);
+        self.buf.extend_from_slice(b);
+    }
+
+    /// A text string.
+    pub fn text(&mut self, s: &str) {
+        self.head(MAJOR_TEXT, s.len() as u64);
+        self.buf.extend_from_slice(s.as_bytes());
+    }
+
+    /// The head of a definite-length array of `n` items.
+    pub fn array(&mut self, n: u64) {
+        self.head(MAJOR_ARRAY, n);
+    }
+
+    /// `null`.
+    pub fn null(&mut self) {
+        self.buf.push(SIMPLE_NULL);
+    }
+
+    /// Bytes that are already one canonical CBOR item.
+    pub fn raw(&mut self, item: &[u8]) {
+        self.buf.extend_from_slice(item);
+    }
+}
+
+/// Reads canonical CBOR items from a slice, rejecting any non-shortest head, indefinite
+/// length, or item of another type than asked for. It never allocates more than the input.
+#[derive(Debug)]
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader at the start of `buf`.
+    pub fn new(buf: &'a [u8]) -> Reader<'a> {
+        Reader { buf, pos: 0 }
+    }
+
+    /// Bytes consumed so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Fails unless every byte was consumed.
+    pub fn finish(&self) -> Result<(), CborError> {
+        match self.buf.len() - self.pos {
+            0 => Ok(()),
+            n => Err(CborError::Trailing(n)),
+        }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], CborError> {
+        let end = self.pos.checked_add(n).ok_or(CborError::Truncated)?;
+        let s = self.buf.get(self.pos..end).ok_or(CborError::Truncated)?;
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn peek(&self) -> Result<u8, CborError> {
+        self.buf.get(self.pos).copied().ok_or(CborError::Truncated)
+    }
+
+    fn head(&mut self, want_major: u8, what: &str) -> Result<u64, CborError> {
+        let ib = self.take(1)?[0];
+        let (major, info) = (ib >> 5, ib & 0x1f);
+        if major != want_major {
+            return Err(CborError::Malformed(format!("expected {what}")));
+        }
+        let (n, min) = match info {
+            0..=23 => return Ok(info as u64),
+            24 => (self.take(1)?[0] as u64, 24),
+            25 => (u16::from_be_bytes([self.take(1)?[0], self.take(1)?[0]]) as u64, 256),
+            26 => {
+                let b = self.take(4)?;
+                (u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as u64, 1 << 16)
+            }
+            27 => {
+                let b = self.take(8)?;
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                (u64::from_be_bytes(a), 1 << 32)
+            }
+            _ => return Err(CborError::NonCanonical),
+        };
+        if n < min {
+            return Err(CborError::NonCanonical);
+        }
+        Ok(n)
+    }
+
+    /// An unsigned integer.
+    pub fn uint(&mut self) -> Result<u64, CborError> {
+        self.head(MAJOR_UINT, "unsigned integer")
+    }
+
+    /// A byte string, borrowed from the input.
+    pub fn bytes(&mut self) -> Result<&'a [u8], CborError> {
+        let n = self.head(MAJOR_BYTES, "byte string")?;
+        let n = usize::try_from(n).map_err(|_| CborError::Truncated)?;
+        self.take(n)
+    }
+
+    /// A byte string of exactly `N` bytes.
+    pub fn fixed<const N: usize>(&mut self) -> Result<[u8; N], CborError> {
+        let b = self.bytes()?;
+        <[u8; N]>::try_from(b)
+            .map_err(|_| CborError::Malformed(format!("expected {N} bytes, found {}", b.len())))
+    }
+
+    /// A text string, borrowed from the input.
+    pub fn text(&mut self) -> Result<&'a str, CborError> {
+        let n = self.head(MAJOR_TEXT, "text string")?;
+        let n = usize::try_from(n).map_err(|_| CborError::Truncated)?;
+        core::str::from_utf8(self.take(n)?)
+            .map_err(|_| CborError::Malformed("text is not utf-8".into()))
+    }
+
+    /// The head of a definite-length array; returns its length.
+    pub fn array(&mut self) -> Result<u64, CborError> {
+        self.head(MAJOR_ARRAY, "array")
+    }
+
+    /// The head of an array that must have exactly `n` items.
+    pub fn array_of(&mut self, n: u64, what: &str) -> Result<(), CborError> {
+        let got = self.array()?;
+        if got != n {
+            return Err(CborError::Malformed(format!("{what}: expected {n} fields, found {got}")));
+        }
+        Ok(())
+    }
+
+    /// Consumes `null` if it is next; tells whether it was.
+    pub fn null(&mut self) -> Result<bool, CborError> {
+        if self.peek()? == SIMPLE_NULL {
+            self.pos += 1;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            any::<u64>().prop_map(|n| Value::Integer(n.into())),
+            any::<i64>().prop_map(|n| Value::Integer(n.into())),
+            any::<bool>().prop_map(Value::Bool),
+            Just(Value::Null),
+            any::<f64>().prop_filter("nan", |f| !f.is_nan()).prop_map(Value::Float),
+            ".{0,12}".prop_map(Value::Text),
+            proptest::collection::vec(any::<u8>(), 0..40).prop_map(Value::Bytes),
+        ];
+        leaf.prop_recursive(4, 64, 8, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z]{0,6}", inner, 0..8).prop_map(|m| {
+                    Value::Map(m.into_iter().map(|(k, v)| (Value::Text(k), v)).collect())
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        // encode → decode → encode is the identity on bytes.
+        #[test]
+        fn encode_decode_round_trip(v in arb_value()) {
+            let b = to_vec(&v).unwrap();
+            let back: Value = from_slice(&b).unwrap();
+            prop_assert_eq!(to_vec(&back).unwrap(), b);
+        }
+
+        // Any bytes the decoder accepts re-encode to themselves.
+        #[test]
+        fn accepted_bytes_are_canonical(b in proptest::collection::vec(any::<u8>(), 0..64)) {
+            if let Ok(v) = from_slice::<Value>(&b) {
+                prop_assert_eq!(to_vec(&v).unwrap(), b);
+            }
+        }
+
+        // Changing a byte of a valid encoding never yields another accepted encoding of
+        // the same value.
+        #[test]
+        fn mutated_encoding_is_rejected_or_different(v in arb_value(), i in any::<prop::sample::Index>(), x in 1u8..) {
+            let b = to_vec(&v).unwrap();
+            let mut m = b.clone();
+            let i = i.index(m.len());
+            m[i] ^= x;
+            if let Ok(w) = from_slice::<Value>(&m) {
+                prop_assert_ne!(w, v);
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_non_canonical_forms() {
+        // 5 as uint8, indefinite-length array, unsorted map keys, duplicate keys, trailing byte,
+        // float that fits in a half written as single.
+        let cases: &[&[u8]] = &[
+            &[0x18, 0x05],
+            &[0x9f, 0x01, 0xff],
+            &[0xa2, 0x61, b'b', 0x01, 0x61, b'a', 0x02],
+            &[0xa2, 0x61, b'a', 0x01, 0x61, b'a', 0x02],
+            &[0x01, 0x00],
+            &[0xfa, 0x3f, 0x80, 0x00, 0x00],
+            &[0x5f, 0x41, 0x00, 0xff],
+        ];
+        for c in cases {
+            assert!(from_slice::<Value>(c).is_err(), "accepted {c:02x?}");
+        }
+        assert!(from_slice::<Value>(&[0xf9, 0x3c, 0x00]).is_ok()); // 1.0 as half
+    }
+
+    #[test]
+    fn strict_reader_rejects_overlong_heads_and_trailing_bytes() {
+        let mut w = Writer::default();
+        w.array(2);
+        w.uint(500);
+        w.bytes(&[1, 2, 3]);
+        let mut r = Reader::new(&w.buf);
+        assert_eq!(r.array().unwrap(), 2);
+        assert_eq!(r.uint().unwrap(), 500);
+        assert_eq!(r.bytes().unwrap(), &[1, 2, 3]);
+        r.finish().unwrap();
+
+        assert_eq!(Reader::new(&[0x19, 0x00, 0x10]).uint(), Err(CborError::NonCanonical));
+        assert_eq!(Reader::new(&[0x1f]).uint(), Err(CborError::NonCanonical));
+        assert_eq!(Reader::new(&[0x5b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]).bytes(), Err(CborError::Truncated));
+        let mut r = Reader::new(&[0x01, 0x02]);
+        r.uint().unwrap();
+        assert_eq!(r.finish(), Err(CborError::Trailing(1)));
+    }
+}

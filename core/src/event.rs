@@ -1,0 +1,559 @@
+//! The event schema: the eight semantic fields of a tool call, and how they arrive as JSON.
+//!
+//! An [`EventInput`] is what a caller hands the recorder (one JSON object per line on the
+//! CLI, following `docs/event.schema.json`). It splits into envelope fields, which go into the
+//! [`crate::Record`], and the [`Payload`], which is canonical-CBOR encoded and sealed.
+//!
+//! Parsing is strict: unknown or misspelled fields, wrong types, duplicate keys (at any depth)
+//! and trailing characters are errors that name the field path. The intent holds the tool and
+//! its structured arguments only; there is no field for model reasoning, by design.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, de};
+use serde_json::Value as Json;
+
+use crate::{cbor, record::Category};
+
+/// Default cap on one event's size, as JSON and as canonical CBOR: 1 MiB.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 1 << 20;
+
+/// One tool call as submitted to the recorder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventInput {
+    /// Kind of action.
+    pub category: Category,
+    /// When it happened, microseconds since the Unix epoch; the recorder's clock if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp_us: Option<u64>,
+    /// Lane or task id, for concurrent agents (at most 64 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
+    /// Earlier events (sequence numbers) this one ran concurrently with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub concurrent_with: Vec<u64>,
+    /// What the agent set out to do.
+    pub intent: Intent,
+    /// Guardrails evaluated before execution.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy_evaluation: Vec<GuardrailEvaluation>,
+    /// The human approval, if one was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub human_approval: Option<HumanApproval>,
+    /// The concrete command or API mutation that ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<Execution>,
+    /// What happened as a result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effects: Option<Effects>,
+    /// Retrieved content and environment that influenced the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_provenance: Option<ContextProvenance>,
+    /// Which code and model produced the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_provenance: Option<CodeProvenance>,
+    /// Who delegated the work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation_provenance: Option<DelegationProvenance>,
+}
+
+/// The eight semantic fields: what is sealed and stored apart from the record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Payload {
+    /// What the agent set out to do.
+    pub intent: Intent,
+    /// Guardrails evaluated before execution.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy_evaluation: Vec<GuardrailEvaluation>,
+    /// The human approval, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub human_approval: Option<HumanApproval>,
+    /// The concrete command or API mutation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<Execution>,
+    /// Results, state changes, errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effects: Option<Effects>,
+    /// Retrieved content and environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_provenance: Option<ContextProvenance>,
+    /// Code and model provenance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_provenance: Option<CodeProvenance>,
+    /// Delegation provenance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation_provenance: Option<DelegationProvenance>,
+}
+
+/// Intent: the tool and its structured arguments. Never chain-of-thought.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Intent {
+    /// Tool name, e.g. `psql` or `github.create_pull_request`.
+    pub tool: String,
+    /// Structured arguments (any JSON value; duplicate keys rejected).
+    #[serde(default, deserialize_with = "strict_json", skip_serializing_if = "Json::is_null")]
+    pub args: Json,
+}
+
+/// The outcome of one guardrail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Allowed the call.
+    Allow,
+    /// Blocked the call.
+    Deny,
+    /// Allowed with a warning.
+    Warn,
+    /// Sent the call to a human.
+    Escalate,
+}
+
+/// One guardrail evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardrailEvaluation {
+    /// Guardrail name.
+    pub guardrail: String,
+    /// Guardrail version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// Why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A human's decision on the action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// Approved.
+    Approved,
+    /// Rejected.
+    Rejected,
+}
+
+/// Human approval of the action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HumanApproval {
+    /// Who decided (e-mail, employee id, key fingerprint).
+    pub approver: String,
+    /// The prompt the approver was shown.
+    pub prompt: String,
+    /// The decision.
+    pub decision: Decision,
+    /// When, microseconds since the Unix epoch.
+    pub decided_at_us: u64,
+    /// A signature by the approver over the action, if the approval system produces one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<ApprovalSignature>,
+}
+
+/// A detached signature over the approved action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalSignature {
+    /// Scheme, e.g. `ed25519` or `eip191`.
+    pub scheme: String,
+    /// Signer public key or address, hex.
+    pub public_key: String,
+    /// Signature, hex.
+    pub signature: String,
+    /// What was signed, e.g. the hex SHA-256 of the canonical intent and execution.
+    pub signed_digest: String,
+}
+
+/// The concrete command or API mutation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Execution {
+    /// The exact command line, SQL statement or `METHOD url`.
+    pub command: String,
+    /// What it acted on: host, database, file path, API resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Structured body of an API mutation.
+    #[serde(default, deserialize_with = "strict_json", skip_serializing_if = "Json::is_null")]
+    pub mutation: Json,
+}
+
+/// What the action did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Effects {
+    /// Return value.
+    #[serde(default, deserialize_with = "strict_json", skip_serializing_if = "Json::is_null")]
+    pub return_value: Json,
+    /// State changes, one description each (e.g. `dropped table users (48,213 rows)`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub state_changes: Vec<String>,
+    /// Response of an external system.
+    #[serde(default, deserialize_with = "strict_json", skip_serializing_if = "Json::is_null")]
+    pub external_response: Json,
+    /// Error, if the action failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Content that influenced the call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextProvenance {
+    /// Retrieved sources.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<ContextSource>,
+    /// Environment the agent believed it acted in (`production`, `staging`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
+}
+
+/// One retrieved source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextSource {
+    /// Where it came from.
+    pub uri: String,
+    /// Hash of the content as retrieved, e.g. `sha256:<hex>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_hash: Option<String>,
+    /// Kind: `file`, `web`, `retrieval`, `tool_output`, `user`...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
+
+/// Code and model provenance.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CodeProvenance {
+    /// Agent name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Agent version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
+    /// Tool version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_version: Option<String>,
+    /// Repository URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// Commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// Model id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// Who handed the work to this agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelegationProvenance {
+    /// The event that delegated this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_event: Option<EventRef>,
+    /// The delegating agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegating_agent: Option<String>,
+    /// The delegating organisation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organisation: Option<String>,
+    /// On whose behalf the work is done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_behalf_of: Option<String>,
+}
+
+/// A reference to an event, possibly in another recorder's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventRef {
+    /// Recorder address (`0x` + 40 hex); this recorder if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorder: Option<String>,
+    /// Sequence number in that recorder's log.
+    pub seq: u64,
+}
+
+/// Why an input line is not an acceptable event. `path` names the offending field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{message}", if path.is_empty() || path == "." { String::new() } else { format!("field `{path}`: ") })]
+pub struct InputError {
+    /// Dotted path of the field, empty for the whole event.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl InputError {
+    fn new(path: &str, message: impl Into<String>) -> InputError {
+        InputError { path: path.into(), message: message.into() }
+    }
+}
+
+impl EventInput {
+    /// Parses one JSON event, enforcing the size cap, UTF-8, the schema and field limits.
+    pub fn from_json(bytes: &[u8], max_bytes: usize) -> Result<EventInput, InputError> {
+        if bytes.len() > max_bytes {
+            return Err(InputError::new(
+                "",
+                format!("event is {} bytes, over the cap of {max_bytes}", bytes.len()),
+            ));
+        }
+        if let Err(e) = std::str::from_utf8(bytes) {
+            return Err(InputError::new(
+                "",
+                format!("not valid UTF-8 at byte {}", e.valid_up_to()),
+            ));
+        }
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let ev: EventInput = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let msg = inner.to_string();
+            // serde_json appends " at line L column C"; keep it, it points at the token.
+            InputError::new(&path, msg)
+        })?;
+        de.end().map_err(|e| InputError::new("", format!("trailing characters: {e}")))?;
+        ev.validate()?;
+        Ok(ev)
+    }
+
+    /// Checks the limits serde cannot express.
+    pub fn validate(&self) -> Result<(), InputError> {
+        if self.intent.tool.is_empty() {
+            return Err(InputError::new("intent.tool", "must not be empty"));
+        }
+        if let Some(l) = &self.lane {
+            if l.len() > crate::record::MAX_LANE_LEN {
+                return Err(InputError::new("lane", "longer than 64 bytes"));
+            }
+        }
+        if self.concurrent_with.len() > crate::record::MAX_CONCURRENT {
+            return Err(InputError::new("concurrent_with", "more than 16 entries"));
+        }
+        if self.concurrent_with.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(InputError::new("concurrent_with", "must be strictly increasing"));
+        }
+        if let Some(r) = self
+            .delegation_provenance
+            .as_ref()
+            .and_then(|d| d.parent_event.as_ref())
+            .and_then(|p| p.recorder.as_ref())
+        {
+            let h = r.strip_prefix("0x").unwrap_or(r);
+            if h.len() != 40 || hex::decode(h).is_err() {
+                return Err(InputError::new(
+                    "delegation_provenance.parent_event.recorder",
+                    "must be 0x followed by 40 hex digits",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Splits into the envelope (kept by the caller) and the payload to seal.
+    pub fn into_payload(self) -> (Envelope, Payload) {
+        let env = Envelope {
+            category: self.category,
+            timestamp_us: self.timestamp_us,
+            lane: self.lane,
+            concurrent_with: self.concurrent_with,
+        };
+        let p = Payload {
+            intent: self.intent,
+            policy_evaluation: self.policy_evaluation,
+            human_approval: self.human_approval,
+            execution: self.execution,
+            effects: self.effects,
+            context_provenance: self.context_provenance,
+            code_provenance: self.code_provenance,
+            delegation_provenance: self.delegation_provenance,
+        };
+        (env, p)
+    }
+}
+
+/// The envelope fields a caller supplies; the recorder adds the rest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    /// Kind of action.
+    pub category: Category,
+    /// Caller-supplied time, if any.
+    pub timestamp_us: Option<u64>,
+    /// Lane.
+    pub lane: Option<String>,
+    /// Concurrent earlier events.
+    pub concurrent_with: Vec<u64>,
+}
+
+impl Payload {
+    /// Canonical CBOR bytes (the plaintext that is sealed).
+    pub fn encode(&self) -> Result<Vec<u8>, cbor::CborError> {
+        cbor::to_vec(self)
+    }
+
+    /// Parses canonical CBOR; rejects any byte string that is not exactly `encode` of the result.
+    pub fn decode(bytes: &[u8]) -> Result<Payload, cbor::CborError> {
+        let p: Payload = cbor::from_slice(bytes)?;
+        if cbor::to_vec(&p)? != bytes {
+            return Err(cbor::CborError::NonCanonical);
+        }
+        Ok(p)
+    }
+}
+
+/// Deserializes any JSON value, rejecting duplicate object keys at every depth.
+fn strict_json<'de, D: Deserializer<'de>>(d: D) -> Result<Json, D::Error> {
+    d.deserialize_any(StrictVisitor)
+}
+
+struct StrictJson(Json);
+
+impl<'de> Deserialize<'de> for StrictJson {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<StrictJson, D::Error> {
+        d.deserialize_any(StrictVisitor).map(StrictJson)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> de::Visitor<'de> for StrictVisitor {
+    type Value = Json;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Json, E> {
+        Ok(Json::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Json, E> {
+        Ok(Json::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Json, E> {
+        Ok(Json::from(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Json, E> {
+        serde_json::Number::from_f64(v)
+            .map(Json::Number)
+            .ok_or_else(|| E::custom("non-finite number"))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Json, E> {
+        Ok(Json::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Json, E> {
+        Ok(Json::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Json, E> {
+        Ok(Json::Null)
+    }
+    fn visit_none<E>(self) -> Result<Json, E> {
+        Ok(Json::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Json, D::Error> {
+        d.deserialize_any(StrictVisitor)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<Json, A::Error> {
+        let mut v = Vec::new();
+        while let Some(StrictJson(x)) = a.next_element()? {
+            v.push(x);
+        }
+        Ok(Json::Array(v))
+    }
+    fn visit_map<A: de::MapAccess<'de>>(self, mut a: A) -> Result<Json, A::Error> {
+        let mut m = serde_json::Map::new();
+        while let Some(k) = a.next_key::<String>()? {
+            let StrictJson(v) = a.next_value()?;
+            if m.insert(k.clone(), v).is_some() {
+                return Err(de::Error::custom(format!("duplicate key `{k}`")));
+            }
+        }
+        Ok(Json::Object(m))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"{"category":"database","intent":{"tool":"psql","args":{"db":"prod","sql":"DROP TABLE users"}},
+      "policy_evaluation":[{"guardrail":"no-destructive-sql","version":"2","verdict":"allow","reason":"staging"}],
+      "human_approval":{"approver":"alice@example.com","prompt":"Drop table?","decision":"approved","decided_at_us":1},
+      "execution":{"command":"DROP TABLE users","target":"db.prod.internal"},
+      "effects":{"return_value":{"rows":0},"state_changes":["dropped users"]},
+      "context_provenance":{"environment":"staging","sources":[{"uri":"file:///etc/app.yaml","content_hash":"sha256:00"}]},
+      "code_provenance":{"agent":"coder","model":"m-1"},
+      "delegation_provenance":{"parent_event":{"seq":3},"delegating_agent":"planner","organisation":"acme"}}"#;
+
+    #[test]
+    fn parses_a_full_event_and_round_trips_the_payload() {
+        let ev = EventInput::from_json(GOOD.as_bytes(), DEFAULT_MAX_EVENT_BYTES).unwrap();
+        let (env, p) = ev.into_payload();
+        assert_eq!(env.category, Category::Database);
+        let b = p.encode().unwrap();
+        assert_eq!(Payload::decode(&b).unwrap(), p);
+    }
+
+    fn err(s: &str) -> InputError {
+        EventInput::from_json(s.as_bytes(), DEFAULT_MAX_EVENT_BYTES).unwrap_err()
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = err(r#"{"category":"shell","intent":{"tool":"ls","argz":{}}}"#);
+        assert_eq!(e.path, "intent.argz");
+        assert!(e.message.contains("unknown field `argz`"), "{e}");
+
+        let e = err(r#"{"category":"shell","intent":{"tool":"ls"},"human_approval":{"approver":"a","prompt":"p","decision":"approved","decided_at_us":"soon"}}"#);
+        assert_eq!(e.path, "human_approval.decided_at_us");
+
+        let e = err(r#"{"category":"shel","intent":{"tool":"ls"}}"#);
+        assert_eq!(e.path, "category");
+
+        let e = err(r#"{"category":"shell","intent":{"tool":"ls","args":{"a":1,"a":2}}}"#);
+        assert!(e.message.contains("duplicate key `a`"), "{e}");
+        assert_eq!(e.path, "intent.args");
+
+        let e = err(r#"{"category":"shell","category":"file","intent":{"tool":"ls"}}"#);
+        assert!(e.message.contains("duplicate field"), "{e}");
+
+        let e = err(r#"{"category":"shell","intent":{"tool":"ls"}} x"#);
+        assert!(e.message.contains("trailing"), "{e}");
+
+        let e = err(r#"{"category":"shell","intent":{"tool":""}}"#);
+        assert_eq!(e.path, "intent.tool");
+
+        let e = err(r#"{"category":"shell","intent":{"tool":"ls"},"reasoning":"I think"}"#);
+        assert!(e.message.contains("unknown field `reasoning`"));
+    }
+
+    #[test]
+    fn rejects_non_utf8_and_oversize() {
+        let e = EventInput::from_json(b"{\"category\":\"shell\xff\"}", 1000).unwrap_err();
+        assert!(e.message.contains("UTF-8"), "{e}");
+        let big = format!(r#"{{"category":"shell","intent":{{"tool":"{}"}}}}"#, "x".repeat(2000));
+        let e = EventInput::from_json(big.as_bytes(), 1000).unwrap_err();
+        assert!(e.message.contains("over the cap"), "{e}");
+    }
+
+    #[test]
+    fn payload_decoder_rejects_explicit_nulls_and_unknown_fields() {
+        // {"intent": {"tool": "x"}, "effects": null}: canonical CBOR, but not the encoding
+        // of any payload (absent options are omitted).
+        let mut v = ciborium::Value::Map(vec![
+            (
+                ciborium::Value::Text("intent".into()),
+                ciborium::Value::Map(vec![(ciborium::Value::Text("tool".into()), ciborium::Value::Text("x".into()))]),
+            ),
+            (ciborium::Value::Text("effects".into()), ciborium::Value::Null),
+        ]);
+        crate::cbor::canonicalize(&mut v).unwrap();
+        let b = crate::cbor::to_vec(&v).unwrap();
+        assert!(Payload::decode(&b).is_err());
+    }
+}

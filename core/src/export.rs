@@ -1,0 +1,1 @@
+//! Export and bundle formats (filled in below).

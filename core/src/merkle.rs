@@ -1,0 +1,407 @@
+//! RFC 6962 Merkle trees: roots, inclusion and consistency proofs.
+//!
+//! The tree over `n` leaves splits at the largest power of two `k < n`:
+//! `MTH(D[0:n]) = SHA-256(0x01 ‖ MTH(D[0:k]) ‖ MTH(D[k:n]))`. It is left-balanced, so it can
+//! be built one leaf at a time from a stack of perfect subtrees ([`CompactRange`]); sealing an
+//! epoch then costs `O(log n)` hashes instead of a whole-tree rebuild.
+//!
+//! ```text
+//!            root (n = 5)
+//!           /          \
+//!      h(0..4)          l4        leaf 4 is promoted: no sibling at levels 0 and 1
+//!      /     \
+//!   h(0,1)  h(2,3)
+//! ```
+//!
+//! Building and proving use `rs_merkle` (its "promote the odd node" tree is the RFC 6962 tree).
+//! Verifying does not: `rs_merkle`'s verifier takes the tree size as a separate trusted input
+//! and does not check the proof length against it, and it has no consistency proofs. The
+//! verifiers here follow RFC 9162 §2.1.3.2 and §2.1.4.2: sizes are checked first, the proof must
+//! have exactly the length the `(index, size)` pair requires, and a mismatch is a typed error,
+//! never a panic.
+//!
+//! ```
+//! use afr_core::{hash::leaf_hash, merkle};
+//! let leaves: Vec<_> = (0u8..5).map(|i| leaf_hash(&[i])).collect();
+//! let root = merkle::root(&leaves);
+//! let proof = merkle::inclusion_proof(&leaves, 4).unwrap();
+//! assert_eq!(proof.len(), 1);
+//! merkle::verify_inclusion(&leaves[4], 4, 5, &proof, &root).unwrap();
+//! assert!(merkle::verify_inclusion(&leaves[4], 3, 5, &proof, &root).is_err());
+//! ```
+
+use rs_merkle::MerkleTree;
+
+use crate::hash::{Hash32, node_hash, sha256};
+
+/// Why a proof does not check out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProofError {
+    /// The leaf index is not inside the tree.
+    #[error("leaf index {index} is outside a tree of size {size}")]
+    IndexOutOfRange {
+        /// The claimed index.
+        index: u64,
+        /// The claimed tree size.
+        size: u64,
+    },
+    /// The proof has the wrong number of hashes for its index and size.
+    #[error("proof has {got} hashes, {want} expected")]
+    WrongLength {
+        /// Hashes in the proof.
+        got: usize,
+        /// Hashes the index and size require.
+        want: usize,
+    },
+    /// The first size of a consistency proof is larger than the second.
+    #[error("consistency proof from size {size1} to smaller size {size2}")]
+    SizesReversed {
+        /// Older size.
+        size1: u64,
+        /// Newer size.
+        size2: u64,
+    },
+    /// The recomputed root differs from the expected one.
+    #[error("recomputed root does not match")]
+    RootMismatch,
+}
+
+/// The RFC 6962 hasher for `rs_merkle`: interior nodes are `SHA-256(0x01 ‖ l ‖ r)`, an odd
+/// node is promoted unchanged. Leaves are hashed by the caller with [`crate::hash::leaf_hash`].
+#[derive(Clone, Debug)]
+pub struct Rfc6962;
+
+impl rs_merkle::Hasher for Rfc6962 {
+    type Hash = [u8; 32];
+
+    fn hash(data: &[u8]) -> [u8; 32] {
+        sha256(&[data]).0
+    }
+
+    fn concat_and_hash(left: &[u8; 32], right: Option<&[u8; 32]>) -> [u8; 32] {
+        match right {
+            Some(r) => node_hash(&Hash32(*left), &Hash32(*r)).0,
+            None => *left,
+        }
+    }
+}
+
+/// The root of the empty tree: `SHA-256("")`.
+pub fn empty_root() -> Hash32 {
+    sha256(&[])
+}
+
+/// The RFC 6962 root of `leaves` (already leaf-hashed).
+pub fn root(leaves: &[Hash32]) -> Hash32 {
+    if leaves.is_empty() {
+        return empty_root();
+    }
+    let raw: Vec<[u8; 32]> = leaves.iter().map(|h| h.0).collect();
+    match MerkleTree::<Rfc6962>::from_leaves(&raw).root() {
+        Some(r) => Hash32(r),
+        None => empty_root(),
+    }
+}
+
+/// The audit path of leaf `index`, from the leaf's sibling up to the root's child.
+pub fn inclusion_proof(leaves: &[Hash32], index: usize) -> Option<Vec<Hash32>> {
+    if index >= leaves.len() {
+        return None;
+    }
+    let raw: Vec<[u8; 32]> = leaves.iter().map(|h| h.0).collect();
+    let tree = MerkleTree::<Rfc6962>::from_leaves(&raw);
+    Some(tree.proof(&[index]).proof_hashes().iter().map(|h| Hash32(*h)).collect())
+}
+
+/// Number of proof hashes below the point where the paths of `index` and `size - 1` join,
+/// and above it (RFC 9162 §2.1.3.2, decomposed as in transparency-dev).
+fn decompose(index: u64, size: u64) -> (usize, usize) {
+    let inner = (64 - (index ^ (size - 1)).leading_zeros()) as usize;
+    let border = (index >> inner).count_ones() as usize;
+    (inner, border)
+}
+
+fn chain_inner(mut seed: Hash32, proof: &[Hash32], index: u64) -> Hash32 {
+    for (i, h) in proof.iter().enumerate() {
+        seed = if (index >> i) & 1 == 0 { node_hash(&seed, h) } else { node_hash(h, &seed) };
+    }
+    seed
+}
+
+fn chain_inner_right(mut seed: Hash32, proof: &[Hash32], index: u64) -> Hash32 {
+    for (i, h) in proof.iter().enumerate() {
+        if (index >> i) & 1 == 1 {
+            seed = node_hash(h, &seed);
+        }
+    }
+    seed
+}
+
+fn chain_border_right(mut seed: Hash32, proof: &[Hash32]) -> Hash32 {
+    for h in proof {
+        seed = node_hash(h, &seed);
+    }
+    seed
+}
+
+/// Recomputes the root from a leaf hash and its audit path.
+pub fn root_from_inclusion_proof(
+    leaf: &Hash32,
+    index: u64,
+    size: u64,
+    proof: &[Hash32],
+) -> Result<Hash32, ProofError> {
+    if index >= size {
+        return Err(ProofError::IndexOutOfRange { index, size });
+    }
+    let (inner, border) = decompose(index, size);
+    if proof.len() != inner + border {
+        return Err(ProofError::WrongLength { got: proof.len(), want: inner + border });
+    }
+    let r = chain_inner(*leaf, &proof[..inner], index);
+    Ok(chain_border_right(r, &proof[inner..]))
+}
+
+/// Checks that `leaf` is at `index` in the tree of `size` leaves with root `root`.
+pub fn verify_inclusion(
+    leaf: &Hash32,
+    index: u64,
+    size: u64,
+    proof: &[Hash32],
+    root: &Hash32,
+) -> Result<(), ProofError> {
+    if root_from_inclusion_proof(leaf, index, size, proof)? != *root {
+        return Err(ProofError::RootMismatch);
+    }
+    Ok(())
+}
+
+/// A consistency proof that the tree of the first `size1` leaves is a prefix of `leaves`
+/// (RFC 6962 §2.1.2, `PROOF(m, D[n])`).
+pub fn consistency_proof(leaves: &[Hash32], size1: usize) -> Option<Vec<Hash32>> {
+    if size1 > leaves.len() {
+        return None;
+    }
+    if size1 == 0 || size1 == leaves.len() {
+        return Some(Vec::new());
+    }
+    let mut out = Vec::new();
+    subproof(size1, leaves, true, &mut out);
+    Some(out)
+}
+
+fn subproof(m: usize, d: &[Hash32], complete: bool, out: &mut Vec<Hash32>) {
+    let n = d.len();
+    if m == n {
+        if !complete {
+            out.push(root(d));
+        }
+        return;
+    }
+    let k = split(n);
+    if m <= k {
+        subproof(m, &d[..k], complete, out);
+        out.push(root(&d[k..]));
+    } else {
+        subproof(m - k, &d[k..], false, out);
+        out.push(root(&d[..k]));
+    }
+}
+
+/// The largest power of two strictly below `n` (`n ≥ 2`).
+fn split(n: usize) -> usize {
+    let mut k = 1;
+    while k << 1 < n {
+        k <<= 1;
+    }
+    k
+}
+
+/// Checks that the tree of size `size1` with root `root1` is a prefix of the tree of size
+/// `size2` with root `root2` (RFC 9162 §2.1.4.2).
+pub fn verify_consistency(
+    size1: u64,
+    size2: u64,
+    root1: &Hash32,
+    root2: &Hash32,
+    proof: &[Hash32],
+) -> Result<(), ProofError> {
+    if size2 < size1 {
+        return Err(ProofError::SizesReversed { size1, size2 });
+    }
+    if size1 == size2 {
+        if !proof.is_empty() {
+            return Err(ProofError::WrongLength { got: proof.len(), want: 0 });
+        }
+        return if root1 == root2 { Ok(()) } else { Err(ProofError::RootMismatch) };
+    }
+    if size1 == 0 {
+        // Every tree extends the empty tree; the proof is empty.
+        if !proof.is_empty() {
+            return Err(ProofError::WrongLength { got: proof.len(), want: 0 });
+        }
+        return Ok(());
+    }
+    if proof.is_empty() {
+        return Err(ProofError::WrongLength { got: 0, want: 1 });
+    }
+    let (inner, border) = decompose(size1 - 1, size2);
+    let shift = size1.trailing_zeros() as usize;
+    let inner = inner - shift; // shift < inner because size1 < size2
+    // The proof starts with the root of the 2^shift subtree, unless size1 is that subtree.
+    let (seed, rest) = if size1 == 1 << shift { (*root1, proof) } else { (proof[0], &proof[1..]) };
+    if rest.len() != inner + border {
+        let want = inner + border + usize::from(size1 != 1 << shift);
+        return Err(ProofError::WrongLength { got: proof.len(), want });
+    }
+    let mask = (size1 - 1) >> shift;
+    let h1 = chain_border_right(chain_inner_right(seed, &rest[..inner], mask), &rest[inner..]);
+    if h1 != *root1 {
+        return Err(ProofError::RootMismatch);
+    }
+    let h2 = chain_border_right(chain_inner(seed, &rest[..inner], mask), &rest[inner..]);
+    if h2 != *root2 {
+        return Err(ProofError::RootMismatch);
+    }
+    Ok(())
+}
+
+/// Builds an RFC 6962 root one leaf at a time, keeping only the roots of the perfect subtrees
+/// on the right edge (at most 64 hashes). Appending costs one leaf plus amortised one node hash.
+#[derive(Debug, Clone, Default)]
+pub struct CompactRange {
+    /// `(height, hash)` of each perfect subtree, tallest first.
+    stack: Vec<(u32, Hash32)>,
+    size: u64,
+}
+
+impl CompactRange {
+    /// An empty range.
+    pub fn new() -> CompactRange {
+        CompactRange::default()
+    }
+
+    /// Leaves appended so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Appends one leaf hash.
+    pub fn push(&mut self, leaf: Hash32) {
+        let mut node = (0u32, leaf);
+        while let Some(&(h, left)) = self.stack.last() {
+            if h != node.0 {
+                break;
+            }
+            self.stack.pop();
+            node = (h + 1, node_hash(&left, &node.1));
+        }
+        self.stack.push(node);
+        self.size += 1;
+    }
+
+    /// The RFC 6962 root of the leaves appended so far.
+    pub fn root(&self) -> Hash32 {
+        let mut it = self.stack.iter().rev();
+        let Some(&(_, mut acc)) = it.next() else {
+            return empty_root();
+        };
+        for (_, left) in it {
+            acc = node_hash(left, &acc);
+        }
+        acc
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::hash::leaf_hash;
+    use proptest::prelude::*;
+
+    /// The definition in RFC 6962 §2.1, recursively.
+    pub(crate) fn naive_root(d: &[Hash32]) -> Hash32 {
+        match d.len() {
+            0 => empty_root(),
+            1 => d[0],
+            n => {
+                let k = split(n);
+                node_hash(&naive_root(&d[..k]), &naive_root(&d[k..]))
+            }
+        }
+    }
+
+    /// RFC 6962 §2.1.1 `PATH(m, D[n])`, recursively.
+    fn naive_path(m: usize, d: &[Hash32]) -> Vec<Hash32> {
+        if d.len() <= 1 {
+            return Vec::new();
+        }
+        let k = split(d.len());
+        if m < k {
+            let mut p = naive_path(m, &d[..k]);
+            p.push(naive_root(&d[k..]));
+            p
+        } else {
+            let mut p = naive_path(m - k, &d[k..]);
+            p.push(naive_root(&d[..k]));
+            p
+        }
+    }
+
+    fn leaves(n: usize) -> Vec<Hash32> {
+        (0..n as u64).map(|i| leaf_hash(&i.to_be_bytes())).collect()
+    }
+
+    #[test]
+    fn roots_and_proofs_match_naive_reference_for_sizes_0_to_300() {
+        let all = leaves(300);
+        let mut cr = CompactRange::new();
+        for n in 0..=300usize {
+            let d = &all[..n];
+            let want = naive_root(d);
+            assert_eq!(root(d), want, "rs_merkle root, size {n}");
+            assert_eq!(cr.root(), want, "compact range root, size {n}");
+            for m in [0, n / 3, n / 2, n.saturating_sub(1)] {
+                if m < n {
+                    let p = inclusion_proof(d, m).unwrap();
+                    assert_eq!(p, naive_path(m, d), "path {m} of {n}");
+                    verify_inclusion(&d[m], m as u64, n as u64, &p, &want).unwrap();
+                }
+            }
+            if n < 300 {
+                cr.push(all[n]);
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn every_inclusion_proof_verifies_and_tampering_fails(n in 1usize..200, m in any::<prop::sample::Index>(), bit in 0usize..256) {
+            let d = leaves(n);
+            let m = m.index(n);
+            let r = root(&d);
+            let p = inclusion_proof(&d, m).unwrap();
+            verify_inclusion(&d[m], m as u64, n as u64, &p, &r).unwrap();
+            if !p.is_empty() {
+                let mut q = p.clone();
+                let j = bit % q.len();
+                q[j].0[bit / 8 % 32] ^= 1 << (bit % 8);
+                prop_assert!(verify_inclusion(&d[m], m as u64, n as u64, &q, &r).is_err());
+            }
+            prop_assert!(verify_inclusion(&d[m], m as u64 + n as u64, n as u64, &p, &r).is_err());
+        }
+
+        #[test]
+        fn every_consistency_proof_verifies(n in 1usize..150, m in any::<prop::sample::Index>()) {
+            let d = leaves(n);
+            let m = m.index(n + 1);
+            let p = consistency_proof(&d, m).unwrap();
+            verify_consistency(m as u64, n as u64, &root(&d[..m]), &root(&d), &p).unwrap();
+            if m > 0 && m < n {
+                let mut q = p.clone();
+                q[0].0[0] ^= 1;
+                prop_assert!(verify_consistency(m as u64, n as u64, &root(&d[..m]), &root(&d), &q).is_err());
+            }
+        }
+    }
+}
