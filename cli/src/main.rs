@@ -1,1 +1,337 @@
-fn main(){}
+//! `afr`: the Agent Flight Recorder command line.
+
+use std::{
+    io::{BufRead, BufWriter, IsTerminal, Write},
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use afr_core::{EventInput, verify};
+use afr_recorder::{Config, Durability, Recorder};
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+mod bench;
+
+/// Agent Flight Recorder: tamper-evident, selectively disclosable records of what an AI agent did.
+#[derive(Parser, Debug)]
+#[command(name = "afr", version, about, long_about = None)]
+struct Cli {
+    /// Recorder directory (store and key files).
+    #[arg(long, global = true, default_value = ".afr", env = "AFR_DIR")]
+    dir: PathBuf,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Create a recorder: an empty store and a fresh master key file (mode 0600).
+    Init {
+        /// Recorder id, 0x + 40 hex digits (the address that will anchor); random if absent.
+        #[arg(long)]
+        recorder_id: Option<String>,
+    },
+    /// Print a seeded synthetic workload as JSON lines (the paper's evaluation mix).
+    Gen {
+        /// Number of events.
+        #[arg(long, default_value_t = 1000)]
+        events: u64,
+        /// Seed.
+        #[arg(long, default_value_t = afr_recorder::synth::DEFAULT_SEED)]
+        seed: u64,
+    },
+    /// Record JSON-lines events from a file or stdin (one event per line).
+    Record {
+        /// Input file; stdin if absent or `-`.
+        file: Option<PathBuf>,
+        /// Print one JSON receipt per event (after it is durable in synced modes).
+        #[arg(long)]
+        receipts: bool,
+        #[command(flatten)]
+        opts: RecordOpts,
+    },
+    /// Seal the open epoch now (if it holds any event).
+    Seal {
+        #[command(flatten)]
+        opts: RecordOpts,
+    },
+    /// Show events, epochs and the open epoch.
+    Status {
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Export the whole log to a file a verifier checks on its own.
+    Export {
+        /// Output file.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Check an exported log's integrity (no keys needed).
+    VerifyExport {
+        /// The export file.
+        file: PathBuf,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCmd {
+    /// Per-event latency, throughput and bytes per event of the real recorder and store.
+    Record(bench::RecordBench),
+}
+
+/// Settings of an open recorder.
+#[derive(Args, Debug, Clone)]
+struct RecordOpts {
+    /// Seal an epoch after this many events.
+    #[arg(long, default_value_t = 100)]
+    epoch_size: u64,
+    /// Seal a non-empty epoch after this many milliseconds.
+    #[arg(long, default_value_t = 60_000)]
+    max_epoch_age_ms: u64,
+    /// sync (one synced write per event), group (shared synced writes) or buffered.
+    #[arg(long, default_value = "group")]
+    durability: Durability,
+    /// Largest accepted event, in bytes (JSON line and canonical payload).
+    #[arg(long, default_value_t = afr_core::event::DEFAULT_MAX_EVENT_BYTES)]
+    max_event_bytes: usize,
+}
+
+impl RecordOpts {
+    fn config(&self) -> Config {
+        Config {
+            epoch_size: self.epoch_size,
+            max_epoch_age: Duration::from_millis(self.max_epoch_age_ms),
+            durability: self.durability,
+            max_event_bytes: self.max_event_bytes,
+            ..Config::default()
+        }
+    }
+}
+
+/// Exit code for input that was rejected (sysexits `EX_DATAERR`).
+const EXIT_DATAERR: u8 = 65;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("afr: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.cmd {
+        Cmd::Init { recorder_id } => init(&cli.dir, recorder_id.as_deref()),
+        Cmd::Gen { events, seed } => gen_events(events, seed),
+        Cmd::Record { file, receipts, opts } => record(&cli.dir, file.as_deref(), receipts, &opts),
+        Cmd::Seal { opts } => {
+            let r = Recorder::open(&cli.dir, opts.config())?;
+            match r.seal()? {
+                Some(h) => println!("sealed epoch {} ({} events), root {}", h.epoch, h.count, h.root()),
+                None => println!("nothing to seal: the open epoch is empty"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Status { json } => status(&cli.dir, json),
+        Cmd::Export { out } => export(&cli.dir, &out),
+        Cmd::VerifyExport { file, json } => verify_export(&file, json),
+        Cmd::Bench { what: BenchCmd::Record(b) } => bench::record(&b),
+    }
+}
+
+fn init(dir: &Path, recorder_id: Option<&str>) -> Result<ExitCode> {
+    let id = match recorder_id {
+        Some(s) => {
+            let h = s.strip_prefix("0x").unwrap_or(s);
+            let mut id = [0u8; 20];
+            hex::decode_to_slice(h, &mut id)
+                .context("--recorder-id must be 0x followed by 40 hex digits")?;
+            id
+        }
+        None => {
+            let mut id = [0u8; 20];
+            rand::fill(&mut id[..]);
+            id
+        }
+    };
+    afr_recorder::init(dir, id)?;
+    println!("initialised recorder 0x{} in {}", hex::encode(id), dir.display());
+    println!("master key: {} (mode 0600; back it up, never share it)", dir.join(afr_recorder::MASTER_KEY_FILE).display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn gen_events(n: u64, seed: u64) -> Result<ExitCode> {
+    let out = std::io::stdout();
+    let mut out = BufWriter::new(out.lock());
+    for ev in afr_recorder::synth::generate(n, seed) {
+        serde_json::to_writer(&mut out, &ev)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn record(dir: &Path, file: Option<&Path>, receipts: bool, opts: &RecordOpts) -> Result<ExitCode> {
+    let r = Recorder::open(dir, opts.config())?;
+    let input: Box<dyn BufRead> = match file {
+        None => Box::new(std::io::stdin().lock()),
+        Some(p) if p == Path::new("-") => Box::new(std::io::stdin().lock()),
+        Some(p) => Box::new(std::io::BufReader::new(
+            std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?,
+        )),
+    };
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let progress = std::io::stderr().is_terminal();
+    let (mut ok, mut bad, mut line_no) = (0u64, 0u64, 0u64);
+    let mut last_progress = Instant::now();
+    let start = Instant::now();
+    let cap = opts.max_event_bytes;
+    for line in input.split(b'\n') {
+        let line = line.context("cannot read input")?;
+        line_no += 1;
+        let line = line.strip_suffix(b"\r").unwrap_or(&line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let ev = match EventInput::from_json(line, cap) {
+            Ok(ev) => ev,
+            Err(e) => {
+                eprintln!("afr: line {line_no}: {e}; event not recorded");
+                bad += 1;
+                continue;
+            }
+        };
+        match r.record(ev) {
+            Ok(rc) => {
+                ok += 1;
+                if receipts {
+                    writeln!(
+                        out,
+                        r#"{{"line":{line_no},"seq":{},"epoch":{},"leaf_hash":"{}","timestamp_us":{}}}"#,
+                        rc.seq, rc.epoch, rc.leaf_hash, rc.timestamp_us
+                    )?;
+                    if opts.durability != Durability::Buffered {
+                        out.flush()?;
+                    }
+                }
+            }
+            Err(afr_recorder::RecordError::Invalid(e)) => {
+                eprintln!("afr: line {line_no}: {e}; event not recorded");
+                bad += 1;
+            }
+            Err(e) => return Err(e).context(format!("line {line_no}")),
+        }
+        if progress && last_progress.elapsed() > Duration::from_millis(250) {
+            eprint!("\rrecorded {ok} events ({bad} rejected)");
+            last_progress = Instant::now();
+        }
+    }
+    r.flush()?;
+    out.flush()?;
+    if progress {
+        eprint!("\r");
+    }
+    let (epoch, open) = r.open_epoch();
+    eprintln!(
+        "recorded {ok} events in {:.2?} ({bad} rejected); next seq {}, open epoch {epoch} holds {open}",
+        start.elapsed(),
+        r.next_seq()
+    );
+    Ok(if bad > 0 { ExitCode::from(EXIT_DATAERR) } else { ExitCode::SUCCESS })
+}
+
+fn status(dir: &Path, json: bool) -> Result<ExitCode> {
+    let r = Recorder::open(dir, Config::default())?;
+    let (open_epoch, open_count) = r.open_epoch();
+    let last = r.last_sealed();
+    let events = r.next_seq();
+    let sealed = last.as_ref().map_or(0, |h| h.epoch + 1);
+    if json {
+        let v = serde_json::json!({
+            "recorder": format!("0x{}", hex::encode(r.recorder_id())),
+            "events": events,
+            "sealed_epochs": sealed,
+            "open_epoch": open_epoch,
+            "open_epoch_events": open_count,
+            "last_epoch_root": last.as_ref().map(|h| h.root().to_hex()),
+            "last_sealed_at_us": last.as_ref().map(|h| h.sealed_at_us),
+        });
+        println!("{v}");
+    } else {
+        println!("recorder      0x{}", hex::encode(r.recorder_id()));
+        println!("events        {events}");
+        println!("sealed epochs {sealed}");
+        println!("open epoch    {open_epoch} ({open_count} events not yet sealed)");
+        if let Some(h) = last {
+            println!("last root     {} (epoch {})", h.root(), h.epoch);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn export(dir: &Path, out: &Path) -> Result<ExitCode> {
+    let r = Recorder::open(dir, Config::default())?;
+    r.flush()?;
+    let tmp = out.with_extension("partial");
+    let f = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    let mut w = BufWriter::new(f);
+    let s = afr_recorder::export_log(r.store(), &mut w)?;
+    w.flush()?;
+    w.get_ref().sync_all()?;
+    std::fs::rename(&tmp, out)?;
+    println!(
+        "exported {} events in {} sealed epochs ({} not yet sealed), {} bytes, to {}",
+        s.events, s.epochs, s.unsealed, s.bytes, out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify_export(file: &Path, json: bool) -> Result<ExitCode> {
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let rep = verify::verify_log(&bytes);
+    if json {
+        let v = serde_json::json!({
+            "outcome": rep.outcome.name(),
+            "events": rep.events,
+            "epochs": rep.epochs,
+            "checks": rep.checks,
+            "missing": rep.missing,
+            "first_failure": rep.first_failure.as_ref().map(|f| serde_json::json!({
+                "location": f.location, "check": f.check, "detail": f.detail,
+                "consistent_with": f.consistent_with,
+            })),
+        });
+        println!("{v}");
+    } else {
+        println!("{}: {} events in {} epochs", rep.outcome.name().to_uppercase(), rep.events, rep.epochs);
+        for (c, n) in &rep.checks {
+            println!("  {c:<20} {n} passed");
+        }
+        for m in &rep.missing {
+            println!("  missing: {m}");
+        }
+        if let Some(f) = &rep.first_failure {
+            println!("  first failure at {}: {} ({}); consistent with {}", f.location, f.check, f.detail, f.consistent_with);
+        }
+    }
+    Ok(ExitCode::from(match rep.outcome {
+        verify::Outcome::Verified => 0,
+        verify::Outcome::Tampered => 1,
+        verify::Outcome::Incomplete => 2,
+    }))
+}

@@ -34,27 +34,28 @@ pub struct EventInput {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub concurrent_with: Vec<u64>,
     /// What the agent set out to do.
+    #[serde(deserialize_with = "object")]
     pub intent: Intent,
     /// Guardrails evaluated before execution.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "object_vec", skip_serializing_if = "Vec::is_empty")]
     pub policy_evaluation: Vec<GuardrailEvaluation>,
     /// The human approval, if one was asked for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
     pub human_approval: Option<HumanApproval>,
     /// The concrete command or API mutation that ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
     pub execution: Option<Execution>,
     /// What happened as a result.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
     pub effects: Option<Effects>,
     /// Retrieved content and environment that influenced the call.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
     pub context_provenance: Option<ContextProvenance>,
     /// Which code and model produced the call.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
     pub code_provenance: Option<CodeProvenance>,
     /// Who delegated the work.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
     pub delegation_provenance: Option<DelegationProvenance>,
 }
 
@@ -151,7 +152,7 @@ pub struct HumanApproval {
     /// When, microseconds since the Unix epoch.
     pub decided_at_us: u64,
     /// A signature by the approver over the action, if the approval system produces one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
     pub signature: Option<ApprovalSignature>,
 }
 
@@ -206,7 +207,7 @@ pub struct Effects {
 #[serde(deny_unknown_fields)]
 pub struct ContextProvenance {
     /// Retrieved sources.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "object_vec", skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<ContextSource>,
     /// Environment the agent believed it acted in (`production`, `staging`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -256,7 +257,7 @@ pub struct CodeProvenance {
 #[serde(deny_unknown_fields)]
 pub struct DelegationProvenance {
     /// The event that delegated this one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
     pub parent_event: Option<EventRef>,
     /// The delegating agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -312,7 +313,7 @@ impl EventInput {
             ));
         }
         let mut de = serde_json::Deserializer::from_slice(bytes);
-        let ev: EventInput = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let ev: EventInput = serde_path_to_error::deserialize(ObjectOnly(&mut de)).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner();
             let msg = inner.to_string();
@@ -406,6 +407,58 @@ impl Payload {
         }
         Ok(p)
     }
+}
+
+/// Feeds a struct's derived `Deserialize` a map request instead of a struct request.
+///
+/// serde's derive accepts a struct as a map or as a sequence of its fields in order, and
+/// serde_json honours both, so `"intent": ["ls"]` would be a valid intent and one event would
+/// have two spellings. Asking for a map rejects the array form with "invalid type: sequence".
+/// Each struct-typed field names [`object`], [`object_opt`] or [`object_vec`].
+struct ObjectOnly<D>(D);
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for ObjectOnly<D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: de::Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_any(v)
+    }
+
+    fn deserialize_struct<V: de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_map(v)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+/// A struct that deserializes from a map only (see [`ObjectOnly`]).
+struct Obj<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Obj<T>, D::Error> {
+        T::deserialize(ObjectOnly(d)).map(Obj)
+    }
+}
+
+fn object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+    T::deserialize(ObjectOnly(d))
+}
+
+fn object_opt<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    Ok(Option::<Obj<T>>::deserialize(d)?.map(|o| o.0))
+}
+
+fn object_vec<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    Ok(Vec::<Obj<T>>::deserialize(d)?.into_iter().map(|o| o.0).collect())
 }
 
 /// Deserializes any JSON value, rejecting duplicate object keys at every depth.
@@ -530,6 +583,20 @@ mod tests {
 
         let e = err(r#"{"category":"shell","intent":{"tool":"ls"},"reasoning":"I think"}"#);
         assert!(e.message.contains("unknown field `reasoning`"));
+    }
+
+    #[test]
+    fn structs_are_objects_never_positional_arrays() {
+        for s in [
+            r#"["shell",null,null,[],{"tool":"ls"}]"#,
+            r#"{"category":"shell","intent":["ls"]}"#,
+            r#"{"category":"shell","intent":{"tool":"ls"},"code_provenance":[]}"#,
+            r#"{"category":"shell","intent":{"tool":"ls"},"policy_evaluation":[["g","1","allow"]]}"#,
+            r#"{"category":"shell","intent":{"tool":"ls"},"delegation_provenance":{"parent_event":[null,3]}}"#,
+        ] {
+            let e = err(s);
+            assert!(e.message.contains("invalid type: sequence"), "{s}: {e}");
+        }
     }
 
     #[test]

@@ -40,3 +40,4 @@ pub type RecorderId = [u8; 20];
 
 /// Version of the record, header, export and bundle formats defined by this crate.
 pub const FORMAT_VERSION: u64 = 1;
+pub mod verify;

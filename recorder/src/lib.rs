@@ -1,1 +1,608 @@
-pub fn x(){}
+//! The recorder: turns tool calls into sealed, chained, Merkle-batched records in RocksDB.
+//!
+//! A [`Recorder`] is a cloneable handle; any number of threads may call [`Recorder::record`]
+//! at once. One sequencer (a mutex around a few fields) assigns gapless sequence numbers,
+//! seals the payload under its per-event key, links the record to its predecessor and adds
+//! its leaf to the open epoch's [`CompactRange`]. Everything slow happens elsewhere: payload
+//! encoding before the lock, storage writes and syncs on a writer thread, anchoring in another
+//! process altogether.
+//!
+//! ```text
+//!  callers ──encode payload──► [sequencer: seq, seal, chain, leaf] ──pending batch──► writer
+//!                                   │ epoch full or too old                         │ WriteBatch
+//!                                   ▼                                               ▼ (sync?)
+//!                               EpochHeader ───────────────────────────────────► RocksDB
+//! ```
+//!
+//! # Durability contract
+//!
+//! What a returned [`Receipt`] promises depends on [`Durability`]:
+//!
+//! - [`Durability::Sync`]: the event MUST be on stable storage (its own synced write) before
+//!   `record()` returns.
+//! - [`Durability::Group`] (default): the event MUST be on stable storage before `record()`
+//!   returns; it shares one synced write with the events submitted alongside it.
+//! - [`Durability::Buffered`]: the event is sequenced and chained but MAY be lost in a crash
+//!   until [`Recorder::flush`] returns (the writer writes every `flush_interval`, without sync).
+//!
+//! In every mode a crash loses at most a suffix: the store MUST NOT hold a gap, a record
+//! without its payload, or a payload without its record, and reopening it MUST yield a chain
+//! that verifies end to end. A sealed epoch header is written after the records it covers.
+
+mod store;
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{Arc, Condvar, Mutex, MutexGuard},
+    thread::JoinHandle,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use afr_core::{
+    EpochHeader, EventInput, Hash32, RecorderId, Record,
+    crypto::{self, EpochKey, MasterKey, Slot},
+    event::Payload,
+    merkle::CompactRange,
+    record::check_concurrent,
+};
+pub use rocksdb::WriteBatch;
+pub use store::{CF_ANCHORS, CF_EPOCHS, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS, Store};
+
+mod keyfile;
+pub mod synth;
+mod export;
+pub use export::{ExportSummary, export_log};
+pub use keyfile::{read_key_file, write_key_file};
+
+/// Name of the master key file inside a recorder directory.
+pub const MASTER_KEY_FILE: &str = "master.key";
+/// Name of the RocksDB directory inside a recorder directory.
+pub const DB_DIR: &str = "db";
+
+/// Errors of the recorder. Messages are lower-case and never contain key material.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The event is not acceptable; nothing was recorded.
+    #[error("invalid event: {0}")]
+    Invalid(String),
+    /// RocksDB failed.
+    #[error("storage error: {0}")]
+    Storage(String),
+    /// The store holds something it should not; nothing is written until this is resolved.
+    #[error("store is inconsistent: {0}")]
+    Corrupt(String),
+    /// A key file problem.
+    #[error("key file {path}: {message}")]
+    KeyFile {
+        /// Which file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The store or key file already exists (on init) or does not (on open).
+    #[error("{0}")]
+    Setup(String),
+    /// The writer thread failed earlier; the recorder accepts no more events.
+    #[error("recorder stopped after a storage failure: {0}")]
+    Stopped(String),
+}
+
+/// When `record()` may return, relative to the event reaching stable storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// One synced write per event.
+    Sync,
+    /// Events share synced writes; each returns once its write is synced.
+    Group,
+    /// Returns before the event is written; see the module docs.
+    Buffered,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Durability, String> {
+        match s {
+            "sync" => Ok(Durability::Sync),
+            "group" => Ok(Durability::Group),
+            "buffered" => Ok(Durability::Buffered),
+            other => Err(format!("unknown durability mode `{other}` (sync, group, buffered)")),
+        }
+    }
+}
+
+/// Recorder settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Seal an epoch once it holds this many events.
+    pub epoch_size: u64,
+    /// Seal a non-empty epoch once its first event is this old.
+    pub max_epoch_age: Duration,
+    /// Durability mode.
+    pub durability: Durability,
+    /// Cap on one event's canonical payload, in bytes.
+    pub max_event_bytes: usize,
+    /// In buffered mode, how often the writer writes.
+    pub flush_interval: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            epoch_size: 100,
+            max_epoch_age: Duration::from_secs(60),
+            durability: Durability::Group,
+            max_event_bytes: afr_core::event::DEFAULT_MAX_EVENT_BYTES,
+            flush_interval: Duration::from_millis(2),
+        }
+    }
+}
+
+/// What `record()` returns: where the event landed and the hash that names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Receipt {
+    /// Sequence number.
+    pub seq: u64,
+    /// Epoch.
+    pub epoch: u64,
+    /// The record's leaf hash.
+    pub leaf_hash: Hash32,
+    /// The record's timestamp.
+    pub timestamp_us: u64,
+}
+
+/// Microseconds since the Unix epoch.
+pub fn now_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+/// The sequencer's state: everything needed to append the next record.
+struct State {
+    next_seq: u64,
+    epoch: u64,
+    epoch_first_seq: u64,
+    epoch_opened_at: std::time::Instant,
+    tree: CompactRange,
+    prev_hash: Hash32,
+    prev_root: Hash32,
+    epoch_key: Option<EpochKey>,
+    pending: WriteBatch,
+    /// Highest sequence number in `pending`, if any event is in it.
+    pending_last: Option<u64>,
+    /// Whether `pending` holds anything (events, headers, salts).
+    pending_dirty: bool,
+    last_sealed: Option<EpochHeader>,
+    shutdown: bool,
+}
+
+struct Durable {
+    /// Number of events known written (and synced, in synced modes): all seq < this.
+    written: u64,
+    error: Option<String>,
+}
+
+struct Shared {
+    store: Store,
+    recorder: RecorderId,
+    master: MasterKey,
+    config: Config,
+    state: Mutex<State>,
+    /// Held across taking and writing a batch, so batches reach disk in order.
+    io: Mutex<()>,
+    work: Condvar,
+    durable: Mutex<Durable>,
+    durable_cv: Condvar,
+}
+
+/// A handle on an open recorder. Clone it freely; the writer stops when the last handle drops.
+#[derive(Clone)]
+pub struct Recorder {
+    shared: Arc<Shared>,
+    _writer: Arc<WriterGuard>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder").field("recorder", &hex::encode(self.shared.recorder)).finish()
+    }
+}
+
+struct WriterGuard {
+    shared: Arc<Shared>,
+    handle: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for WriterGuard {
+    fn drop(&mut self) {
+        if let Ok(mut st) = self.shared.state.lock() {
+            st.shutdown = true;
+        }
+        self.shared.work.notify_all();
+        if let Some(h) = self.handle.lock().ok().and_then(|mut h| h.take()) {
+            let _ = h.join();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock means a thread panicked while holding it; the state is still the
+    // last consistent one because every mutation below is completed before unlocking.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Creates a recorder directory: the store and a fresh master key file (mode 0600).
+pub fn init(dir: &Path, recorder: RecorderId) -> Result<(), RecordError> {
+    let key_path = dir.join(MASTER_KEY_FILE);
+    let db_path = dir.join(DB_DIR);
+    if db_path.exists() || key_path.exists() {
+        return Err(RecordError::Setup(format!("{} is already initialised", dir.display())));
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| RecordError::Setup(format!("cannot create {}: {e}", dir.display())))?;
+    let mut secret = zeroize::Zeroizing::new([0u8; 32]);
+    rand::fill(&mut secret[..]);
+    write_key_file(&key_path, &secret[..])?;
+    let store = Store::open(&db_path, true)?;
+    store.put_meta(store::META_FORMAT, &store::STORE_FORMAT.to_be_bytes())?;
+    store.put_meta(store::META_RECORDER, &recorder)?;
+    Ok(())
+}
+
+impl Recorder {
+    /// Opens the recorder in `dir` (created by [`init`]) and recovers its state.
+    pub fn open(dir: &Path, config: Config) -> Result<Recorder, RecordError> {
+        if config.epoch_size == 0 {
+            return Err(RecordError::Setup("epoch size must be at least 1".into()));
+        }
+        let db_path = dir.join(DB_DIR);
+        if !db_path.exists() {
+            return Err(RecordError::Setup(format!(
+                "no recorder in {} (run `afr init` first)",
+                dir.display()
+            )));
+        }
+        let secret = read_key_file(&dir.join(MASTER_KEY_FILE))?;
+        let master = MasterKey::from_bytes(*secret);
+        let store = Store::open(&db_path, false)?;
+        match store.meta(store::META_FORMAT)? {
+            Some(v) if v == store::STORE_FORMAT.to_be_bytes() => {}
+            _ => return Err(RecordError::Corrupt("unknown store format".into())),
+        }
+        let recorder = store.recorder_id()?;
+        let state = recover(&store, &master, &recorder)?;
+        let written = state.next_seq;
+        let shared = Arc::new(Shared {
+            store,
+            recorder,
+            master,
+            config,
+            state: Mutex::new(state),
+            io: Mutex::new(()),
+            work: Condvar::new(),
+            durable: Mutex::new(Durable { written, error: None }),
+            durable_cv: Condvar::new(),
+        });
+        let s2 = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("afr-writer".into())
+            .spawn(move || writer_loop(s2))
+            .map_err(|e| RecordError::Setup(format!("cannot start writer thread: {e}")))?;
+        let guard = Arc::new(WriterGuard { shared: shared.clone(), handle: Mutex::new(Some(handle)) });
+        let r = Recorder { shared, _writer: guard };
+        // An epoch that filled up just before a crash is sealed now.
+        {
+            let mut st = lock(&r.shared.state);
+            if st.tree.size() >= r.shared.config.epoch_size {
+                seal_locked(&r.shared, &mut st);
+            }
+        }
+        Ok(r)
+    }
+
+    /// The recorder's id.
+    pub fn recorder_id(&self) -> RecorderId {
+        self.shared.recorder
+    }
+
+    /// The underlying store (read access for export, status, disclosure).
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// Records one event; see the module docs for what the receipt promises.
+    pub fn record(&self, event: EventInput) -> Result<Receipt, RecordError> {
+        let receipt = self.submit(event)?;
+        if self.shared.config.durability == Durability::Group {
+            self.wait_written(receipt.seq)?;
+        }
+        Ok(receipt)
+    }
+
+    /// Sequences an event without waiting for group commit; pair with [`Recorder::wait_written`].
+    /// In `Sync` mode the event is already synced when this returns.
+    pub fn submit(&self, event: EventInput) -> Result<Receipt, RecordError> {
+        event.validate().map_err(|e| RecordError::Invalid(e.to_string()))?;
+        let (env, payload) = event.into_payload();
+        let plaintext = encode_payload(&payload, self.shared.config.max_event_bytes)?;
+        let mut nonce = [0u8; crypto::NONCE_LEN];
+        rand::fill(&mut nonce[..]);
+        let timestamp_us = env.timestamp_us.unwrap_or_else(now_us);
+
+        let sh = &*self.shared;
+        let mut st = lock(&sh.state);
+        if st.shutdown {
+            return Err(RecordError::Stopped("recorder is shutting down".into()));
+        }
+        if let Some(e) = &lock(&sh.durable).error {
+            return Err(RecordError::Stopped(e.clone()));
+        }
+        let seq = st.next_seq;
+        check_concurrent(seq, &env.concurrent_with)
+            .map_err(|e| RecordError::Invalid(format!("field `concurrent_with`: {e}")))?;
+        if st.epoch_key.is_none() {
+            self.open_epoch_key(&mut st)?;
+        }
+        let Some(epoch_key) = st.epoch_key.as_ref() else {
+            return Err(RecordError::Corrupt("epoch key missing".into()));
+        };
+        let slot = Slot { recorder: sh.recorder, epoch: st.epoch, seq };
+        let sealed = crypto::seal(&epoch_key.event_key(seq), &slot, nonce, &plaintext);
+        let record = Record {
+            recorder: sh.recorder,
+            seq,
+            epoch: st.epoch,
+            timestamp_us,
+            category: env.category,
+            lane: env.lane,
+            concurrent_with: env.concurrent_with,
+            prev_hash: st.prev_hash,
+            payload_commitment: sealed.commitment(),
+        };
+        let bytes = record.encode();
+        let leaf = afr_core::hash::leaf_hash(&bytes);
+        let key = seq.to_be_bytes();
+        let (cf_r, cf_p) = (sh.store.cf(CF_RECORDS)?, sh.store.cf(CF_PAYLOADS)?);
+        st.pending.put_cf(cf_r, key, &bytes);
+        st.pending.put_cf(cf_p, key, sealed.encode());
+        st.pending_last = Some(seq);
+        st.pending_dirty = true;
+        if st.tree.size() == 0 {
+            st.epoch_opened_at = std::time::Instant::now();
+        }
+        st.tree.push(leaf);
+        st.prev_hash = leaf;
+        st.next_seq = seq + 1;
+        let receipt = Receipt { seq, epoch: st.epoch, leaf_hash: leaf, timestamp_us };
+        if st.tree.size() >= sh.config.epoch_size {
+            seal_locked(&self.shared, &mut st);
+        }
+        drop(st);
+        if sh.config.durability == Durability::Sync {
+            write_pending(sh, true)?;
+            self.wait_written(seq)?;
+        } else {
+            sh.work.notify_one();
+        }
+        Ok(receipt)
+    }
+
+    /// Blocks until every event up to and including `seq` is written (synced in synced modes).
+    pub fn wait_written(&self, seq: u64) -> Result<(), RecordError> {
+        let sh = &*self.shared;
+        let mut d = lock(&sh.durable);
+        loop {
+            if d.written > seq {
+                return Ok(());
+            }
+            if let Some(e) = &d.error {
+                return Err(RecordError::Stopped(e.clone()));
+            }
+            d = sh.durable_cv.wait(d).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Writes and syncs everything submitted so far.
+    pub fn flush(&self) -> Result<(), RecordError> {
+        write_pending(&self.shared, true)
+    }
+
+    /// Seals the open epoch now if it holds any event, then flushes. Returns the new header.
+    pub fn seal(&self) -> Result<Option<EpochHeader>, RecordError> {
+        let h = {
+            let mut st = lock(&self.shared.state);
+            if st.tree.size() > 0 { Some(seal_locked(&self.shared, &mut st)) } else { None }
+        };
+        write_pending(&self.shared, true)?;
+        Ok(h)
+    }
+
+    /// Sequence number the next event will get (= number of events recorded).
+    pub fn next_seq(&self) -> u64 {
+        lock(&self.shared.state).next_seq
+    }
+
+    /// The open epoch's number and how many events it holds.
+    pub fn open_epoch(&self) -> (u64, u64) {
+        let st = lock(&self.shared.state);
+        (st.epoch, st.tree.size())
+    }
+
+    /// The last sealed epoch header.
+    pub fn last_sealed(&self) -> Option<EpochHeader> {
+        lock(&self.shared.state).last_sealed.clone()
+    }
+
+    fn open_epoch_key(&self, st: &mut State) -> Result<(), RecordError> {
+        let sh = &*self.shared;
+        // The open epoch may already have a salt (events recorded before a restart).
+        let salt = match sh.store.epoch_salt(st.epoch)? {
+            Some(s) => s,
+            None => {
+                let mut s = [0u8; 32];
+                rand::fill(&mut s[..]);
+                st.pending.put_cf(sh.store.cf(CF_KEYS)?, st.epoch.to_be_bytes(), s);
+                st.pending_dirty = true;
+                s
+            }
+        };
+        st.epoch_key = Some(sh.master.epoch_key(&salt, &sh.recorder, st.epoch));
+        Ok(())
+    }
+
+}
+
+/// Seals the open epoch into a header queued behind its records. `O(log n)` hashes.
+fn seal_locked(sh: &Shared, st: &mut State) -> EpochHeader {
+    {
+        let header = EpochHeader {
+            recorder: sh.recorder,
+            epoch: st.epoch,
+            first_seq: st.epoch_first_seq,
+            count: st.tree.size(),
+            merkle_root: st.tree.root(),
+            chain_head: st.prev_hash,
+            prev_epoch_root: st.prev_root,
+            sealed_at_us: now_us(),
+        };
+        if let Ok(cf) = sh.store.cf(CF_EPOCHS) {
+            st.pending.put_cf(cf, header.epoch.to_be_bytes(), header.encode());
+        }
+        st.pending_dirty = true;
+        st.prev_root = header.root();
+        st.epoch += 1;
+        st.epoch_first_seq = st.next_seq;
+        st.tree = CompactRange::new();
+        st.epoch_key = None;
+        st.last_sealed = Some(header.clone());
+        header
+    }
+}
+
+/// Writes the pending batch; `io` keeps batches in submission order on disk.
+fn write_pending(sh: &Shared, sync: bool) -> Result<(), RecordError> {
+    let _io = lock(&sh.io);
+    let (batch, last) = {
+        let mut st = lock(&sh.state);
+        if !st.pending_dirty {
+            return Ok(());
+        }
+        st.pending_dirty = false;
+        (std::mem::take(&mut st.pending), st.pending_last.take())
+    };
+    let res = sh.store.write(batch, sync);
+    publish(sh, last, &res);
+    res
+}
+
+fn publish(sh: &Shared, last: Option<u64>, res: &Result<(), RecordError>) {
+    let mut d = lock(&sh.durable);
+    match res {
+        Ok(()) => {
+            if let Some(l) = last {
+                d.written = d.written.max(l + 1);
+            }
+        }
+        Err(e) => d.error = Some(e.to_string()),
+    }
+    drop(d);
+    sh.durable_cv.notify_all();
+}
+
+fn encode_payload(p: &Payload, cap: usize) -> Result<Vec<u8>, RecordError> {
+    let b = p.encode().map_err(|e| RecordError::Invalid(format!("payload: {e}")))?;
+    if b.len() > cap {
+        return Err(RecordError::Invalid(format!(
+            "payload is {} bytes as canonical CBOR, over the cap of {cap}",
+            b.len()
+        )));
+    }
+    Ok(b)
+}
+
+/// The writer: writes the pending batch (synced unless buffered) and publishes progress;
+/// also seals epochs that grew too old. Exits after a final synced write on shutdown.
+fn writer_loop(sh: Arc<Shared>) {
+    let buffered = sh.config.durability == Durability::Buffered;
+    let tick = if buffered { sh.config.flush_interval } else { Duration::from_millis(50) };
+    let age_tick = sh.config.max_epoch_age.min(Duration::from_millis(200));
+    loop {
+        let shutdown = {
+            let mut st = lock(&sh.state);
+            if !st.pending_dirty && !st.shutdown {
+                let wait = if buffered { tick } else { age_tick };
+                st = sh.work.wait_timeout(st, wait).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+            }
+            if st.tree.size() > 0 && st.epoch_opened_at.elapsed() >= sh.config.max_epoch_age {
+                seal_locked(&sh, &mut st);
+            }
+            st.shutdown
+        };
+        if buffered && !shutdown {
+            // Let a buffered batch grow for one interval.
+            std::thread::sleep(tick);
+        }
+        if write_pending(&sh, !buffered || shutdown).is_err() || shutdown {
+            return;
+        }
+    }
+}
+
+/// Rebuilds the sequencer state from the store: the last sealed epoch, then the records of
+/// the open epoch, checking that they follow on without a gap and chain correctly.
+fn recover(store: &Store, master: &MasterKey, recorder: &RecorderId) -> Result<State, RecordError> {
+    let last = store.last_epoch()?;
+    let (epoch, first_seq, mut prev_hash, prev_root) = match &last {
+        Some(h) => (h.epoch + 1, h.end_seq(), h.chain_head, h.root()),
+        None => (0, 0, Hash32::ZERO, Hash32::ZERO),
+    };
+    if let Some(h) = &last {
+        if h.recorder != *recorder {
+            return Err(RecordError::Corrupt(format!("epoch {} belongs to another recorder", h.epoch)));
+        }
+    }
+    let mut tree = CompactRange::new();
+    let mut next = first_seq;
+    for kv in store.records_from(first_seq)? {
+        let (seq, bytes) = kv?;
+        if seq != next {
+            return Err(RecordError::Corrupt(format!("gap: record {next} missing before {seq}")));
+        }
+        let r = Record::decode(&bytes)
+            .map_err(|e| RecordError::Corrupt(format!("record {seq}: {e}")))?;
+        if r.epoch != epoch || r.prev_hash != prev_hash || r.recorder != *recorder {
+            return Err(RecordError::Corrupt(format!("record {seq} does not continue the chain")));
+        }
+        if store.payload(seq)?.is_none() {
+            return Err(RecordError::Corrupt(format!("record {seq} has no payload")));
+        }
+        prev_hash = afr_core::hash::leaf_hash(&bytes);
+        tree.push(prev_hash);
+        next = seq + 1;
+    }
+    let epoch_key = match store.epoch_salt(epoch)? {
+        Some(salt) if tree.size() > 0 => Some(master.epoch_key(&salt, recorder, epoch)),
+        None if tree.size() > 0 => {
+            return Err(RecordError::Corrupt(format!("open epoch {epoch} has no key salt")));
+        }
+        _ => None,
+    };
+    Ok(State {
+        next_seq: next,
+        epoch,
+        epoch_first_seq: first_seq,
+        epoch_opened_at: std::time::Instant::now(),
+        tree,
+        prev_hash,
+        prev_root,
+        epoch_key,
+        pending: WriteBatch::default(),
+        pending_last: None,
+        pending_dirty: false,
+        last_sealed: last,
+        shutdown: false,
+    })
+}

@@ -1,0 +1,6 @@
+//! Fuzz target `sealed_payload`: see `afr_fuzz::oracles::sealed_payload` for the property checked.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    afr_fuzz::oracles::sealed_payload(data);
+});

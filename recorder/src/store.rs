@@ -1,0 +1,251 @@
+//! The RocksDB store: typed column families with big-endian `u64` keys.
+//!
+//! | column family | key            | value                                   |
+//! |---------------|----------------|-----------------------------------------|
+//! | `records`     | `u64be(seq)`   | record, canonical CBOR                  |
+//! | `payloads`    | `u64be(seq)`   | sealed payload, canonical CBOR          |
+//! | `epochs`      | `u64be(epoch)` | sealed epoch header, canonical CBOR     |
+//! | `anchors`     | `u64be(epoch)` | anchor receipt (written by the anchorer)|
+//! | `keys`        | `u64be(epoch)` | 32-byte epoch salt (erasable)           |
+//! | `meta`        | ASCII name     | format version, recorder id, erasures   |
+//!
+//! Query indexes will get column families of their own. Every write the recorder makes is
+//! one atomic `WriteBatch`, appended in sequence order, so after a crash the store holds a
+//! prefix of what was submitted: never a gap, never half an event.
+
+use std::path::{Path, PathBuf};
+
+use afr_core::{EpochHeader, RecorderId, Record, crypto::SealedPayload};
+use rocksdb::{
+    ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType, Direction, IteratorMode, Options,
+    WriteBatch, WriteOptions,
+};
+
+use crate::RecordError;
+
+/// Column family of records.
+pub const CF_RECORDS: &str = "records";
+/// Column family of sealed payloads.
+pub const CF_PAYLOADS: &str = "payloads";
+/// Column family of epoch headers.
+pub const CF_EPOCHS: &str = "epochs";
+/// Column family of anchor receipts.
+pub const CF_ANCHORS: &str = "anchors";
+/// Column family of epoch salts (key material).
+pub const CF_KEYS: &str = "keys";
+/// Column family of metadata.
+pub const CF_META: &str = "meta";
+
+const ALL_CFS: [&str; 6] = [CF_RECORDS, CF_PAYLOADS, CF_EPOCHS, CF_ANCHORS, CF_KEYS, CF_META];
+
+/// Metadata key of the store format version.
+pub const META_FORMAT: &[u8] = b"format";
+/// Metadata key of the recorder id.
+pub const META_RECORDER: &[u8] = b"recorder";
+
+/// Store format version written at creation and checked at open.
+pub const STORE_FORMAT: u64 = 1;
+
+/// An open store.
+#[derive(Debug)]
+pub struct Store {
+    db: DB,
+    path: PathBuf,
+}
+
+fn db_err(e: rocksdb::Error) -> RecordError {
+    RecordError::Storage(e.into_string())
+}
+
+fn corrupt(what: impl Into<String>) -> RecordError {
+    RecordError::Corrupt(what.into())
+}
+
+impl Store {
+    /// Opens (or with `create`, creates) the store at `path`.
+    pub fn open(path: &Path, create: bool) -> Result<Store, RecordError> {
+        let mut opts = Options::default();
+        opts.create_if_missing(create);
+        opts.create_missing_column_families(create);
+        opts.set_compression_type(DBCompressionType::Lz4);
+        opts.increase_parallelism(2);
+        // Larger memtable: fewer flushes on the record path.
+        opts.set_write_buffer_size(64 << 20);
+        let cfs = ALL_CFS.iter().map(|n| {
+            let mut o = Options::default();
+            o.set_compression_type(if *n == CF_PAYLOADS {
+                // Ciphertext does not compress.
+                DBCompressionType::None
+            } else {
+                DBCompressionType::Lz4
+            });
+            ColumnFamilyDescriptor::new(*n, o)
+        });
+        let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(db_err)?;
+        Ok(Store { db, path: path.to_owned() })
+    }
+
+    /// Where the store lives.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn cf(&self, name: &str) -> Result<&ColumnFamily, RecordError> {
+        self.db.cf_handle(name).ok_or_else(|| corrupt(format!("column family {name} missing")))
+    }
+
+    /// Writes a batch; with `sync`, returns only once it is on stable storage.
+    pub fn write(&self, batch: WriteBatch, sync: bool) -> Result<(), RecordError> {
+        let mut wo = WriteOptions::default();
+        wo.set_sync(sync);
+        self.db.write_opt(batch, &wo).map_err(db_err)
+    }
+
+    /// Reads a metadata value.
+    pub fn meta(&self, key: &[u8]) -> Result<Option<Vec<u8>>, RecordError> {
+        self.db.get_cf(self.cf(CF_META)?, key).map_err(db_err)
+    }
+
+    /// Writes a metadata value, synced.
+    pub fn put_meta(&self, key: &[u8], value: &[u8]) -> Result<(), RecordError> {
+        let mut b = WriteBatch::default();
+        b.put_cf(self.cf(CF_META)?, key, value);
+        self.write(b, true)
+    }
+
+    /// The recorder id stored at creation.
+    pub fn recorder_id(&self) -> Result<RecorderId, RecordError> {
+        let v = self.meta(META_RECORDER)?.ok_or_else(|| corrupt("no recorder id in metadata"))?;
+        RecorderId::try_from(v.as_slice()).map_err(|_| corrupt("recorder id is not 20 bytes"))
+    }
+
+    fn get_u64_key(&self, cf: &str, k: u64) -> Result<Option<Vec<u8>>, RecordError> {
+        self.db.get_cf(self.cf(cf)?, k.to_be_bytes()).map_err(db_err)
+    }
+
+    /// The record at `seq`, raw bytes.
+    pub fn record_bytes(&self, seq: u64) -> Result<Option<Vec<u8>>, RecordError> {
+        self.get_u64_key(CF_RECORDS, seq)
+    }
+
+    /// The record at `seq`.
+    pub fn record(&self, seq: u64) -> Result<Option<Record>, RecordError> {
+        self.record_bytes(seq)?
+            .map(|b| Record::decode(&b).map_err(|e| corrupt(format!("record {seq}: {e}"))))
+            .transpose()
+    }
+
+    /// The sealed payload of `seq`, raw bytes.
+    pub fn payload_bytes(&self, seq: u64) -> Result<Option<Vec<u8>>, RecordError> {
+        self.get_u64_key(CF_PAYLOADS, seq)
+    }
+
+    /// The sealed payload of `seq`.
+    pub fn payload(&self, seq: u64) -> Result<Option<SealedPayload>, RecordError> {
+        self.get_u64_key(CF_PAYLOADS, seq)?
+            .map(|b| SealedPayload::decode(&b).map_err(|e| corrupt(format!("payload {seq}: {e}"))))
+            .transpose()
+    }
+
+    /// The header of sealed epoch `epoch`.
+    pub fn epoch(&self, epoch: u64) -> Result<Option<EpochHeader>, RecordError> {
+        self.get_u64_key(CF_EPOCHS, epoch)?
+            .map(|b| EpochHeader::decode(&b).map_err(|e| corrupt(format!("epoch {epoch}: {e}"))))
+            .transpose()
+    }
+
+    /// The salt of epoch `epoch`, if not erased.
+    pub fn epoch_salt(&self, epoch: u64) -> Result<Option<[u8; 32]>, RecordError> {
+        self.get_u64_key(CF_KEYS, epoch)?
+            .map(|b| <[u8; 32]>::try_from(b.as_slice()).map_err(|_| corrupt(format!("salt of epoch {epoch}"))))
+            .transpose()
+    }
+
+    /// The last sealed epoch header, if any.
+    pub fn last_epoch(&self) -> Result<Option<EpochHeader>, RecordError> {
+        let cf = self.cf(CF_EPOCHS)?;
+        match self.db.iterator_cf(cf, IteratorMode::End).next() {
+            None => Ok(None),
+            Some(kv) => {
+                let (_, v) = kv.map_err(db_err)?;
+                EpochHeader::decode(&v).map(Some).map_err(|e| corrupt(format!("last epoch: {e}")))
+            }
+        }
+    }
+
+    /// Number of records (one past the highest sequence number).
+    pub fn record_count(&self) -> Result<u64, RecordError> {
+        let cf = self.cf(CF_RECORDS)?;
+        match self.db.iterator_cf(cf, IteratorMode::End).next() {
+            None => Ok(0),
+            Some(kv) => {
+                let (k, _) = kv.map_err(db_err)?;
+                let k = <[u8; 8]>::try_from(&*k).map_err(|_| corrupt("key is not 8 bytes"))?;
+                Ok(u64::from_be_bytes(k) + 1)
+            }
+        }
+    }
+
+    /// Iterates `(seq, record bytes)` from `seq` upwards, in order.
+    pub fn records_from(
+        &self,
+        seq: u64,
+    ) -> Result<impl Iterator<Item = Result<(u64, Vec<u8>), RecordError>> + '_, RecordError> {
+        self.iter_u64(CF_RECORDS, seq)
+    }
+
+    /// Iterates `(epoch, header bytes)` from `epoch` upwards, in order.
+    pub fn epochs_from(
+        &self,
+        epoch: u64,
+    ) -> Result<impl Iterator<Item = Result<(u64, Vec<u8>), RecordError>> + '_, RecordError> {
+        self.iter_u64(CF_EPOCHS, epoch)
+    }
+
+    /// Iterates `(seq, payload bytes)` from `seq` upwards, in order.
+    pub fn payloads_from(
+        &self,
+        seq: u64,
+    ) -> Result<impl Iterator<Item = Result<(u64, Vec<u8>), RecordError>> + '_, RecordError> {
+        self.iter_u64(CF_PAYLOADS, seq)
+    }
+
+    fn iter_u64(
+        &self,
+        cf: &str,
+        from: u64,
+    ) -> Result<impl Iterator<Item = Result<(u64, Vec<u8>), RecordError>> + '_, RecordError> {
+        let key = from.to_be_bytes();
+        let it = self.db.iterator_cf(self.cf(cf)?, IteratorMode::From(&key, Direction::Forward));
+        Ok(it.map(|kv| {
+            let (k, v) = kv.map_err(db_err)?;
+            let k = <[u8; 8]>::try_from(&*k).map_err(|_| corrupt("key is not 8 bytes"))?;
+            Ok((u64::from_be_bytes(k), v.into_vec()))
+        }))
+    }
+
+    /// Flushes memtables to SST files (used before measuring disk size).
+    pub fn flush(&self) -> Result<(), RecordError> {
+        self.db.flush_wal(true).map_err(db_err)?;
+        for n in ALL_CFS {
+            self.db.flush_cf(self.cf(n)?).map_err(db_err)?;
+        }
+        Ok(())
+    }
+
+    /// Total bytes of the store's files on disk.
+    pub fn disk_bytes(&self) -> u64 {
+        dir_size(&self.path)
+    }
+}
+
+fn dir_size(p: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(p) else { return 0 };
+    rd.flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_size(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
