@@ -137,11 +137,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
         Cmd::Init { recorder_id } => init(&cli.dir, recorder_id.as_deref()),
         Cmd::Gen { events, seed } => gen_events(events, seed),
-        Cmd::Record { file, receipts, opts } => record(&cli.dir, file.as_deref(), receipts, &opts),
+        Cmd::Record {
+            file,
+            receipts,
+            opts,
+        } => record(&cli.dir, file.as_deref(), receipts, &opts),
         Cmd::Seal { opts } => {
             let r = Recorder::open(&cli.dir, opts.config())?;
             match r.seal()? {
-                Some(h) => println!("sealed epoch {} ({} events), root {}", h.epoch, h.count, h.root()),
+                Some(h) => println!(
+                    "sealed epoch {} ({} events), root {}",
+                    h.epoch,
+                    h.count,
+                    h.root()
+                ),
                 None => println!("nothing to seal: the open epoch is empty"),
             }
             Ok(ExitCode::SUCCESS)
@@ -149,7 +158,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Status { json } => status(&cli.dir, json),
         Cmd::Export { out } => export(&cli.dir, &out),
         Cmd::VerifyExport { file, json } => verify_export(&file, json),
-        Cmd::Bench { what: BenchCmd::Record(b) } => bench::record(&b),
+        Cmd::Bench {
+            what: BenchCmd::Record(b),
+        } => bench::record(&b),
     }
 }
 
@@ -169,8 +180,15 @@ fn init(dir: &Path, recorder_id: Option<&str>) -> Result<ExitCode> {
         }
     };
     afr_recorder::init(dir, id)?;
-    println!("initialised recorder 0x{} in {}", hex::encode(id), dir.display());
-    println!("master key: {} (mode 0600; back it up, never share it)", dir.join(afr_recorder::MASTER_KEY_FILE).display());
+    println!(
+        "initialised recorder 0x{} in {}",
+        hex::encode(id),
+        dir.display()
+    );
+    println!(
+        "master key: {} (mode 0600; back it up, never share it)",
+        dir.join(afr_recorder::MASTER_KEY_FILE).display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -252,7 +270,11 @@ fn record(dir: &Path, file: Option<&Path>, receipts: bool, opts: &RecordOpts) ->
         start.elapsed(),
         r.next_seq()
     );
-    Ok(if bad > 0 { ExitCode::from(EXIT_DATAERR) } else { ExitCode::SUCCESS })
+    Ok(if bad > 0 {
+        ExitCode::from(EXIT_DATAERR)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn status(dir: &Path, json: bool) -> Result<ExitCode> {
@@ -288,7 +310,8 @@ fn export(dir: &Path, out: &Path) -> Result<ExitCode> {
     let r = Recorder::open(dir, Config::default())?;
     r.flush()?;
     let tmp = out.with_extension("partial");
-    let f = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    let f =
+        std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
     let mut w = BufWriter::new(f);
     let s = afr_recorder::export_log(r.store(), &mut w)?;
     w.flush()?;
@@ -296,7 +319,11 @@ fn export(dir: &Path, out: &Path) -> Result<ExitCode> {
     std::fs::rename(&tmp, out)?;
     println!(
         "exported {} events in {} sealed epochs ({} not yet sealed), {} bytes, to {}",
-        s.events, s.epochs, s.unsealed, s.bytes, out.display()
+        s.events,
+        s.epochs,
+        s.unsealed,
+        s.bytes,
+        out.display()
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -311,6 +338,7 @@ fn verify_export(file: &Path, json: bool) -> Result<ExitCode> {
             "epochs": rep.epochs,
             "checks": rep.checks,
             "missing": rep.missing,
+            "epoch_roots": rep.epoch_roots.iter().map(|(e, r)| serde_json::json!({"epoch": e, "root": format!("0x{r}")})).collect::<Vec<_>>(),
             "first_failure": rep.first_failure.as_ref().map(|f| serde_json::json!({
                 "location": f.location, "check": f.check, "detail": f.detail,
                 "consistent_with": f.consistent_with,
@@ -318,7 +346,12 @@ fn verify_export(file: &Path, json: bool) -> Result<ExitCode> {
         });
         println!("{v}");
     } else {
-        println!("{}: {} events in {} epochs", rep.outcome.name().to_uppercase(), rep.events, rep.epochs);
+        println!(
+            "{}: {} events in {} epochs",
+            rep.outcome.name().to_uppercase(),
+            rep.events,
+            rep.epochs
+        );
         for (c, n) in &rep.checks {
             println!("  {c:<20} {n} passed");
         }
@@ -326,7 +359,10 @@ fn verify_export(file: &Path, json: bool) -> Result<ExitCode> {
             println!("  missing: {m}");
         }
         if let Some(f) = &rep.first_failure {
-            println!("  first failure at {}: {} ({}); consistent with {}", f.location, f.check, f.detail, f.consistent_with);
+            println!(
+                "  first failure at {}: {} ({}); consistent with {}",
+                f.location, f.check, f.detail, f.consistent_with
+            );
         }
     }
     Ok(ExitCode::from(match rep.outcome {

@@ -119,7 +119,10 @@ impl EpochKey {
         // A 32-byte PRK is valid and 64 bytes of output is within HKDF's limit.
         match Hkdf::<Sha256>::from_prk(&self.0) {
             Ok(hk) => {
-                if hk.expand_multi_info(&[EVENT_KEY_LABEL, &seq.to_be_bytes()], &mut out).is_err() {
+                if hk
+                    .expand_multi_info(&[EVENT_KEY_LABEL, &seq.to_be_bytes()], &mut out)
+                    .is_err()
+                {
                     unreachable!("hkdf output of 64 bytes is always valid");
                 }
             }
@@ -209,7 +212,12 @@ pub struct SealedPayload {
 impl SealedPayload {
     /// The commitment the record holds.
     pub fn commitment(&self) -> Hash32 {
-        sha256(&[PAYLOAD_COMMIT_LABEL, &self.key_commit.0, &self.nonce, &self.ciphertext])
+        sha256(&[
+            PAYLOAD_COMMIT_LABEL,
+            &self.key_commit.0,
+            &self.nonce,
+            &self.ciphertext,
+        ])
     }
 
     /// Canonical CBOR: `[key_commit, nonce, ciphertext]`.
@@ -242,9 +250,15 @@ impl SealedPayload {
         let nonce = r.fixed()?;
         let ciphertext = r.bytes()?.to_vec();
         if ciphertext.len() < 16 {
-            return Err(CborError::Malformed("ciphertext shorter than its tag".into()));
+            return Err(CborError::Malformed(
+                "ciphertext shorter than its tag".into(),
+            ));
         }
-        Ok(SealedPayload { key_commit, nonce, ciphertext })
+        Ok(SealedPayload {
+            key_commit,
+            nonce,
+            ciphertext,
+        })
     }
 }
 
@@ -259,14 +273,26 @@ fn cipher(key: &EventKey) -> ChaCha20Poly1305 {
 }
 
 /// Seals `plaintext` for `slot` under `key` with the given fresh nonce.
-pub fn seal(key: &EventKey, slot: &Slot, nonce: [u8; NONCE_LEN], plaintext: &[u8]) -> SealedPayload {
+pub fn seal(
+    key: &EventKey,
+    slot: &Slot,
+    nonce: [u8; NONCE_LEN],
+    plaintext: &[u8],
+) -> SealedPayload {
     let mut buf = Vec::with_capacity(plaintext.len() + 16);
     buf.extend_from_slice(plaintext);
     // ChaCha20-Poly1305 fails only for messages over 256 GiB; payloads are capped far below.
-    if cipher(key).encrypt_in_place(&Nonce::from(nonce), &slot.aad(), &mut buf).is_err() {
+    if cipher(key)
+        .encrypt_in_place(&Nonce::from(nonce), &slot.aad(), &mut buf)
+        .is_err()
+    {
         unreachable!("payload within the aead size limit");
     }
-    SealedPayload { key_commit: key_commit(key, plaintext), nonce, ciphertext: buf }
+    SealedPayload {
+        key_commit: key_commit(key, plaintext),
+        nonce,
+        ciphertext: buf,
+    }
 }
 
 /// Opens a sealed payload and checks the plaintext against its key commitment.
@@ -296,13 +322,18 @@ mod tests {
         let ikm = unhex("0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b");
         let salt = unhex("000102030405060708090a0b0c");
         let info = unhex("f0f1f2f3f4f5f6f7f8f9");
-        let okm = "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865";
+        let okm =
+            "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865";
         let mut out = [0u8; 42];
-        Hkdf::<Sha256>::new(Some(&salt), &ikm).expand(&info, &mut out).unwrap();
+        Hkdf::<Sha256>::new(Some(&salt), &ikm)
+            .expand(&info, &mut out)
+            .unwrap();
         assert_eq!(hex::encode(out), okm);
         let mut bad = ikm.clone();
         bad[0] ^= 1;
-        Hkdf::<Sha256>::new(Some(&salt), &bad).expand(&info, &mut out).unwrap();
+        Hkdf::<Sha256>::new(Some(&salt), &bad)
+            .expand(&info, &mut out)
+            .unwrap();
         assert_ne!(hex::encode(out), okm);
     }
 
@@ -335,7 +366,14 @@ mod tests {
     fn setup() -> (EventKey, Slot) {
         let m = MasterKey::from_bytes([5; 32]);
         let ek = m.epoch_key(&[6; 32], &[7; 20], 3);
-        (ek.event_key(301), Slot { recorder: [7; 20], epoch: 3, seq: 301 })
+        (
+            ek.event_key(301),
+            Slot {
+                recorder: [7; 20],
+                epoch: 3,
+                seq: 301,
+            },
+        )
     }
 
     #[test]
@@ -348,7 +386,10 @@ mod tests {
         for other in [
             Slot { seq: 302, ..slot },
             Slot { epoch: 4, ..slot },
-            Slot { recorder: [8; 20], ..slot },
+            Slot {
+                recorder: [8; 20],
+                ..slot
+            },
         ] {
             assert_eq!(open(&k, &other, &s), Err(CryptoError::DecryptionFailed));
         }
@@ -369,7 +410,11 @@ mod tests {
         assert!(base != m.epoch_key(&[6; 32], &[7; 20], 4).event_key(1));
         assert!(base != m.epoch_key(&[0; 32], &[7; 20], 3).event_key(1));
         assert!(base != m.epoch_key(&[6; 32], &[8; 20], 3).event_key(1));
-        assert!(base != MasterKey::from_bytes([4; 32]).epoch_key(&[6; 32], &[7; 20], 3).event_key(1));
+        assert!(
+            base != MasterKey::from_bytes([4; 32])
+                .epoch_key(&[6; 32], &[7; 20], 3)
+                .event_key(1)
+        );
         assert!(!format!("{base:?}").contains('5'));
     }
 
@@ -378,8 +423,26 @@ mod tests {
         // Two events with the same plaintext get unrelated commitments.
         let m = MasterKey::from_bytes([5; 32]);
         let e = m.epoch_key(&[6; 32], &[7; 20], 0);
-        let a = seal(&e.event_key(0), &Slot { recorder: [7; 20], epoch: 0, seq: 0 }, [0; 12], b"yes");
-        let b = seal(&e.event_key(1), &Slot { recorder: [7; 20], epoch: 0, seq: 1 }, [0; 12], b"yes");
+        let a = seal(
+            &e.event_key(0),
+            &Slot {
+                recorder: [7; 20],
+                epoch: 0,
+                seq: 0,
+            },
+            [0; 12],
+            b"yes",
+        );
+        let b = seal(
+            &e.event_key(1),
+            &Slot {
+                recorder: [7; 20],
+                epoch: 0,
+                seq: 1,
+            },
+            [0; 12],
+            b"yes",
+        );
         assert_ne!(a.key_commit, b.key_commit);
         assert_ne!(a.key_commit, sha256(&[b"yes"]));
     }

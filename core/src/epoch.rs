@@ -97,7 +97,9 @@ impl EpochHeader {
         r.array_of(9, "epoch header")?;
         let version = r.uint()?;
         if version != FORMAT_VERSION {
-            return Err(CborError::Malformed(format!("header version {version} unsupported")));
+            return Err(CborError::Malformed(format!(
+                "header version {version} unsupported"
+            )));
         }
         let h = EpochHeader {
             recorder: r.fixed()?,
@@ -110,7 +112,9 @@ impl EpochHeader {
             sealed_at_us: r.uint()?,
         };
         if h.count == 0 {
-            return Err(CborError::Malformed("epoch header with zero records".into()));
+            return Err(CborError::Malformed(
+                "epoch header with zero records".into(),
+            ));
         }
         Ok(h)
     }
@@ -118,7 +122,11 @@ impl EpochHeader {
 
 /// The back-pointer the anchor contract expects with epoch `epoch`, given the previous root.
 pub fn back_pointer(epoch: u64, prev_root: &Hash32) -> Hash32 {
-    if epoch == 0 { Hash32::ZERO } else { sha256(&[BACKPTR_LABEL, &prev_root.0]) }
+    if epoch == 0 {
+        Hash32::ZERO
+    } else {
+        sha256(&[BACKPTR_LABEL, &prev_root.0])
+    }
 }
 
 #[cfg(test)]
@@ -140,14 +148,38 @@ mod tests {
         assert_eq!(EpochHeader::decode(&h.encode()).unwrap(), h);
         let base = h.root();
         let variants = [
-            EpochHeader { recorder: [0x12; 20], ..h.clone() },
-            EpochHeader { epoch: 4, ..h.clone() },
-            EpochHeader { first_seq: 301, ..h.clone() },
-            EpochHeader { count: 99, ..h.clone() },
-            EpochHeader { merkle_root: Hash32([9; 32]), ..h.clone() },
-            EpochHeader { chain_head: Hash32([9; 32]), ..h.clone() },
-            EpochHeader { prev_epoch_root: Hash32([9; 32]), ..h.clone() },
-            EpochHeader { sealed_at_us: 43, ..h.clone() },
+            EpochHeader {
+                recorder: [0x12; 20],
+                ..h.clone()
+            },
+            EpochHeader {
+                epoch: 4,
+                ..h.clone()
+            },
+            EpochHeader {
+                first_seq: 301,
+                ..h.clone()
+            },
+            EpochHeader {
+                count: 99,
+                ..h.clone()
+            },
+            EpochHeader {
+                merkle_root: Hash32([9; 32]),
+                ..h.clone()
+            },
+            EpochHeader {
+                chain_head: Hash32([9; 32]),
+                ..h.clone()
+            },
+            EpochHeader {
+                prev_epoch_root: Hash32([9; 32]),
+                ..h.clone()
+            },
+            EpochHeader {
+                sealed_at_us: 43,
+                ..h.clone()
+            },
         ];
         for v in variants {
             assert_ne!(v.root(), base);

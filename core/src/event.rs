@@ -37,25 +37,53 @@ pub struct EventInput {
     #[serde(deserialize_with = "object")]
     pub intent: Intent,
     /// Guardrails evaluated before execution.
-    #[serde(default, deserialize_with = "object_vec", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "object_vec",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub policy_evaluation: Vec<GuardrailEvaluation>,
     /// The human approval, if one was asked for.
-    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "object_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub human_approval: Option<HumanApproval>,
     /// The concrete command or API mutation that ran.
-    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "object_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub execution: Option<Execution>,
     /// What happened as a result.
-    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "object_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub effects: Option<Effects>,
     /// Retrieved content and environment that influenced the call.
-    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "object_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub context_provenance: Option<ContextProvenance>,
     /// Which code and model produced the call.
-    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "object_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub code_provenance: Option<CodeProvenance>,
     /// Who delegated the work.
-    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "object_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub delegation_provenance: Option<DelegationProvenance>,
 }
 
@@ -95,7 +123,11 @@ pub struct Intent {
     /// Tool name, e.g. `psql` or `github.create_pull_request`.
     pub tool: String,
     /// Structured arguments (any JSON value; duplicate keys rejected).
-    #[serde(default, deserialize_with = "strict_json", skip_serializing_if = "Json::is_null")]
+    #[serde(
+        default,
+        deserialize_with = "strict_json",
+        skip_serializing_if = "Json::is_null"
+    )]
     pub args: Json,
 }
 
@@ -152,7 +184,11 @@ pub struct HumanApproval {
     /// When, microseconds since the Unix epoch.
     pub decided_at_us: u64,
     /// A signature by the approver over the action, if the approval system produces one.
-    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "object_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub signature: Option<ApprovalSignature>,
 }
 
@@ -180,7 +216,11 @@ pub struct Execution {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     /// Structured body of an API mutation.
-    #[serde(default, deserialize_with = "strict_json", skip_serializing_if = "Json::is_null")]
+    #[serde(
+        default,
+        deserialize_with = "strict_json",
+        skip_serializing_if = "Json::is_null"
+    )]
     pub mutation: Json,
 }
 
@@ -189,13 +229,21 @@ pub struct Execution {
 #[serde(deny_unknown_fields)]
 pub struct Effects {
     /// Return value.
-    #[serde(default, deserialize_with = "strict_json", skip_serializing_if = "Json::is_null")]
+    #[serde(
+        default,
+        deserialize_with = "strict_json",
+        skip_serializing_if = "Json::is_null"
+    )]
     pub return_value: Json,
     /// State changes, one description each (e.g. `dropped table users (48,213 rows)`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub state_changes: Vec<String>,
     /// Response of an external system.
-    #[serde(default, deserialize_with = "strict_json", skip_serializing_if = "Json::is_null")]
+    #[serde(
+        default,
+        deserialize_with = "strict_json",
+        skip_serializing_if = "Json::is_null"
+    )]
     pub external_response: Json,
     /// Error, if the action failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -207,7 +255,11 @@ pub struct Effects {
 #[serde(deny_unknown_fields)]
 pub struct ContextProvenance {
     /// Retrieved sources.
-    #[serde(default, deserialize_with = "object_vec", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "object_vec",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub sources: Vec<ContextSource>,
     /// Environment the agent believed it acted in (`production`, `staging`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -257,7 +309,11 @@ pub struct CodeProvenance {
 #[serde(deny_unknown_fields)]
 pub struct DelegationProvenance {
     /// The event that delegated this one.
-    #[serde(default, deserialize_with = "object_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "object_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub parent_event: Option<EventRef>,
     /// The delegating agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -293,7 +349,10 @@ pub struct InputError {
 
 impl InputError {
     fn new(path: &str, message: impl Into<String>) -> InputError {
-        InputError { path: path.into(), message: message.into() }
+        InputError {
+            path: path.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -303,7 +362,10 @@ impl EventInput {
         if bytes.len() > max_bytes {
             return Err(InputError::new(
                 "",
-                format!("event is {} bytes, over the cap of {max_bytes}", bytes.len()),
+                format!(
+                    "event is {} bytes, over the cap of {max_bytes}",
+                    bytes.len()
+                ),
             ));
         }
         if let Err(e) = std::str::from_utf8(bytes) {
@@ -313,14 +375,16 @@ impl EventInput {
             ));
         }
         let mut de = serde_json::Deserializer::from_slice(bytes);
-        let ev: EventInput = serde_path_to_error::deserialize(ObjectOnly(&mut de)).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            let msg = inner.to_string();
-            // serde_json appends " at line L column C"; keep it, it points at the token.
-            InputError::new(&path, msg)
-        })?;
-        de.end().map_err(|e| InputError::new("", format!("trailing characters: {e}")))?;
+        let ev: EventInput =
+            serde_path_to_error::deserialize(ObjectOnly(&mut de)).map_err(|e| {
+                let path = e.path().to_string();
+                let inner = e.into_inner();
+                let msg = inner.to_string();
+                // serde_json appends " at line L column C"; keep it, it points at the token.
+                InputError::new(&path, msg)
+            })?;
+        de.end()
+            .map_err(|e| InputError::new("", format!("trailing characters: {e}")))?;
         ev.validate()?;
         Ok(ev)
     }
@@ -330,16 +394,19 @@ impl EventInput {
         if self.intent.tool.is_empty() {
             return Err(InputError::new("intent.tool", "must not be empty"));
         }
-        if let Some(l) = &self.lane {
-            if l.len() > crate::record::MAX_LANE_LEN {
-                return Err(InputError::new("lane", "longer than 64 bytes"));
-            }
+        if let Some(l) = &self.lane
+            && l.len() > crate::record::MAX_LANE_LEN
+        {
+            return Err(InputError::new("lane", "longer than 64 bytes"));
         }
         if self.concurrent_with.len() > crate::record::MAX_CONCURRENT {
             return Err(InputError::new("concurrent_with", "more than 16 entries"));
         }
         if self.concurrent_with.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(InputError::new("concurrent_with", "must be strictly increasing"));
+            return Err(InputError::new(
+                "concurrent_with",
+                "must be strictly increasing",
+            ));
         }
         if let Some(r) = self
             .delegation_provenance
@@ -458,7 +525,10 @@ fn object_opt<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Op
 }
 
 fn object_vec<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
-    Ok(Vec::<Obj<T>>::deserialize(d)?.into_iter().map(|o| o.0).collect())
+    Ok(Vec::<Obj<T>>::deserialize(d)?
+        .into_iter()
+        .map(|o| o.0)
+        .collect())
 }
 
 /// Deserializes any JSON value, rejecting duplicate object keys at every depth.
@@ -549,6 +619,7 @@ mod tests {
         let (env, p) = ev.into_payload();
         assert_eq!(env.category, Category::Database);
         let b = p.encode().unwrap();
+        assert_eq!(b, cbor::to_vec_via_value(&p).unwrap());
         assert_eq!(Payload::decode(&b).unwrap(), p);
     }
 
@@ -562,7 +633,9 @@ mod tests {
         assert_eq!(e.path, "intent.argz");
         assert!(e.message.contains("unknown field `argz`"), "{e}");
 
-        let e = err(r#"{"category":"shell","intent":{"tool":"ls"},"human_approval":{"approver":"a","prompt":"p","decision":"approved","decided_at_us":"soon"}}"#);
+        let e = err(
+            r#"{"category":"shell","intent":{"tool":"ls"},"human_approval":{"approver":"a","prompt":"p","decision":"approved","decided_at_us":"soon"}}"#,
+        );
         assert_eq!(e.path, "human_approval.decided_at_us");
 
         let e = err(r#"{"category":"shel","intent":{"tool":"ls"}}"#);
@@ -603,7 +676,10 @@ mod tests {
     fn rejects_non_utf8_and_oversize() {
         let e = EventInput::from_json(b"{\"category\":\"shell\xff\"}", 1000).unwrap_err();
         assert!(e.message.contains("UTF-8"), "{e}");
-        let big = format!(r#"{{"category":"shell","intent":{{"tool":"{}"}}}}"#, "x".repeat(2000));
+        let big = format!(
+            r#"{{"category":"shell","intent":{{"tool":"{}"}}}}"#,
+            "x".repeat(2000)
+        );
         let e = EventInput::from_json(big.as_bytes(), 1000).unwrap_err();
         assert!(e.message.contains("over the cap"), "{e}");
     }
@@ -615,9 +691,15 @@ mod tests {
         let mut v = ciborium::Value::Map(vec![
             (
                 ciborium::Value::Text("intent".into()),
-                ciborium::Value::Map(vec![(ciborium::Value::Text("tool".into()), ciborium::Value::Text("x".into()))]),
+                ciborium::Value::Map(vec![(
+                    ciborium::Value::Text("tool".into()),
+                    ciborium::Value::Text("x".into()),
+                )]),
             ),
-            (ciborium::Value::Text("effects".into()), ciborium::Value::Null),
+            (
+                ciborium::Value::Text("effects".into()),
+                ciborium::Value::Null,
+            ),
         ]);
         crate::cbor::canonicalize(&mut v).unwrap();
         let b = crate::cbor::to_vec(&v).unwrap();

@@ -18,7 +18,7 @@
 //! withheld. The reader borrows from the input and never allocates by a declared length.
 
 use crate::{
-    EpochHeader, FORMAT_VERSION, RecorderId, Record,
+    EpochHeader, FORMAT_VERSION, Record, RecorderId,
     cbor::{CborError, Reader, Writer},
     crypto::SealedPayload,
 };
@@ -125,7 +125,10 @@ pub struct LogReader<'a> {
 impl<'a> LogReader<'a> {
     /// A reader over a whole export file.
     pub fn new(buf: &'a [u8]) -> LogReader<'a> {
-        LogReader { r: Reader::new(buf), buf }
+        LogReader {
+            r: Reader::new(buf),
+            buf,
+        }
     }
 
     /// Whether every byte has been read.
@@ -149,9 +152,14 @@ impl<'a> LogReader<'a> {
             (LOG_MAGIC, 4) => {
                 let v = self.r.uint()?;
                 if v != FORMAT_VERSION {
-                    return Err(CborError::Malformed(format!("export version {v} unsupported")));
+                    return Err(CborError::Malformed(format!(
+                        "export version {v} unsupported"
+                    )));
                 }
-                Frame::Start { recorder: self.r.fixed()?, exported_at_us: self.r.uint()? }
+                Frame::Start {
+                    recorder: self.r.fixed()?,
+                    exported_at_us: self.r.uint()?,
+                }
             }
             ("epoch", 2) => Frame::Epoch(EpochHeader::read(&mut self.r)?),
             ("tail", 2) => Frame::Tail(self.r.uint()?),
@@ -160,12 +168,25 @@ impl<'a> LogReader<'a> {
                 skip_record(&mut self.r)?;
                 let record_bytes = &self.buf[start..self.r.position()];
                 let record = Record::decode(record_bytes)?;
-                let payload = if self.r.null()? { None } else { Some(SealedPayload::read(&mut self.r)?) };
-                Frame::Event { record_bytes, record, payload }
+                let payload = if self.r.null()? {
+                    None
+                } else {
+                    Some(SealedPayload::read(&mut self.r)?)
+                };
+                Frame::Event {
+                    record_bytes,
+                    record,
+                    payload,
+                }
             }
-            ("end", 3) => Frame::End { events: self.r.uint()?, epochs: self.r.uint()? },
+            ("end", 3) => Frame::End {
+                events: self.r.uint()?,
+                epochs: self.r.uint()?,
+            },
             (t, n) => {
-                return Err(CborError::Malformed(format!("unknown frame `{t}` with {n} items")));
+                return Err(CborError::Malformed(format!(
+                    "unknown frame `{t}` with {n} items"
+                )));
             }
         };
         Ok(Some(f))

@@ -110,7 +110,13 @@ pub fn inclusion_proof(leaves: &[Hash32], index: usize) -> Option<Vec<Hash32>> {
     }
     let raw: Vec<[u8; 32]> = leaves.iter().map(|h| h.0).collect();
     let tree = MerkleTree::<Rfc6962>::from_leaves(&raw);
-    Some(tree.proof(&[index]).proof_hashes().iter().map(|h| Hash32(*h)).collect())
+    Some(
+        tree.proof(&[index])
+            .proof_hashes()
+            .iter()
+            .map(|h| Hash32(*h))
+            .collect(),
+    )
 }
 
 /// Number of proof hashes below the point where the paths of `index` and `size - 1` join,
@@ -123,7 +129,11 @@ fn decompose(index: u64, size: u64) -> (usize, usize) {
 
 fn chain_inner(mut seed: Hash32, proof: &[Hash32], index: u64) -> Hash32 {
     for (i, h) in proof.iter().enumerate() {
-        seed = if (index >> i) & 1 == 0 { node_hash(&seed, h) } else { node_hash(h, &seed) };
+        seed = if (index >> i) & 1 == 0 {
+            node_hash(&seed, h)
+        } else {
+            node_hash(h, &seed)
+        };
     }
     seed
 }
@@ -156,7 +166,10 @@ pub fn root_from_inclusion_proof(
     }
     let (inner, border) = decompose(index, size);
     if proof.len() != inner + border {
-        return Err(ProofError::WrongLength { got: proof.len(), want: inner + border });
+        return Err(ProofError::WrongLength {
+            got: proof.len(),
+            want: inner + border,
+        });
     }
     let r = chain_inner(*leaf, &proof[..inner], index);
     Ok(chain_border_right(r, &proof[inner..]))
@@ -231,14 +244,24 @@ pub fn verify_consistency(
     }
     if size1 == size2 {
         if !proof.is_empty() {
-            return Err(ProofError::WrongLength { got: proof.len(), want: 0 });
+            return Err(ProofError::WrongLength {
+                got: proof.len(),
+                want: 0,
+            });
         }
-        return if root1 == root2 { Ok(()) } else { Err(ProofError::RootMismatch) };
+        return if root1 == root2 {
+            Ok(())
+        } else {
+            Err(ProofError::RootMismatch)
+        };
     }
     if size1 == 0 {
         // Every tree extends the empty tree; the proof is empty.
         if !proof.is_empty() {
-            return Err(ProofError::WrongLength { got: proof.len(), want: 0 });
+            return Err(ProofError::WrongLength {
+                got: proof.len(),
+                want: 0,
+            });
         }
         return Ok(());
     }
@@ -249,13 +272,23 @@ pub fn verify_consistency(
     let shift = size1.trailing_zeros() as usize;
     let inner = inner - shift; // shift < inner because size1 < size2
     // The proof starts with the root of the 2^shift subtree, unless size1 is that subtree.
-    let (seed, rest) = if size1 == 1 << shift { (*root1, proof) } else { (proof[0], &proof[1..]) };
+    let (seed, rest) = if size1 == 1 << shift {
+        (*root1, proof)
+    } else {
+        (proof[0], &proof[1..])
+    };
     if rest.len() != inner + border {
         let want = inner + border + usize::from(size1 != 1 << shift);
-        return Err(ProofError::WrongLength { got: proof.len(), want });
+        return Err(ProofError::WrongLength {
+            got: proof.len(),
+            want,
+        });
     }
     let mask = (size1 - 1) >> shift;
-    let h1 = chain_border_right(chain_inner_right(seed, &rest[..inner], mask), &rest[inner..]);
+    let h1 = chain_border_right(
+        chain_inner_right(seed, &rest[..inner], mask),
+        &rest[inner..],
+    );
     if h1 != *root1 {
         return Err(ProofError::RootMismatch);
     }

@@ -68,8 +68,17 @@ impl Category {
 
     /// The lower-case name used in JSON.
     pub fn name(self) -> &'static str {
-        ["file", "shell", "api", "database", "retrieval", "code", "approval", "delegation", "other"]
-            [self as usize]
+        [
+            "file",
+            "shell",
+            "api",
+            "database",
+            "retrieval",
+            "code",
+            "approval",
+            "delegation",
+            "other",
+        ][self as usize]
     }
 }
 
@@ -126,7 +135,9 @@ impl Record {
         r.array_of(10, "record")?;
         let version = r.uint()?;
         if version != FORMAT_VERSION {
-            return Err(CborError::Malformed(format!("record version {version} unsupported")));
+            return Err(CborError::Malformed(format!(
+                "record version {version} unsupported"
+            )));
         }
         let recorder = r.fixed::<20>()?;
         let seq = r.uint()?;
@@ -135,13 +146,19 @@ impl Record {
         let cat = r.uint()?;
         let category = Category::from_wire(cat)
             .ok_or_else(|| CborError::Malformed(format!("unknown category {cat}")))?;
-        let lane = if r.null()? { None } else { Some(r.text()?.to_owned()) };
+        let lane = if r.null()? {
+            None
+        } else {
+            Some(r.text()?.to_owned())
+        };
         if lane.as_ref().is_some_and(|l| l.len() > MAX_LANE_LEN) {
             return Err(CborError::Malformed("lane longer than 64 bytes".into()));
         }
         let n = r.array()?;
         if n > MAX_CONCURRENT as u64 {
-            return Err(CborError::Malformed(format!("{n} concurrent events, at most 16")));
+            return Err(CborError::Malformed(format!(
+                "{n} concurrent events, at most 16"
+            )));
         }
         let mut concurrent_with = Vec::with_capacity(n as usize);
         for _ in 0..n {
@@ -174,7 +191,10 @@ impl Record {
 /// numbers, all below `seq`.
 pub fn check_concurrent(seq: u64, earlier: &[u64]) -> Result<(), String> {
     if earlier.len() > MAX_CONCURRENT {
-        return Err(format!("{} concurrent events, at most {MAX_CONCURRENT}", earlier.len()));
+        return Err(format!(
+            "{} concurrent events, at most {MAX_CONCURRENT}",
+            earlier.len()
+        ));
     }
     if earlier.windows(2).any(|w| w[0] >= w[1]) {
         return Err("concurrent_with must be strictly increasing".into());
@@ -198,7 +218,11 @@ mod tests {
             timestamp_us: 1_764_000_000_000_000 + seq,
             category: Category::Database,
             lane: Some("task-3".into()),
-            concurrent_with: if seq > 2 { vec![seq - 2, seq - 1] } else { vec![] },
+            concurrent_with: if seq > 2 {
+                vec![seq - 2, seq - 1]
+            } else {
+                vec![]
+            },
             prev_hash: Hash32([1; 32]),
             payload_commitment: Hash32([2; 32]),
         }

@@ -79,12 +79,27 @@ pub struct Report {
 
 struct Fail(Failure);
 
-fn fail(location: String, check: &'static str, detail: String, consistent_with: &'static str) -> Fail {
-    Fail(Failure { location, check, detail, consistent_with })
+fn fail(
+    location: String,
+    check: &'static str,
+    detail: String,
+    consistent_with: &'static str,
+) -> Fail {
+    Fail(Failure {
+        location,
+        check,
+        detail,
+        consistent_with,
+    })
 }
 
 fn malformed(at: usize, e: CborError) -> Fail {
-    fail(format!("file offset {at}"), "encoding", e.to_string(), "edit or truncation of the file")
+    fail(
+        format!("file offset {at}"),
+        "encoding",
+        e.to_string(),
+        "edit or truncation of the file",
+    )
 }
 
 /// Verifies the integrity of an exported log.
@@ -130,31 +145,65 @@ impl Chain {
     ) -> Result<Hash32, Fail> {
         let seq = self.next_seq;
         let at = || format!("event {seq}");
-        let Some(Frame::Event { record_bytes, record, payload }) = frame else {
-            return Err(fail(at(), "event-count", "event frame missing".into(), "deletion or truncation"));
+        let Some(Frame::Event {
+            record_bytes,
+            record,
+            payload,
+        }) = frame
+        else {
+            return Err(fail(
+                at(),
+                "event-count",
+                "event frame missing".into(),
+                "deletion or truncation",
+            ));
         };
         if record.recorder != self.recorder {
-            return Err(fail(at(), "recorder-id", "record names another recorder".into(), "splice from another recorder"));
+            return Err(fail(
+                at(),
+                "recorder-id",
+                "record names another recorder".into(),
+                "splice from another recorder",
+            ));
         }
         if record.seq != seq {
             return Err(fail(
                 at(),
                 "sequence",
                 format!("found sequence number {}", record.seq),
-                if record.seq > seq { "deletion" } else { "reordering, insertion or replay" },
+                if record.seq > seq {
+                    "deletion"
+                } else {
+                    "reordering, insertion or replay"
+                },
             ));
         }
         if record.epoch != epoch {
-            return Err(fail(at(), "epoch-membership", format!("record says epoch {}", record.epoch), "splice from another epoch"));
+            return Err(fail(
+                at(),
+                "epoch-membership",
+                format!("record says epoch {}", record.epoch),
+                "splice from another epoch",
+            ));
         }
         if record.prev_hash != self.prev_leaf {
-            return Err(fail(at(), "chain-link", "prev_hash is not the previous record's hash".into(), "edit, deletion, insertion or reordering"));
+            return Err(fail(
+                at(),
+                "chain-link",
+                "prev_hash is not the previous record's hash".into(),
+                "edit, deletion, insertion or reordering",
+            ));
         }
         *rep.checks.entry("chain-link").or_default() += 1;
         match payload {
             Some(p) => {
                 if p.commitment() != record.payload_commitment {
-                    return Err(fail(at(), "payload-commitment", "sealed payload does not match the record".into(), "payload edit or swapped ciphertext"));
+                    return Err(fail(
+                        at(),
+                        "payload-commitment",
+                        "sealed payload does not match the record".into(),
+                        "payload edit or swapped ciphertext",
+                    ));
                 }
                 *rep.checks.entry("payload-commitment").or_default() += 1;
             }
@@ -177,10 +226,22 @@ fn run(bytes: &[u8], rep: &mut Report) -> Result<(), Fail> {
     let mut rd = LogReader::new(bytes);
     let recorder = match next(&mut rd)? {
         Some(Frame::Start { recorder, .. }) => recorder,
-        _ => return Err(fail("file".into(), "start-frame", "no start frame".into(), "not an AFR log export")),
+        _ => {
+            return Err(fail(
+                "file".into(),
+                "start-frame",
+                "no start frame".into(),
+                "not an AFR log export",
+            ));
+        }
     };
     rep.recorder = Some(recorder);
-    let mut chain = Chain { recorder, next_seq: 0, prev_leaf: Hash32::ZERO, withheld: 0 };
+    let mut chain = Chain {
+        recorder,
+        next_seq: 0,
+        prev_leaf: Hash32::ZERO,
+        withheld: 0,
+    };
     let mut prev_root = Hash32::ZERO;
     let mut epoch_no = 0u64;
     loop {
@@ -188,20 +249,52 @@ fn run(bytes: &[u8], rep: &mut Report) -> Result<(), Fail> {
             Some(Frame::Epoch(h)) => {
                 let at = format!("epoch {}", h.epoch);
                 if h.recorder != recorder {
-                    return Err(fail(at, "recorder-id", "header names another recorder".into(), "splice from another recorder"));
+                    return Err(fail(
+                        at,
+                        "recorder-id",
+                        "header names another recorder".into(),
+                        "splice from another recorder",
+                    ));
                 }
                 if h.epoch != epoch_no {
-                    return Err(fail(at, "epoch-sequence", format!("expected epoch {epoch_no}"), if h.epoch > epoch_no { "dropped epoch" } else { "reordered or replayed epoch" }));
+                    return Err(fail(
+                        at,
+                        "epoch-sequence",
+                        format!("expected epoch {epoch_no}"),
+                        if h.epoch > epoch_no {
+                            "dropped epoch"
+                        } else {
+                            "reordered or replayed epoch"
+                        },
+                    ));
                 }
                 if h.first_seq != chain.next_seq {
-                    return Err(fail(at, "epoch-range", format!("first_seq {} but next event is {}", h.first_seq, chain.next_seq), "deletion or insertion across epochs"));
+                    return Err(fail(
+                        at,
+                        "epoch-range",
+                        format!(
+                            "first_seq {} but next event is {}",
+                            h.first_seq, chain.next_seq
+                        ),
+                        "deletion or insertion across epochs",
+                    ));
                 }
                 if h.prev_epoch_root != prev_root {
-                    return Err(fail(at, "back-pointer", "prev_epoch_root is not the previous epoch's root".into(), "dropped epoch or fork"));
+                    return Err(fail(
+                        at,
+                        "back-pointer",
+                        "prev_epoch_root is not the previous epoch's root".into(),
+                        "dropped epoch or fork",
+                    ));
                 }
                 *rep.checks.entry("back-pointer").or_default() += 1;
                 if h.count > (bytes.len() as u64) / 40 {
-                    return Err(fail(at, "event-count", format!("{} events cannot fit in the file", h.count), "edit of the header"));
+                    return Err(fail(
+                        at,
+                        "event-count",
+                        format!("{} events cannot fit in the file", h.count),
+                        "edit of the header",
+                    ));
                 }
                 let mut tree = CompactRange::new();
                 for _ in 0..h.count {
@@ -209,11 +302,21 @@ fn run(bytes: &[u8], rep: &mut Report) -> Result<(), Fail> {
                     tree.push(chain.event(f, h.epoch, rep)?);
                 }
                 if tree.root() != h.merkle_root {
-                    return Err(fail(at, "merkle-root", "recomputed Merkle root differs".into(), "edit, deletion, insertion or reordering inside the epoch"));
+                    return Err(fail(
+                        at,
+                        "merkle-root",
+                        "recomputed Merkle root differs".into(),
+                        "edit, deletion, insertion or reordering inside the epoch",
+                    ));
                 }
                 *rep.checks.entry("merkle-root").or_default() += 1;
                 if h.chain_head != chain.prev_leaf {
-                    return Err(fail(at, "chain-head", "chain head is not the last record's hash".into(), "truncation of the epoch"));
+                    return Err(fail(
+                        at,
+                        "chain-head",
+                        "chain head is not the last record's hash".into(),
+                        "truncation of the epoch",
+                    ));
                 }
                 prev_root = h.root();
                 rep.epoch_roots.push((h.epoch, prev_root));
@@ -222,7 +325,12 @@ fn run(bytes: &[u8], rep: &mut Report) -> Result<(), Fail> {
             }
             Some(Frame::Tail(n)) => {
                 if n > (bytes.len() as u64) / 40 {
-                    return Err(fail("tail".into(), "event-count", format!("{n} events cannot fit in the file"), "edit of the file"));
+                    return Err(fail(
+                        "tail".into(),
+                        "event-count",
+                        format!("{n} events cannot fit in the file"),
+                        "edit of the file",
+                    ));
                 }
                 for _ in 0..n {
                     let f = next(&mut rd)?;
@@ -238,24 +346,53 @@ fn run(bytes: &[u8], rep: &mut Report) -> Result<(), Fail> {
             }
             Some(Frame::End { events, epochs }) => {
                 if events != rep.events || epochs != rep.epochs {
-                    return Err(fail("file".into(), "totals", format!("end frame says {events} events in {epochs} epochs, file holds {} in {}", rep.events, rep.epochs), "deletion or truncation"));
+                    return Err(fail(
+                        "file".into(),
+                        "totals",
+                        format!(
+                            "end frame says {events} events in {epochs} epochs, file holds {} in {}",
+                            rep.events, rep.epochs
+                        ),
+                        "deletion or truncation",
+                    ));
                 }
                 if !rd.at_end() {
-                    return Err(fail("file".into(), "end-frame", "bytes after the end frame".into(), "insertion"));
+                    return Err(fail(
+                        "file".into(),
+                        "end-frame",
+                        "bytes after the end frame".into(),
+                        "insertion",
+                    ));
                 }
                 if chain.withheld > 0 {
-                    rep.missing.push(format!("{} payloads withheld", chain.withheld));
+                    rep.missing
+                        .push(format!("{} payloads withheld", chain.withheld));
                 }
                 return Ok(());
             }
             Some(Frame::Event { record, .. }) => {
-                return Err(fail(format!("event {}", record.seq), "event-count", "event outside any epoch".into(), "insertion"));
+                return Err(fail(
+                    format!("event {}", record.seq),
+                    "event-count",
+                    "event outside any epoch".into(),
+                    "insertion",
+                ));
             }
             Some(Frame::Start { .. }) => {
-                return Err(fail("file".into(), "start-frame", "second start frame".into(), "splice of two logs"));
+                return Err(fail(
+                    "file".into(),
+                    "start-frame",
+                    "second start frame".into(),
+                    "splice of two logs",
+                ));
             }
             None => {
-                return Err(fail("file".into(), "end-frame", "file ends without an end frame".into(), "truncation"));
+                return Err(fail(
+                    "file".into(),
+                    "end-frame",
+                    "file ends without an end frame".into(),
+                    "truncation",
+                ));
             }
         }
     }

@@ -13,33 +13,51 @@ use afr_core::{
 
 /// Generic canonical CBOR: `encode(decode(b)) == b` for every accepted `b`.
 pub fn cbor_value(data: &[u8]) -> bool {
-    let Ok(v) = cbor::from_slice::<ciborium::Value>(data) else { return false };
+    let Ok(v) = cbor::from_slice::<ciborium::Value>(data) else {
+        return false;
+    };
     let again = cbor::to_vec(&v);
-    assert_eq!(again.as_deref(), Ok(data), "cbor value {v:?} re-encodes differently");
+    assert_eq!(
+        again.as_deref(),
+        Ok(data),
+        "cbor value {v:?} re-encodes differently"
+    );
     true
 }
 
 /// Records: the strict decoder accepts only what the encoder writes, and the generic
 /// canonical decoder accepts those bytes too.
 pub fn record(data: &[u8]) -> bool {
-    let Ok(r) = Record::decode(data) else { return false };
+    let Ok(r) = Record::decode(data) else {
+        return false;
+    };
     assert_eq!(r.encode(), data, "record {r:?} re-encodes differently");
-    assert!(cbor::from_slice::<ciborium::Value>(data).is_ok(), "record is not canonical cbor");
+    assert!(
+        cbor::from_slice::<ciborium::Value>(data).is_ok(),
+        "record is not canonical cbor"
+    );
     true
 }
 
 /// Epoch headers: round trip, and a header never has zero records.
 pub fn epoch_header(data: &[u8]) -> bool {
-    let Ok(h) = EpochHeader::decode(data) else { return false };
+    let Ok(h) = EpochHeader::decode(data) else {
+        return false;
+    };
     assert_eq!(h.encode(), data, "header {h:?} re-encodes differently");
     assert!(h.count > 0);
-    assert!(cbor::from_slice::<ciborium::Value>(data).is_ok(), "header is not canonical cbor");
+    assert!(
+        cbor::from_slice::<ciborium::Value>(data).is_ok(),
+        "header is not canonical cbor"
+    );
     true
 }
 
 /// Sealed payloads: round trip, and the ciphertext holds at least the 16-byte tag.
 pub fn sealed_payload(data: &[u8]) -> bool {
-    let Ok(p) = SealedPayload::decode(data) else { return false };
+    let Ok(p) = SealedPayload::decode(data) else {
+        return false;
+    };
     assert_eq!(p.encode(), data, "sealed payload re-encodes differently");
     assert!(p.ciphertext.len() >= 16);
     assert!(
@@ -51,24 +69,42 @@ pub fn sealed_payload(data: &[u8]) -> bool {
 
 /// Payload plaintexts: round trip through the generic codec.
 pub fn payload(data: &[u8]) -> bool {
-    let Ok(p) = Payload::decode(data) else { return false };
+    let Ok(p) = Payload::decode(data) else {
+        return false;
+    };
     let again = p.encode();
-    assert_eq!(again.as_deref(), Ok(data), "payload {p:?} re-encodes differently");
+    assert_eq!(
+        again.as_deref(),
+        Ok(data),
+        "payload {p:?} re-encodes differently"
+    );
     true
 }
 
 /// Event JSON: an accepted event re-serialises to JSON that parses to the same event, and its
 /// payload survives canonical CBOR.
 pub fn event_json(data: &[u8]) -> bool {
-    let Ok(ev) = EventInput::from_json(data, DEFAULT_MAX_EVENT_BYTES) else { return false };
+    let Ok(ev) = EventInput::from_json(data, DEFAULT_MAX_EVENT_BYTES) else {
+        return false;
+    };
     let json = match serde_json::to_string(&ev) {
         Ok(s) => s,
         Err(e) => panic!("accepted event does not serialise: {e}"),
     };
     let back = EventInput::from_json(json.as_bytes(), usize::MAX);
-    assert_eq!(back.as_ref(), Ok(&ev), "event does not survive JSON: {json}");
+    assert_eq!(
+        back.as_ref(),
+        Ok(&ev),
+        "event does not survive JSON: {json}"
+    );
     let (_, p) = ev.into_payload();
-    let Ok(bytes) = p.encode() else { panic!("accepted event's payload does not encode: {p:?}") };
-    assert_eq!(Payload::decode(&bytes).as_ref(), Ok(&p), "payload does not survive cbor");
+    let Ok(bytes) = p.encode() else {
+        panic!("accepted event's payload does not encode: {p:?}")
+    };
+    assert_eq!(
+        Payload::decode(&bytes).as_ref(),
+        Ok(&p),
+        "payload does not survive cbor"
+    );
     true
 }

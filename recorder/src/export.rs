@@ -28,7 +28,12 @@ pub fn export_log(store: &Store, out: &mut impl Write) -> Result<ExportSummary, 
     let recorder = store.recorder_id()?;
     let total = store.record_count()?;
     let mut w = LogWriter::start(&recorder, now_us());
-    let mut s = ExportSummary { events: 0, epochs: 0, unsealed: 0, bytes: 0 };
+    let mut s = ExportSummary {
+        events: 0,
+        epochs: 0,
+        unsealed: 0,
+        bytes: 0,
+    };
     let mut records = store.records_from(0)?.zip(store.payloads_from(0)?);
     let mut seq = 0u64;
     let mut event = |w: &mut LogWriter, seq: u64| -> Result<(), RecordError> {

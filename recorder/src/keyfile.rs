@@ -7,7 +7,10 @@ use zeroize::Zeroizing;
 use crate::RecordError;
 
 fn key_err(path: &Path, message: impl Into<String>) -> RecordError {
-    RecordError::KeyFile { path: path.to_owned(), message: message.into() }
+    RecordError::KeyFile {
+        path: path.to_owned(),
+        message: message.into(),
+    }
 }
 
 /// Creates `path` with mode 0600 (failing if it exists) and writes `secret` to it, synced.
@@ -18,8 +21,10 @@ pub fn write_key_file(path: &Path, secret: &[u8]) -> Result<(), RecordError> {
         .mode(0o600)
         .open(path)
         .map_err(|e| key_err(path, format!("cannot create: {e}")))?;
-    f.write_all(secret).map_err(|e| key_err(path, format!("cannot write: {e}")))?;
-    f.sync_all().map_err(|e| key_err(path, format!("cannot sync: {e}")))
+    f.write_all(secret)
+        .map_err(|e| key_err(path, format!("cannot write: {e}")))?;
+    f.sync_all()
+        .map_err(|e| key_err(path, format!("cannot sync: {e}")))
 }
 
 /// Reads a 32-byte secret; refuses a file that group or others may read or write.
@@ -28,12 +33,20 @@ pub fn read_key_file(path: &Path) -> Result<Zeroizing<[u8; 32]>, RecordError> {
     let meta = std::fs::metadata(path).map_err(|e| key_err(path, format!("cannot read: {e}")))?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(key_err(path, format!("mode is {mode:o}; it must be 600 (chmod 600 it)")));
+        return Err(key_err(
+            path,
+            format!("mode is {mode:o}; it must be 600 (chmod 600 it)"),
+        ));
     }
-    let bytes = Zeroizing::new(std::fs::read(path).map_err(|e| key_err(path, format!("cannot read: {e}")))?);
+    let bytes = Zeroizing::new(
+        std::fs::read(path).map_err(|e| key_err(path, format!("cannot read: {e}")))?,
+    );
     let mut out = Zeroizing::new([0u8; 32]);
     if bytes.len() != 32 {
-        return Err(key_err(path, format!("expected 32 bytes, found {}", bytes.len())));
+        return Err(key_err(
+            path,
+            format!("expected 32 bytes, found {}", bytes.len()),
+        ));
     }
     out.copy_from_slice(&bytes);
     Ok(out)

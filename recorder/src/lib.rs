@@ -39,7 +39,7 @@ use std::{
 };
 
 use afr_core::{
-    EpochHeader, EventInput, Hash32, RecorderId, Record,
+    EpochHeader, EventInput, Hash32, Record, RecorderId,
     crypto::{self, EpochKey, MasterKey, Slot},
     event::Payload,
     merkle::CompactRange,
@@ -48,9 +48,9 @@ use afr_core::{
 pub use rocksdb::WriteBatch;
 pub use store::{CF_ANCHORS, CF_EPOCHS, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS, Store};
 
+mod export;
 mod keyfile;
 pub mod synth;
-mod export;
 pub use export::{ExportSummary, export_log};
 pub use keyfile::{read_key_file, write_key_file};
 
@@ -105,7 +105,9 @@ impl std::str::FromStr for Durability {
             "sync" => Ok(Durability::Sync),
             "group" => Ok(Durability::Group),
             "buffered" => Ok(Durability::Buffered),
-            other => Err(format!("unknown durability mode `{other}` (sync, group, buffered)")),
+            other => Err(format!(
+                "unknown durability mode `{other}` (sync, group, buffered)"
+            )),
         }
     }
 }
@@ -152,7 +154,10 @@ pub struct Receipt {
 
 /// Microseconds since the Unix epoch.
 pub fn now_us() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
 }
 
 /// The sequencer's state: everything needed to append the next record.
@@ -202,7 +207,9 @@ pub struct Recorder {
 
 impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Recorder").field("recorder", &hex::encode(self.shared.recorder)).finish()
+        f.debug_struct("Recorder")
+            .field("recorder", &hex::encode(self.shared.recorder))
+            .finish()
     }
 }
 
@@ -234,7 +241,10 @@ pub fn init(dir: &Path, recorder: RecorderId) -> Result<(), RecordError> {
     let key_path = dir.join(MASTER_KEY_FILE);
     let db_path = dir.join(DB_DIR);
     if db_path.exists() || key_path.exists() {
-        return Err(RecordError::Setup(format!("{} is already initialised", dir.display())));
+        return Err(RecordError::Setup(format!(
+            "{} is already initialised",
+            dir.display()
+        )));
     }
     std::fs::create_dir_all(dir)
         .map_err(|e| RecordError::Setup(format!("cannot create {}: {e}", dir.display())))?;
@@ -278,7 +288,10 @@ impl Recorder {
             state: Mutex::new(state),
             io: Mutex::new(()),
             work: Condvar::new(),
-            durable: Mutex::new(Durable { written, error: None }),
+            durable: Mutex::new(Durable {
+                written,
+                error: None,
+            }),
             durable_cv: Condvar::new(),
         });
         let s2 = shared.clone();
@@ -286,8 +299,14 @@ impl Recorder {
             .name("afr-writer".into())
             .spawn(move || writer_loop(s2))
             .map_err(|e| RecordError::Setup(format!("cannot start writer thread: {e}")))?;
-        let guard = Arc::new(WriterGuard { shared: shared.clone(), handle: Mutex::new(Some(handle)) });
-        let r = Recorder { shared, _writer: guard };
+        let guard = Arc::new(WriterGuard {
+            shared: shared.clone(),
+            handle: Mutex::new(Some(handle)),
+        });
+        let r = Recorder {
+            shared,
+            _writer: guard,
+        };
         // An epoch that filled up just before a crash is sealed now.
         {
             let mut st = lock(&r.shared.state);
@@ -325,7 +344,9 @@ impl Recorder {
     /// Sequences an event without waiting for group commit; pair with [`Recorder::wait_written`].
     /// In `Sync` mode the event is already synced when this returns.
     pub fn submit(&self, event: EventInput) -> Result<Receipt, RecordError> {
-        event.validate().map_err(|e| RecordError::Invalid(e.to_string()))?;
+        event
+            .validate()
+            .map_err(|e| RecordError::Invalid(e.to_string()))?;
         let (env, payload) = event.into_payload();
         let plaintext = encode_payload(&payload, self.shared.config.max_event_bytes)?;
         let mut nonce = [0u8; crypto::NONCE_LEN];
@@ -349,7 +370,11 @@ impl Recorder {
         let Some(epoch_key) = st.epoch_key.as_ref() else {
             return Err(RecordError::Corrupt("epoch key missing".into()));
         };
-        let slot = Slot { recorder: sh.recorder, epoch: st.epoch, seq };
+        let slot = Slot {
+            recorder: sh.recorder,
+            epoch: st.epoch,
+            seq,
+        };
         let sealed = crypto::seal(&epoch_key.event_key(seq), &slot, nonce, &plaintext);
         let record = Record {
             recorder: sh.recorder,
@@ -376,7 +401,12 @@ impl Recorder {
         st.tree.push(leaf);
         st.prev_hash = leaf;
         st.next_seq = seq + 1;
-        let receipt = Receipt { seq, epoch: st.epoch, leaf_hash: leaf, timestamp_us };
+        let receipt = Receipt {
+            seq,
+            epoch: st.epoch,
+            leaf_hash: leaf,
+            timestamp_us,
+        };
         if st.tree.size() >= sh.config.epoch_size {
             seal_locked(&self.shared, &mut st);
         }
@@ -414,7 +444,11 @@ impl Recorder {
     pub fn seal(&self) -> Result<Option<EpochHeader>, RecordError> {
         let h = {
             let mut st = lock(&self.shared.state);
-            if st.tree.size() > 0 { Some(seal_locked(&self.shared, &mut st)) } else { None }
+            if st.tree.size() > 0 {
+                Some(seal_locked(&self.shared, &mut st))
+            } else {
+                None
+            }
         };
         write_pending(&self.shared, true)?;
         Ok(h)
@@ -444,7 +478,8 @@ impl Recorder {
             None => {
                 let mut s = [0u8; 32];
                 rand::fill(&mut s[..]);
-                st.pending.put_cf(sh.store.cf(CF_KEYS)?, st.epoch.to_be_bytes(), s);
+                st.pending
+                    .put_cf(sh.store.cf(CF_KEYS)?, st.epoch.to_be_bytes(), s);
                 st.pending_dirty = true;
                 s
             }
@@ -452,7 +487,6 @@ impl Recorder {
         st.epoch_key = Some(sh.master.epoch_key(&salt, &sh.recorder, st.epoch));
         Ok(())
     }
-
 }
 
 /// Seals the open epoch into a header queued behind its records. `O(log n)` hashes.
@@ -469,7 +503,8 @@ fn seal_locked(sh: &Shared, st: &mut State) -> EpochHeader {
             sealed_at_us: now_us(),
         };
         if let Ok(cf) = sh.store.cf(CF_EPOCHS) {
-            st.pending.put_cf(cf, header.epoch.to_be_bytes(), header.encode());
+            st.pending
+                .put_cf(cf, header.epoch.to_be_bytes(), header.encode());
         }
         st.pending_dirty = true;
         st.prev_root = header.root();
@@ -513,7 +548,9 @@ fn publish(sh: &Shared, last: Option<u64>, res: &Result<(), RecordError>) {
 }
 
 fn encode_payload(p: &Payload, cap: usize) -> Result<Vec<u8>, RecordError> {
-    let b = p.encode().map_err(|e| RecordError::Invalid(format!("payload: {e}")))?;
+    let b = p
+        .encode()
+        .map_err(|e| RecordError::Invalid(format!("payload: {e}")))?;
     if b.len() > cap {
         return Err(RecordError::Invalid(format!(
             "payload is {} bytes as canonical CBOR, over the cap of {cap}",
@@ -527,14 +564,22 @@ fn encode_payload(p: &Payload, cap: usize) -> Result<Vec<u8>, RecordError> {
 /// also seals epochs that grew too old. Exits after a final synced write on shutdown.
 fn writer_loop(sh: Arc<Shared>) {
     let buffered = sh.config.durability == Durability::Buffered;
-    let tick = if buffered { sh.config.flush_interval } else { Duration::from_millis(50) };
+    let tick = if buffered {
+        sh.config.flush_interval
+    } else {
+        Duration::from_millis(50)
+    };
     let age_tick = sh.config.max_epoch_age.min(Duration::from_millis(200));
     loop {
         let shutdown = {
             let mut st = lock(&sh.state);
             if !st.pending_dirty && !st.shutdown {
                 let wait = if buffered { tick } else { age_tick };
-                st = sh.work.wait_timeout(st, wait).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+                st = sh
+                    .work
+                    .wait_timeout(st, wait)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|p| p.into_inner().0);
             }
             if st.tree.size() > 0 && st.epoch_opened_at.elapsed() >= sh.config.max_epoch_age {
                 seal_locked(&sh, &mut st);
@@ -561,7 +606,10 @@ fn recover(store: &Store, master: &MasterKey, recorder: &RecorderId) -> Result<S
     };
     if let Some(h) = &last {
         if h.recorder != *recorder {
-            return Err(RecordError::Corrupt(format!("epoch {} belongs to another recorder", h.epoch)));
+            return Err(RecordError::Corrupt(format!(
+                "epoch {} belongs to another recorder",
+                h.epoch
+            )));
         }
     }
     let mut tree = CompactRange::new();
@@ -569,12 +617,16 @@ fn recover(store: &Store, master: &MasterKey, recorder: &RecorderId) -> Result<S
     for kv in store.records_from(first_seq)? {
         let (seq, bytes) = kv?;
         if seq != next {
-            return Err(RecordError::Corrupt(format!("gap: record {next} missing before {seq}")));
+            return Err(RecordError::Corrupt(format!(
+                "gap: record {next} missing before {seq}"
+            )));
         }
         let r = Record::decode(&bytes)
             .map_err(|e| RecordError::Corrupt(format!("record {seq}: {e}")))?;
         if r.epoch != epoch || r.prev_hash != prev_hash || r.recorder != *recorder {
-            return Err(RecordError::Corrupt(format!("record {seq} does not continue the chain")));
+            return Err(RecordError::Corrupt(format!(
+                "record {seq} does not continue the chain"
+            )));
         }
         if store.payload(seq)?.is_none() {
             return Err(RecordError::Corrupt(format!("record {seq} has no payload")));
@@ -586,7 +638,9 @@ fn recover(store: &Store, master: &MasterKey, recorder: &RecorderId) -> Result<S
     let epoch_key = match store.epoch_salt(epoch)? {
         Some(salt) if tree.size() > 0 => Some(master.epoch_key(&salt, recorder, epoch)),
         None if tree.size() > 0 => {
-            return Err(RecordError::Corrupt(format!("open epoch {epoch} has no key salt")));
+            return Err(RecordError::Corrupt(format!(
+                "open epoch {epoch} has no key salt"
+            )));
         }
         _ => None,
     };

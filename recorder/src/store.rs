@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use afr_core::{EpochHeader, RecorderId, Record, crypto::SealedPayload};
+use afr_core::{EpochHeader, Record, RecorderId, crypto::SealedPayload};
 use rocksdb::{
     ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType, Direction, IteratorMode, Options,
     WriteBatch, WriteOptions,
@@ -36,7 +36,14 @@ pub const CF_KEYS: &str = "keys";
 /// Column family of metadata.
 pub const CF_META: &str = "meta";
 
-const ALL_CFS: [&str; 6] = [CF_RECORDS, CF_PAYLOADS, CF_EPOCHS, CF_ANCHORS, CF_KEYS, CF_META];
+const ALL_CFS: [&str; 6] = [
+    CF_RECORDS,
+    CF_PAYLOADS,
+    CF_EPOCHS,
+    CF_ANCHORS,
+    CF_KEYS,
+    CF_META,
+];
 
 /// Metadata key of the store format version.
 pub const META_FORMAT: &[u8] = b"format";
@@ -82,7 +89,10 @@ impl Store {
             ColumnFamilyDescriptor::new(*n, o)
         });
         let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(db_err)?;
-        Ok(Store { db, path: path.to_owned() })
+        Ok(Store {
+            db,
+            path: path.to_owned(),
+        })
     }
 
     /// Where the store lives.
@@ -91,7 +101,9 @@ impl Store {
     }
 
     pub(crate) fn cf(&self, name: &str) -> Result<&ColumnFamily, RecordError> {
-        self.db.cf_handle(name).ok_or_else(|| corrupt(format!("column family {name} missing")))
+        self.db
+            .cf_handle(name)
+            .ok_or_else(|| corrupt(format!("column family {name} missing")))
     }
 
     /// Writes a batch; with `sync`, returns only once it is on stable storage.
@@ -115,12 +127,16 @@ impl Store {
 
     /// The recorder id stored at creation.
     pub fn recorder_id(&self) -> Result<RecorderId, RecordError> {
-        let v = self.meta(META_RECORDER)?.ok_or_else(|| corrupt("no recorder id in metadata"))?;
+        let v = self
+            .meta(META_RECORDER)?
+            .ok_or_else(|| corrupt("no recorder id in metadata"))?;
         RecorderId::try_from(v.as_slice()).map_err(|_| corrupt("recorder id is not 20 bytes"))
     }
 
     fn get_u64_key(&self, cf: &str, k: u64) -> Result<Option<Vec<u8>>, RecordError> {
-        self.db.get_cf(self.cf(cf)?, k.to_be_bytes()).map_err(db_err)
+        self.db
+            .get_cf(self.cf(cf)?, k.to_be_bytes())
+            .map_err(db_err)
     }
 
     /// The record at `seq`, raw bytes.
@@ -157,7 +173,10 @@ impl Store {
     /// The salt of epoch `epoch`, if not erased.
     pub fn epoch_salt(&self, epoch: u64) -> Result<Option<[u8; 32]>, RecordError> {
         self.get_u64_key(CF_KEYS, epoch)?
-            .map(|b| <[u8; 32]>::try_from(b.as_slice()).map_err(|_| corrupt(format!("salt of epoch {epoch}"))))
+            .map(|b| {
+                <[u8; 32]>::try_from(b.as_slice())
+                    .map_err(|_| corrupt(format!("salt of epoch {epoch}")))
+            })
             .transpose()
     }
 
@@ -168,7 +187,9 @@ impl Store {
             None => Ok(None),
             Some(kv) => {
                 let (_, v) = kv.map_err(db_err)?;
-                EpochHeader::decode(&v).map(Some).map_err(|e| corrupt(format!("last epoch: {e}")))
+                EpochHeader::decode(&v)
+                    .map(Some)
+                    .map_err(|e| corrupt(format!("last epoch: {e}")))
             }
         }
     }
@@ -216,7 +237,9 @@ impl Store {
         from: u64,
     ) -> Result<impl Iterator<Item = Result<(u64, Vec<u8>), RecordError>> + '_, RecordError> {
         let key = from.to_be_bytes();
-        let it = self.db.iterator_cf(self.cf(cf)?, IteratorMode::From(&key, Direction::Forward));
+        let it = self
+            .db
+            .iterator_cf(self.cf(cf)?, IteratorMode::From(&key, Direction::Forward));
         Ok(it.map(|kv| {
             let (k, v) = kv.map_err(db_err)?;
             let k = <[u8; 8]>::try_from(&*k).map_err(|_| corrupt("key is not 8 bytes"))?;
@@ -240,7 +263,9 @@ impl Store {
 }
 
 fn dir_size(p: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(p) else { return 0 };
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return 0;
+    };
     rd.flatten()
         .map(|e| match e.metadata() {
             Ok(m) if m.is_dir() => dir_size(&e.path()),

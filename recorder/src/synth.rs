@@ -21,12 +21,36 @@ pub const DEFAULT_SEED: u64 = 42;
 const TOOLS: [(&str, Category, &str); 9] = [
     ("read_file", Category::File, "src/app/config.yaml"),
     ("bash", Category::Shell, "pytest -q tests/test_api.py"),
-    ("http_request", Category::Api, "POST https://api.example.com/v2/orders"),
-    ("psql", Category::Database, "UPDATE accounts SET tier = 'gold' WHERE id = 4521"),
-    ("vector_search", Category::Retrieval, "runbook: rotate credentials"),
-    ("apply_patch", Category::Code, "--- a/src/handler.py +++ b/src/handler.py"),
-    ("request_approval", Category::Approval, "approve deploy of build 1842"),
-    ("delegate_task", Category::Delegation, "subagent: migrate schema v41"),
+    (
+        "http_request",
+        Category::Api,
+        "POST https://api.example.com/v2/orders",
+    ),
+    (
+        "psql",
+        Category::Database,
+        "UPDATE accounts SET tier = 'gold' WHERE id = 4521",
+    ),
+    (
+        "vector_search",
+        Category::Retrieval,
+        "runbook: rotate credentials",
+    ),
+    (
+        "apply_patch",
+        Category::Code,
+        "--- a/src/handler.py +++ b/src/handler.py",
+    ),
+    (
+        "request_approval",
+        Category::Approval,
+        "approve deploy of build 1842",
+    ),
+    (
+        "delegate_task",
+        Category::Delegation,
+        "subagent: migrate schema v41",
+    ),
     ("notify", Category::Other, "slack #ops: deploy finished"),
 ];
 
@@ -57,13 +81,20 @@ pub fn generate(n: u64, seed: u64) -> Vec<EventInput> {
         if category == Category::Delegation {
             delegation_parent = Some(i);
         }
-        let guarded = matches!(category, Category::Shell | Category::Database | Category::Api | Category::Code);
+        let guarded = matches!(
+            category,
+            Category::Shell | Category::Database | Category::Api | Category::Code
+        );
         let destructive = guarded && rng.random_bool(0.2);
         let policy_evaluation = if guarded {
             vec![GuardrailEvaluation {
                 guardrail: format!("{}-policy", category.name()),
                 version: Some("1.4".into()),
-                verdict: if destructive { Verdict::Escalate } else { Verdict::Allow },
+                verdict: if destructive {
+                    Verdict::Escalate
+                } else {
+                    Verdict::Allow
+                },
                 reason: destructive.then(|| "mutating action on shared state".to_owned()),
             }]
         } else {
@@ -78,7 +109,10 @@ pub fn generate(n: u64, seed: u64) -> Vec<EventInput> {
         });
         let delegation_provenance = match delegation_parent {
             Some(p) if p != i && rng.random_bool(0.5) => Some(DelegationProvenance {
-                parent_event: Some(EventRef { recorder: None, seq: p }),
+                parent_event: Some(EventRef {
+                    recorder: None,
+                    seq: p,
+                }),
                 delegating_agent: Some("planner".into()),
                 organisation: Some(ORGS[rng.random_range(0..ORGS.len())].into()),
                 on_behalf_of: None,
@@ -91,25 +125,44 @@ pub fn generate(n: u64, seed: u64) -> Vec<EventInput> {
             timestamp_us: Some(base_ts + i * 1_000_000),
             lane,
             concurrent_with,
-            intent: Intent { tool: tool.into(), args: json!({ "input": command, "step": i }) },
+            intent: Intent {
+                tool: tool.into(),
+                args: json!({ "input": command, "step": i }),
+            },
             policy_evaluation,
             human_approval,
-            execution: Some(Execution { command: command.into(), target: Some(format!("{env}-cluster")), mutation: serde_json::Value::Null }),
+            execution: Some(Execution {
+                command: command.into(),
+                target: Some(format!("{env}-cluster")),
+                mutation: serde_json::Value::Null,
+            }),
             effects: Some(Effects {
-                return_value: if ok { json!({ "status": 0 }) } else { serde_json::Value::Null },
+                return_value: if ok {
+                    json!({ "status": 0 })
+                } else {
+                    serde_json::Value::Null
+                },
                 state_changes: Vec::new(),
                 external_response: serde_json::Value::Null,
                 error: (!ok).then(|| "exit status 1".to_owned()),
             }),
             context_provenance: Some(ContextProvenance {
                 sources: if category == Category::Retrieval {
-                    vec![ContextSource { uri: format!("kb://runbooks/{}", rng.random_range(1..500)), content_hash: None, kind: Some("retrieval".into()) }]
+                    vec![ContextSource {
+                        uri: format!("kb://runbooks/{}", rng.random_range(1..500)),
+                        content_hash: None,
+                        kind: Some("retrieval".into()),
+                    }]
                 } else {
                     Vec::new()
                 },
                 environment: Some(env.into()),
             }),
-            code_provenance: Some(CodeProvenance { agent: Some(agent.into()), model: Some("model-2026-10".into()), ..CodeProvenance::default() }),
+            code_provenance: Some(CodeProvenance {
+                agent: Some(agent.into()),
+                model: Some("model-2026-10".into()),
+                ..CodeProvenance::default()
+            }),
             delegation_provenance,
         });
     }
@@ -126,13 +179,20 @@ mod tests {
         assert_eq!(a, generate(2000, 42));
         assert_ne!(a, generate(2000, 43));
         let concurrent = a.iter().filter(|e| !e.concurrent_with.is_empty()).count();
-        assert!((200..400).contains(&concurrent), "{concurrent} concurrent of 2000");
+        assert!(
+            (200..400).contains(&concurrent),
+            "{concurrent} concurrent of 2000"
+        );
         for c in Category::ALL {
             assert!(a.iter().any(|e| e.category == c), "no {c:?}");
         }
         assert!(a.iter().any(|e| e.human_approval.is_some()));
         assert!(a.iter().any(|e| e.delegation_provenance.is_some()));
-        assert!(a.iter().all(|e| e.context_provenance.as_ref().is_some_and(|c| c.environment.is_some())));
+        assert!(a.iter().all(|e| {
+            e.context_provenance
+                .as_ref()
+                .is_some_and(|c| c.environment.is_some())
+        }));
         for e in &a {
             e.validate().unwrap();
         }

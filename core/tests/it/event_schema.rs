@@ -72,7 +72,11 @@ impl<'de> Deserializer<'de> for Probe {
         fields: &'static [&'static str],
         _: V,
     ) -> Result<V::Value, Caught> {
-        Err(Caught(Some(Shape { name, names: fields, is_enum: false })))
+        Err(Caught(Some(Shape {
+            name,
+            names: fields,
+            is_enum: false,
+        })))
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -81,7 +85,11 @@ impl<'de> Deserializer<'de> for Probe {
         variants: &'static [&'static str],
         _: V,
     ) -> Result<V::Value, Caught> {
-        Err(Caught(Some(Shape { name, names: variants, is_enum: true })))
+        Err(Caught(Some(Shape {
+            name,
+            names: variants,
+            is_enum: true,
+        })))
     }
 
     serde::forward_to_deserialize_any! {
@@ -141,13 +149,25 @@ fn schema_defs_have_serdes_fields_and_variants() {
         } else {
             assert_eq!(def["type"], "object", "{}", sh.name);
             assert_eq!(def["additionalProperties"], false, "{}", sh.name);
-            assert_eq!(set(&def["properties"]), serde_names, "properties of {}", sh.name);
-            assert!(set(&def["required"]).is_subset(&serde_names), "required of {}", sh.name);
+            assert_eq!(
+                set(&def["properties"]),
+                serde_names,
+                "properties of {}",
+                sh.name
+            );
+            assert!(
+                set(&def["required"]).is_subset(&serde_names),
+                "required of {}",
+                sh.name
+            );
         }
     }
     // Every def is one of those types, or the shared integer type.
-    let covered: BTreeSet<String> =
-        shapes.iter().map(|s| s.name.to_owned()).chain(["Uint64".to_owned()]).collect();
+    let covered: BTreeSet<String> = shapes
+        .iter()
+        .map(|s| s.name.to_owned())
+        .chain(["Uint64".to_owned()])
+        .collect();
     assert_eq!(set(defs), covered);
     // Category's wire order is the schema's order.
     let names: Vec<&str> = Category::ALL.iter().map(|c| c.name()).collect();
@@ -188,7 +208,9 @@ struct Validator<'a> {
 
 impl Validator<'_> {
     fn valid(&self, schema: &Value, v: &Value) -> bool {
-        let Value::Object(kw) = schema else { panic!("schema is not an object: {schema}") };
+        let Value::Object(kw) = schema else {
+            panic!("schema is not an object: {schema}")
+        };
         kw.iter().all(|(k, arg)| match k.as_str() {
             "description" | "title" | "$schema" | "$id" | "$defs" => true,
             "$ref" => {
@@ -203,29 +225,39 @@ impl Validator<'_> {
             },
             "enum" => arg.as_array().unwrap().contains(v),
             "properties" => v.as_object().is_none_or(|o| {
-                o.iter().all(|(name, x)| arg.get(name).is_none_or(|s| self.valid(s, x)))
+                o.iter()
+                    .all(|(name, x)| arg.get(name).is_none_or(|s| self.valid(s, x)))
             }),
             "additionalProperties" => {
                 assert_eq!(arg, &Value::Bool(false));
                 v.as_object()
                     .is_none_or(|o| o.keys().all(|name| kw["properties"].get(name).is_some()))
             }
-            "required" => v.as_object().is_none_or(|o| set(arg).iter().all(|r| o.contains_key(r))),
-            "items" => v.as_array().is_none_or(|a| a.iter().all(|x| self.valid(arg, x))),
-            "maxItems" => v.as_array().is_none_or(|a| a.len() as u64 <= arg.as_u64().unwrap()),
-            "uniqueItems" => {
-                v.as_array().is_none_or(|a| a.iter().enumerate().all(|(i, x)| !a[..i].contains(x)))
-            }
-            "minLength" => {
-                v.as_str().is_none_or(|s| s.chars().count() as u64 >= arg.as_u64().unwrap())
-            }
-            "maxLength" => {
-                v.as_str().is_none_or(|s| s.chars().count() as u64 <= arg.as_u64().unwrap())
-            }
+            "required" => v
+                .as_object()
+                .is_none_or(|o| set(arg).iter().all(|r| o.contains_key(r))),
+            "items" => v
+                .as_array()
+                .is_none_or(|a| a.iter().all(|x| self.valid(arg, x))),
+            "maxItems" => v
+                .as_array()
+                .is_none_or(|a| a.len() as u64 <= arg.as_u64().unwrap()),
+            "uniqueItems" => v
+                .as_array()
+                .is_none_or(|a| a.iter().enumerate().all(|(i, x)| !a[..i].contains(x))),
+            "minLength" => v
+                .as_str()
+                .is_none_or(|s| s.chars().count() as u64 >= arg.as_u64().unwrap()),
+            "maxLength" => v
+                .as_str()
+                .is_none_or(|s| s.chars().count() as u64 <= arg.as_u64().unwrap()),
             "minimum" => as_i128(v).is_none_or(|n| n >= as_i128(arg).unwrap()),
             "maximum" => as_i128(v).is_none_or(|n| n <= as_i128(arg).unwrap()),
             "pattern" => {
-                assert_eq!(arg, "^(0x)?[0-9a-fA-F]{40}$", "the validator knows one pattern");
+                assert_eq!(
+                    arg, "^(0x)?[0-9a-fA-F]{40}$",
+                    "the validator knows one pattern"
+                );
                 v.as_str().is_none_or(|s| {
                     let h = s.strip_prefix("0x").unwrap_or(s);
                     h.len() == 40 && h.bytes().all(|b| b.is_ascii_hexdigit())
@@ -249,7 +281,9 @@ fn type_ok(t: &str, v: &Value) -> bool {
 }
 
 fn as_i128(v: &Value) -> Option<i128> {
-    v.as_u64().map(i128::from).or_else(|| v.as_i64().map(i128::from))
+    v.as_u64()
+        .map(i128::from)
+        .or_else(|| v.as_i64().map(i128::from))
 }
 
 /// JSON pointers of every object inside `v`, `v` itself included.
@@ -271,8 +305,12 @@ fn objects(v: &Value, at: String, out: &mut Vec<String>) {
 }
 
 /// The free-form JSON fields, whose insides the schema does not describe.
-const FREE_FORM: &[&str] =
-    &["/intent/args", "/execution/mutation", "/effects/return_value", "/effects/external_response"];
+const FREE_FORM: &[&str] = &[
+    "/intent/args",
+    "/execution/mutation",
+    "/effects/return_value",
+    "/effects/external_response",
+];
 
 #[test]
 fn schema_and_parser_agree_on_variations_of_a_maximal_event() {
@@ -293,7 +331,11 @@ fn schema_and_parser_agree_on_variations_of_a_maximal_event() {
     for p in &ptrs {
         let obj = base.pointer(p).unwrap().as_object().unwrap();
         let mut d = base.clone();
-        d.pointer_mut(p).unwrap().as_object_mut().unwrap().insert("zz_unknown".into(), json!(1));
+        d.pointer_mut(p)
+            .unwrap()
+            .as_object_mut()
+            .unwrap()
+            .insert("zz_unknown".into(), json!(1));
         docs.push((format!("{p}: unknown key"), d));
         for k in obj.keys() {
             fields += 1;
@@ -342,7 +384,11 @@ fn schema_and_parser_agree_on_variations_of_a_maximal_event() {
             .iter()
             .map(|c| ("/policy_evaluation/0/verdict", json!(c))),
     )
-    .chain(["approved", "rejected", "maybe"].iter().map(|c| ("/human_approval/decision", json!(c))))
+    .chain(
+        ["approved", "rejected", "maybe"]
+            .iter()
+            .map(|c| ("/human_approval/decision", json!(c))),
+    )
     .chain([
         ("/lane", json!("x".repeat(64))),
         ("/lane", json!("x".repeat(65))),
@@ -388,11 +434,25 @@ fn schema_and_parser_agree_on_variations_of_a_maximal_event() {
         let by_schema = val.valid(&s, d);
         let by_parser = parse(d);
         if by_schema != by_parser.is_ok() {
-            disagree.push(format!("{what}: schema says {by_schema}, parser says {by_parser:?}"));
+            disagree.push(format!(
+                "{what}: schema says {by_schema}, parser says {by_parser:?}"
+            ));
         }
-        if by_schema { accepted += 1 } else { rejected += 1 }
+        if by_schema {
+            accepted += 1
+        } else {
+            rejected += 1
+        }
     }
-    assert!(disagree.is_empty(), "{} disagreements:\n{}", disagree.len(), disagree.join("\n"));
+    assert!(
+        disagree.is_empty(),
+        "{} disagreements:\n{}",
+        disagree.len(),
+        disagree.join("\n")
+    );
     // Both outcomes are well represented, so neither side passes vacuously.
-    assert!(accepted > 100 && rejected > 300, "{accepted} accepted, {rejected} rejected");
+    assert!(
+        accepted > 100 && rejected > 300,
+        "{accepted} accepted, {rejected} rejected"
+    );
 }

@@ -87,7 +87,10 @@ fn mutate(rng: &mut Rng, seeds: &[Vec<u8>], json: bool) -> Vec<u8> {
             0 if len > 0 => b[rng.below(len)] ^= 1 << rng.below(8),
             1 if len > 0 => b[rng.below(len)] = rng.next() as u8,
             2 if len > 0 => b[rng.below(len)] = INTERESTING[rng.below(INTERESTING.len())],
-            3 => b.insert(rng.below(len + 1), INTERESTING[rng.below(INTERESTING.len())]),
+            3 => b.insert(
+                rng.below(len + 1),
+                INTERESTING[rng.below(INTERESTING.len())],
+            ),
             4 if len > 0 => {
                 b.remove(rng.below(len));
             }
@@ -116,9 +119,14 @@ fn mutate(rng: &mut Rng, seeds: &[Vec<u8>], json: bool) -> Vec<u8> {
 }
 
 fn run(name: &str, seeds: Vec<Vec<u8>>, json: bool, oracle: fn(&[u8]) -> bool) {
-    let ms = std::env::var("AFR_FUZZ_SMOKE_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(1000);
-    let seed =
-        std::env::var("AFR_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x00af_7f12);
+    let ms = std::env::var("AFR_FUZZ_SMOKE_MS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    let seed = std::env::var("AFR_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x00af_7f12);
     if let Some(dir) = std::env::var_os("AFR_FUZZ_SEED_DIR") {
         let dir = std::path::Path::new(&dir).join(name);
         std::fs::create_dir_all(&dir).unwrap();
@@ -226,12 +234,26 @@ fn sealed() -> Vec<Vec<u8>> {
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let slot = Slot { recorder: [0xaf; 20], epoch: 0, seq: i as u64 };
-            seal(&ek.event_key(i as u64), &slot, [i as u8; 12], &p.encode().unwrap()).encode()
+            let slot = Slot {
+                recorder: [0xaf; 20],
+                epoch: 0,
+                seq: i as u64,
+            };
+            seal(
+                &ek.event_key(i as u64),
+                &slot,
+                [i as u8; 12],
+                &p.encode().unwrap(),
+            )
+            .encode()
         })
         .chain([seal(
             &ek.event_key(9),
-            &Slot { recorder: [0; 20], epoch: 0, seq: 9 },
+            &Slot {
+                recorder: [0; 20],
+                epoch: 0,
+                seq: 9,
+            },
             [0; 12],
             b"",
         )
@@ -242,12 +264,24 @@ fn sealed() -> Vec<Vec<u8>> {
 #[test]
 fn fuzz_smoke_cbor_value() {
     let v = ciborium::Value::Map(vec![
-        (ciborium::Value::Text("a".into()), ciborium::Value::Float(1.5)),
-        (ciborium::Value::Integer((-24).into()), ciborium::Value::Bytes(vec![0; 30])),
-        (ciborium::Value::Bool(true), ciborium::Value::Tag(1, Box::new(ciborium::Value::Null))),
+        (
+            ciborium::Value::Text("a".into()),
+            ciborium::Value::Float(1.5),
+        ),
+        (
+            ciborium::Value::Integer((-24).into()),
+            ciborium::Value::Bytes(vec![0; 30]),
+        ),
+        (
+            ciborium::Value::Bool(true),
+            ciborium::Value::Tag(1, Box::new(ciborium::Value::Null)),
+        ),
     ]);
-    let mut seeds =
-        vec![cbor::to_vec(&v).unwrap(), cbor::to_vec(&u64::MAX).unwrap(), header().encode()];
+    let mut seeds = vec![
+        cbor::to_vec(&v).unwrap(),
+        cbor::to_vec(&u64::MAX).unwrap(),
+        header().encode(),
+    ];
     seeds.extend(records().iter().map(Record::encode));
     seeds.extend(payloads().iter().map(|p| p.encode().unwrap()));
     run("cbor_value", seeds, false, oracles::cbor_value);
@@ -255,7 +289,12 @@ fn fuzz_smoke_cbor_value() {
 
 #[test]
 fn fuzz_smoke_record() {
-    run("record", records().iter().map(Record::encode).collect(), false, oracles::record);
+    run(
+        "record",
+        records().iter().map(Record::encode).collect(),
+        false,
+        oracles::record,
+    );
 }
 
 #[test]
@@ -263,7 +302,14 @@ fn fuzz_smoke_epoch_header() {
     let h = header();
     let seeds = vec![
         h.encode(),
-        EpochHeader { count: 1, first_seq: 0, epoch: 0, sealed_at_us: 23, ..h }.encode(),
+        EpochHeader {
+            count: 1,
+            first_seq: 0,
+            epoch: 0,
+            sealed_at_us: 23,
+            ..h
+        }
+        .encode(),
     ];
     run("epoch_header", seeds, false, oracles::epoch_header);
 }

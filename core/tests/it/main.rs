@@ -2,7 +2,11 @@
 //! contract's vectors, our own published vectors, the event JSON Schema, and a short fuzz run.
 //!
 //! One binary, as the style guide asks; run it alone with `cargo test -p afr-core --test it`.
-#![expect(clippy::unwrap_used, clippy::panic, reason = "tests: a failed step is a failed test")]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "tests: a failed step is a failed test"
+)]
 
 mod contract_vectors;
 mod event_schema;

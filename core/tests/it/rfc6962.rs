@@ -51,7 +51,10 @@ const TEST_LEAVES: [&str; 8] = [
 const TEST_ROOT_8: &str = "5dc9da79a70659a9ad559cb701ded9a2ab9d823aad2f4960cfe370eff4604328";
 
 fn test_leaves() -> Vec<Hash32> {
-    TEST_LEAVES.iter().map(|h| leaf_hash(&hex::decode(h).unwrap())).collect()
+    TEST_LEAVES
+        .iter()
+        .map(|h| leaf_hash(&hex::decode(h).unwrap()))
+        .collect()
 }
 
 /// The vectors to run: the checked-in copy, else the shared folder; `None` if neither exists.
@@ -107,19 +110,27 @@ fn load(kind: &str) -> Option<Vec<Case>> {
                 .as_bool()
                 .unwrap_or_else(|| panic!("{}: no boolean wantErr", rel.display()));
             let name = rel.to_string_lossy().replace('\\', "/");
-            Case { name, json, want_err }
+            Case {
+                name,
+                json,
+                want_err,
+            }
         })
         .collect();
     Some(cases)
 }
 
 fn uint(v: &Value, field: &str) -> Result<u64, String> {
-    v[field].as_u64().ok_or_else(|| format!("{field} is not a u64"))
+    v[field]
+        .as_u64()
+        .ok_or_else(|| format!("{field} is not a u64"))
 }
 
 /// A base64 field that must hold exactly 32 bytes.
 fn hash(v: &Value, field: &str) -> Result<Hash32, String> {
-    let s = v[field].as_str().ok_or_else(|| format!("{field} is not a string"))?;
+    let s = v[field]
+        .as_str()
+        .ok_or_else(|| format!("{field} is not a string"))?;
     let b = B64.decode(s).map_err(|e| format!("{field}: {e}"))?;
     Hash32::from_slice(&b).ok_or_else(|| format!("{field} has {} bytes, not 32", b.len()))
 }
@@ -132,7 +143,9 @@ fn proof(v: &Value) -> Result<Vec<Hash32>, String> {
             .iter()
             .enumerate()
             .map(|(i, item)| {
-                let s = item.as_str().ok_or_else(|| format!("proof[{i}] is not a string"))?;
+                let s = item
+                    .as_str()
+                    .ok_or_else(|| format!("proof[{i}] is not a string"))?;
                 let b = B64.decode(s).map_err(|e| format!("proof[{i}]: {e}"))?;
                 Hash32::from_slice(&b).ok_or_else(|| format!("proof[{i}] has {} bytes", b.len()))
             })
@@ -167,7 +180,10 @@ fn check_all(cases: &[Case], run: fn(&Value) -> Result<(), String>) -> (usize, u
                 assert!(e.contains("32"), "{}: {e}", c.name);
                 assert_eq!(c.json["root1"], c.json["root2"], "{}", c.name);
                 let h = leaf_hash(b"stand-in");
-                let (s1, s2) = (uint(&c.json, "size1").unwrap(), uint(&c.json, "size2").unwrap());
+                let (s1, s2) = (
+                    uint(&c.json, "size1").unwrap(),
+                    uint(&c.json, "size2").unwrap(),
+                );
                 merkle::verify_consistency(s1, s2, &h, &h, &proof(&c.json).unwrap()).unwrap();
                 happy += 1;
             }
@@ -176,20 +192,35 @@ fn check_all(cases: &[Case], run: fn(&Value) -> Result<(), String>) -> (usize, u
             (true, Err(_)) => {}
         }
     }
-    assert!(failures.is_empty(), "{} vectors failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} vectors failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     (cases.len(), happy)
 }
 
 #[test]
 fn inclusion_vectors() {
-    let Some(cases) = load("inclusion") else { return };
-    assert_eq!(check_all(&cases, run_inclusion), (INCLUSION_CASES, INCLUSION_HAPPY));
+    let Some(cases) = load("inclusion") else {
+        return;
+    };
+    assert_eq!(
+        check_all(&cases, run_inclusion),
+        (INCLUSION_CASES, INCLUSION_HAPPY)
+    );
 }
 
 #[test]
 fn consistency_vectors() {
-    let Some(cases) = load("consistency") else { return };
-    assert_eq!(check_all(&cases, run_consistency), (CONSISTENCY_CASES, CONSISTENCY_HAPPY));
+    let Some(cases) = load("consistency") else {
+        return;
+    };
+    assert_eq!(
+        check_all(&cases, run_consistency),
+        (CONSISTENCY_CASES, CONSISTENCY_HAPPY)
+    );
 }
 
 #[test]
@@ -201,7 +232,9 @@ fn test_tree_root_is_the_published_one() {
 /// (recognised by its roots), so building and verifying agree with the reference.
 #[test]
 fn provers_reproduce_happy_path_proofs() {
-    let (Some(inc), Some(cons)) = (load("inclusion"), load("consistency")) else { return };
+    let (Some(inc), Some(cons)) = (load("inclusion"), load("consistency")) else {
+        return;
+    };
     let leaves = test_leaves();
     let prefix_root =
         |n: u64| (n as usize <= leaves.len()).then(|| merkle::root(&leaves[..n as usize]));
@@ -212,7 +245,12 @@ fn provers_reproduce_happy_path_proofs() {
         if prefix_root(size) != hash(j, "root").ok() {
             continue;
         }
-        assert_eq!(hash(j, "leafHash").unwrap(), leaves[index as usize], "{}", c.name);
+        assert_eq!(
+            hash(j, "leafHash").unwrap(),
+            leaves[index as usize],
+            "{}",
+            c.name
+        );
         let got = merkle::inclusion_proof(&leaves[..size as usize], index as usize).unwrap();
         assert_eq!(got, proof(j).unwrap(), "{}", c.name);
         reproduced.0 += 1;
@@ -245,8 +283,18 @@ fn checked_in_copy_matches_shared_folder() {
     let (mut a, mut b) = (Vec::new(), Vec::new());
     json_files(&copy, &copy, &mut a);
     json_files(&shared, &shared, &mut b);
-    assert_eq!(a, b, "the copy and {} list different files", shared.display());
+    assert_eq!(
+        a,
+        b,
+        "the copy and {} list different files",
+        shared.display()
+    );
     for rel in a.iter().chain([&PathBuf::from("LICENSE")]) {
-        assert_eq!(read(&copy.join(rel)), read(&shared.join(rel)), "{} differs", rel.display());
+        assert_eq!(
+            read(&copy.join(rel)),
+            read(&shared.join(rel)),
+            "{} differs",
+            rel.display()
+        );
     }
 }

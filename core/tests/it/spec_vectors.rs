@@ -30,7 +30,9 @@ const RECORDER: [u8; 20] = [
 ];
 const MASTER: [u8; 32] = [0x4d; 32];
 const EPOCH_SALT: [u8; 32] = [0x53; 32];
-const NONCE: [u8; 12] = [0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b];
+const NONCE: [u8; 12] = [
+    0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b,
+];
 const T0: u64 = 1_767_225_600_000_000;
 
 /// The sample event; its payload is the plaintext of the seal vector.
@@ -51,8 +53,10 @@ fn diag(v: &Cbor) -> String {
         Cbor::Null => "null".into(),
         Cbor::Array(a) => format!("[{}]", a.iter().map(diag).collect::<Vec<_>>().join(", ")),
         Cbor::Map(m) => {
-            let items: Vec<_> =
-                m.iter().map(|(k, v)| format!("{}: {}", diag(k), diag(v))).collect();
+            let items: Vec<_> = m
+                .iter()
+                .map(|(k, v)| format!("{}: {}", diag(k), diag(v)))
+                .collect();
             format!("{{{}}}", items.join(", "))
         }
         Cbor::Tag(t, inner) => format!("{t}({})", diag(inner)),
@@ -83,7 +87,10 @@ fn canonical_cbor() -> Value {
         .iter()
         .map(|v| {
             let b = cbor::to_vec(v).unwrap();
-            assert_eq!(cbor::to_vec(&cbor::from_slice::<Cbor>(&b).unwrap()).unwrap(), b);
+            assert_eq!(
+                cbor::to_vec(&cbor::from_slice::<Cbor>(&b).unwrap()).unwrap(),
+                b
+            );
             json!({ "diagnostic": diag(v), "cbor": h(&b) })
         })
         .collect();
@@ -93,13 +100,19 @@ fn canonical_cbor() -> Value {
         ("5f4100ff", "indefinite-length byte string"),
         ("a2616201616102", "map keys not sorted: \"b\" before \"a\""),
         ("a2616101616102", "duplicate map key"),
-        ("fa3fc00000", "1.5 as a single-precision float: it fits in a half"),
+        (
+            "fa3fc00000",
+            "1.5 as a single-precision float: it fits in a half",
+        ),
         ("0100", "trailing byte after the item"),
     ];
     let rejected: Vec<Value> = rejected
         .iter()
         .map(|(x, why)| {
-            assert!(cbor::from_slice::<Cbor>(&hex::decode(x).unwrap()).is_err(), "{x} accepted");
+            assert!(
+                cbor::from_slice::<Cbor>(&hex::decode(x).unwrap()).is_err(),
+                "{x} accepted"
+            );
             json!({ "cbor": x, "why": why })
         })
         .collect();
@@ -172,7 +185,12 @@ fn vectors() -> Value {
     let mut ek = [0u8; 32];
     Hkdf::<Sha256>::new(Some(&EPOCH_SALT), &MASTER)
         .expand(
-            &[b"afr/v1/epoch-key".as_slice(), &RECORDER, &epoch.to_be_bytes()].concat(),
+            &[
+                b"afr/v1/epoch-key".as_slice(),
+                &RECORDER,
+                &epoch.to_be_bytes(),
+            ]
+            .concat(),
             &mut ek,
         )
         .unwrap();
@@ -180,17 +198,28 @@ fn vectors() -> Value {
     let mut evk = [0u8; 64];
     Hkdf::<Sha256>::from_prk(&ek)
         .unwrap()
-        .expand(&[b"afr/v1/event-key".as_slice(), &seq.to_be_bytes()].concat(), &mut evk)
+        .expand(
+            &[b"afr/v1/event-key".as_slice(), &seq.to_be_bytes()].concat(),
+            &mut evk,
+        )
         .unwrap();
     assert_eq!(&evk, event_key.expose(), "event key formula");
     let (enc_key, commit_key) = evk.split_at(32);
 
     // Seal, and the AEAD, key commitment and commitment from the formulas.
-    let slot = Slot { recorder: RECORDER, epoch, seq };
+    let slot = Slot {
+        recorder: RECORDER,
+        epoch,
+        seq,
+    };
     let sealed = crypto::seal(&event_key, &slot, NONCE, &plaintext);
-    let aad =
-        [b"afr/v1/payload-aad".as_slice(), &RECORDER, &epoch.to_be_bytes(), &seq.to_be_bytes()]
-            .concat();
+    let aad = [
+        b"afr/v1/payload-aad".as_slice(),
+        &RECORDER,
+        &epoch.to_be_bytes(),
+        &seq.to_be_bytes(),
+    ]
+    .concat();
     let mut buf = plaintext.clone();
     ChaCha20Poly1305::new_from_slice(enc_key)
         .unwrap()
@@ -199,8 +228,17 @@ fn vectors() -> Value {
     assert_eq!(buf, sealed.ciphertext, "aead formula");
     let key_commit = sha256(&[b"afr/v1/key-commit", commit_key, &plaintext]);
     assert_eq!(key_commit, sealed.key_commit, "key commitment formula");
-    let commitment = sha256(&[b"afr/v1/payload-commit", &key_commit.0, &NONCE, &sealed.ciphertext]);
-    assert_eq!(commitment, sealed.commitment(), "payload commitment formula");
+    let commitment = sha256(&[
+        b"afr/v1/payload-commit",
+        &key_commit.0,
+        &NONCE,
+        &sealed.ciphertext,
+    ]);
+    assert_eq!(
+        commitment,
+        sealed.commitment(),
+        "payload commitment formula"
+    );
     assert_eq!(crypto::open(&event_key, &slot, &sealed).unwrap(), plaintext);
 
     // A chain of two records in epoch 0 (the second holds the sealed payload), then epoch 1.
@@ -247,7 +285,10 @@ fn vectors() -> Value {
         prev_epoch_root: Hash32::ZERO,
         sealed_at_us: T0 + 500_000,
     };
-    assert_eq!(e0.merkle_root, afr_core::hash::node_hash(&leaves0[0], &leaves0[1]));
+    assert_eq!(
+        e0.merkle_root,
+        afr_core::hash::node_hash(&leaves0[0], &leaves0[1])
+    );
     let e1 = EpochHeader {
         epoch: 1,
         first_seq: 2,

@@ -1,0 +1,249 @@
+//! End-to-end tests of the `afr` binary.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests fail loudly on purpose"
+)]
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    path::Path,
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use afr_core::verify::{Outcome, verify_log};
+use afr_recorder::{Config, Recorder, export_log};
+
+fn afr(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_afr"));
+    c.arg("--dir").arg(dir);
+    c
+}
+
+fn export(dir: &Path) -> Vec<u8> {
+    let r = Recorder::open(dir, Config::default()).unwrap();
+    let mut out = Vec::new();
+    export_log(r.store(), &mut out).unwrap();
+    out
+}
+
+/// A tiny deterministic generator for the kill schedule (no extra dependency).
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[test]
+fn kill_dash_nine_at_random_moments_never_loses_an_acknowledged_event() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    assert!(afr(&dir).arg("init").status().unwrap().success());
+    let events = tmp.path().join("events.jsonl");
+    let out = afr(&dir)
+        .args(["gen", "--events", "40000", "--seed", "9"])
+        .output()
+        .unwrap();
+    std::fs::write(&events, &out.stdout).unwrap();
+
+    let mut rng = Lcg(0xdead_beef);
+    let modes = ["group", "sync", "buffered"];
+    let mut acked_total = 0u64;
+    for round in 0..50 {
+        let mode = modes[round % 3];
+        let before = Recorder::open(&dir, Config::default()).unwrap().next_seq();
+        let mut child = afr(&dir)
+            .args([
+                "record",
+                "--receipts",
+                "--epoch-size",
+                "37",
+                "--durability",
+                mode,
+            ])
+            .arg(&events)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        // Read receipts on a thread while the child writes at full speed.
+        let reader = std::thread::spawn(move || {
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
+                .map(|v| {
+                    (
+                        v["seq"].as_u64().unwrap(),
+                        v["leaf_hash"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        });
+        std::thread::sleep(Duration::from_millis(30 + rng.next(250)));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let acked = reader.join().unwrap();
+
+        // The store opens, stays gapless, verifies, and holds every acknowledged event.
+        let r = Recorder::open(&dir, Config::default()).unwrap();
+        let next = r.next_seq();
+        assert!(next >= before, "round {round}: sequence went backwards");
+        if mode != "buffered" {
+            for (seq, leaf) in &acked {
+                assert!(
+                    *seq < next,
+                    "round {round} ({mode}): acknowledged event {seq} lost"
+                );
+                let rec = r.store().record(*seq).unwrap().unwrap();
+                assert_eq!(
+                    &rec.leaf_hash().to_hex(),
+                    leaf,
+                    "round {round}: event {seq} differs"
+                );
+            }
+            acked_total += acked.len() as u64;
+        }
+        drop(r);
+        let rep = verify_log(&export(&dir));
+        assert_ne!(
+            rep.outcome,
+            Outcome::Tampered,
+            "round {round} ({mode}): {:?}",
+            rep.first_failure
+        );
+        assert_eq!(rep.events, next);
+    }
+    assert!(
+        acked_total > 100,
+        "the child acknowledged only {acked_total} events in synced modes"
+    );
+    // Finally seal everything: the whole history verifies.
+    assert!(afr(&dir).args(["seal"]).status().unwrap().success());
+    assert_eq!(verify_log(&export(&dir)).outcome, Outcome::Verified);
+}
+
+#[test]
+fn bad_lines_are_reported_by_line_and_field_and_skipped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    assert!(afr(&dir).arg("init").status().unwrap().success());
+    let good = r#"{"category":"shell","intent":{"tool":"ls","args":{"path":"/"}}}"#;
+    let input = format!(
+        "{good}\n{}\n{good}\n{}\nBAD\n{good}\n",
+        r#"{"category":"shell","intent":{"tool":"ls","agrs":{}}}"#,
+        r#"{"category":"shell","intent":{"tool":"ls"},"timestamp_us":"now"}"#,
+    );
+    let mut child = afr(&dir)
+        .args(["record", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut bytes = input.into_bytes();
+    // Replace the placeholder with a real non-UTF-8 byte.
+    let pos = bytes.windows(3).position(|w| w == b"BAD").unwrap();
+    bytes.splice(pos..pos + 3, [0xffu8]);
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(err.contains("line 2: field `intent.agrs`"), "{err}");
+    assert!(err.contains("line 4: field `timestamp_us`"), "{err}");
+    assert!(err.contains("line 5: not valid UTF-8"), "{err}");
+    assert!(err.contains("recorded 3 events"), "{err}");
+    assert_eq!(
+        Recorder::open(&dir, Config::default()).unwrap().next_seq(),
+        3
+    );
+}
+
+#[test]
+fn export_and_verify_commands_report_outcomes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    assert!(afr(&dir).arg("init").status().unwrap().success());
+    let events = tmp.path().join("e.jsonl");
+    std::fs::write(
+        &events,
+        afr(&dir)
+            .args(["gen", "--events", "250"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        afr(&dir)
+            .arg("record")
+            .arg(&events)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let file = tmp.path().join("log.afr");
+    assert!(
+        afr(&dir)
+            .arg("export")
+            .arg("--out")
+            .arg(&file)
+            .status()
+            .unwrap()
+            .success()
+    );
+    // 50 events are unsealed: incomplete, exit 2.
+    assert_eq!(
+        afr(&dir)
+            .arg("verify-export")
+            .arg(&file)
+            .status()
+            .unwrap()
+            .code(),
+        Some(2)
+    );
+    assert!(afr(&dir).arg("seal").status().unwrap().success());
+    assert!(
+        afr(&dir)
+            .arg("export")
+            .arg("--out")
+            .arg(&file)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = afr(&dir)
+        .args(["verify-export", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["outcome"], "verified");
+    assert_eq!(v["epochs"], 3);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let n = bytes.len();
+    bytes[n / 2] ^= 0x40;
+    std::fs::write(&file, &bytes).unwrap();
+    let out = afr(&dir)
+        .args(["verify-export", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["outcome"], "tampered");
+    assert!(v["first_failure"]["check"].is_string());
+    let st = afr(&dir).args(["status", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(v["events"], 250);
+    assert_eq!(v["sealed_epochs"], 3);
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The project's whole test suite, from a fresh clone: set-up, Solidity checks, Rust checks.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+step() { echo "== $*" >&2; }
+
+step "set-up"
+scripts/setup.sh
+
+step "contracts"
+scripts/test-contracts.sh
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+step "cargo test"
+cargo test --workspace --quiet
