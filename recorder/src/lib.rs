@@ -604,13 +604,11 @@ fn recover(store: &Store, master: &MasterKey, recorder: &RecorderId) -> Result<S
         Some(h) => (h.epoch + 1, h.end_seq(), h.chain_head, h.root()),
         None => (0, 0, Hash32::ZERO, Hash32::ZERO),
     };
-    if let Some(h) = &last {
-        if h.recorder != *recorder {
-            return Err(RecordError::Corrupt(format!(
-                "epoch {} belongs to another recorder",
-                h.epoch
-            )));
-        }
+    if let Some(h) = last.as_ref().filter(|h| h.recorder != *recorder) {
+        return Err(RecordError::Corrupt(format!(
+            "epoch {} belongs to another recorder",
+            h.epoch
+        )));
     }
     let mut tree = CompactRange::new();
     let mut next = first_seq;
