@@ -33,8 +33,7 @@ contract InclusionTest is Test {
 
     function setUp() public {
         anchor = new AfrAnchor();
-        string memory path =
-            string.concat(vm.projectRoot(), "/contracts/test/vectors/inclusion-cases.json");
+        string memory path = "contracts/test/vectors/inclusion-cases.json";
         Case[] memory parsed = abi.decode(vm.parseJson(vm.readFile(path), ".cases"), (Case[]));
         for (uint256 i = 0; i < parsed.length; ++i) {
             cases.push(parsed[i]);
@@ -61,8 +60,7 @@ contract InclusionTest is Test {
     // ---- raw Merkle verification ----
 
     function test_rfc6962Vectors() public view {
-        string memory path =
-            string.concat(vm.projectRoot(), "/contracts/test/vectors/rfc6962-inclusion.json");
+        string memory path = "contracts/test/vectors/rfc6962-inclusion.json";
         Vector[] memory vs = abi.decode(vm.parseJson(vm.readFile(path), ".vectors"), (Vector[]));
         uint256 happy;
         for (uint256 i = 0; i < vs.length; ++i) {
