@@ -4,7 +4,8 @@
 # Records a realistic incident (docs/examples/incident.jsonl) plus a synthetic background
 # workload, seals it into epochs, exports the log, deploys the real AfrAnchor contract on a
 # fresh anvil, anchors every epoch root, reads the roots back by eth_call and checks them
-# against the export, verifies the export, then tampers a copy and shows the verifier
+# against the export, verifies the export, discloses the incident's events with their keys
+# and verifies that bundle alone, then tampers a copy of the log and shows the verifier
 # catching it. Does its own set-up on a fresh machine.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,9 +13,9 @@ cd "$root"
 bin="$root/.tools/bin"
 step() { printf '\n\033[1m[%s] %s\033[0m\n' "$1" "$2"; }
 
-step 1/8 "set-up (libclang, pinned Foundry from npm; quick when already done)"
+step 1/9 "set-up (libclang, pinned Foundry from npm; quick when already done)"
 scripts/setup.sh
-step 2/8 "build (release; the first build compiles RocksDB, ~10 minutes on 2 cores)"
+step 2/9 "build (release; the first build compiles RocksDB, ~10 minutes on 2 cores)"
 cargo build --release --quiet -p afr-cli
 target="${CARGO_TARGET_DIR:-$root/target}"
 afr="$target/release/afr"
@@ -30,23 +31,23 @@ trap 'kill "$anvil_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 pk=0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80
 addr=0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266
 
-step 3/8 "record the incident and 993 background tool calls (epochs of 100)"
+step 3/9 "record the incident and 993 background tool calls (epochs of 100)"
 "$afr" --dir "$work/afr" init --recorder-id "$addr"
 { cat docs/examples/incident.jsonl; "$afr" gen --events 993 --seed 42; } > "$work/events.jsonl"
 "$afr" --dir "$work/afr" record --epoch-size 100 "$work/events.jsonl"
 "$afr" --dir "$work/afr" seal --epoch-size 100
 "$afr" --dir "$work/afr" status
 
-step 4/8 "export the log"
+step 4/9 "export the log"
 "$afr" --dir "$work/afr" export --out "$work/log.afr"
 
-step 5/8 "deploy AfrAnchor on a local anvil ($rpc)"
+step 5/9 "deploy AfrAnchor on a local anvil ($rpc)"
 for _ in $(seq 100); do "$bin/cast" chain-id --rpc-url "$rpc" >/dev/null 2>&1 && break; sleep 0.1; done
 contract="$("$bin/cast" send --rpc-url "$rpc" --private-key "$pk" --json \
     --create "$("$bin/forge" inspect AfrAnchor bytecode)" | python3 -c 'import json,sys; print(json.load(sys.stdin)["contractAddress"])')"
 echo "contract $contract"
 
-step 6/8 "anchor every epoch root (32 bytes + back-pointer per epoch; no content on chain)"
+step 6/9 "anchor every epoch root (32 bytes + back-pointer per epoch; no content on chain)"
 "$afr" verify-export --json "$work/log.afr" > "$work/report.json" || true
 python3 - "$work/report.json" > "$work/anchors.txt" <<'PY'
 import hashlib, json, sys
@@ -68,10 +69,14 @@ while read -r epoch root bp; do
 done < "$work/anchors.txt"
 echo "  total gas $gas"
 
-step 7/8 "verify the exported log (no keys, no operator service)"
+step 7/9 "verify the exported log (no keys, no operator service)"
 "$afr" verify-export "$work/log.afr"
 
-step 8/8 "tamper a copy (flip one bit inside the first epoch) and verify again"
+step 8/9 "disclose the incident's 7 events with their keys, and verify the bundle on its own"
+"$afr" --dir "$work/afr" disclose --seq 0-6 --with-keys --out "$work/incident.bundle"
+"$afr" verify-bundle "$work/incident.bundle"
+
+step 9/9 "tamper a copy of the log (flip one bit inside the first epoch) and verify again"
 python3 - "$work/log.afr" "$work/tampered.afr" <<'PY'
 import sys
 b = bytearray(open(sys.argv[1], "rb").read())
@@ -82,4 +87,4 @@ PY
 if "$afr" verify-export "$work/tampered.afr"; then
     echo "demo: the tampered copy verified; this is a bug" >&2; exit 1
 fi
-printf '\n\033[1mdone:\033[0m honest log verified, every epoch root anchored and matched on chain, tampered copy caught.\n'
+printf '\n\033[1mdone:\033[0m honest log verified, every epoch root anchored and matched on chain, incident disclosed and verified, tampered copy caught.\n'

@@ -77,6 +77,32 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Write a disclosure bundle of chosen events (records, proofs, headers; keys on request).
+    Disclose {
+        /// Sequence numbers and ranges, e.g. `17,42,100-120`.
+        #[arg(long)]
+        seq: String,
+        /// Include the sealed payloads and per-event keys (never epoch or master keys).
+        #[arg(long)]
+        with_keys: bool,
+        /// Output file.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Destroy the key material of a sealed epoch: its payloads can never be decrypted again.
+    Erase {
+        /// The epoch.
+        #[arg(long)]
+        epoch: u64,
+    },
+    /// Check a disclosure bundle on its own (keys optional).
+    VerifyBundle {
+        /// The bundle file.
+        file: PathBuf,
+        /// One JSON object, with the opened payloads.
+        #[arg(long)]
+        json: bool,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -158,6 +184,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Status { json } => status(&cli.dir, json),
         Cmd::Export { out } => export(&cli.dir, &out),
         Cmd::VerifyExport { file, json } => verify_export(&file, json),
+        Cmd::Disclose {
+            seq,
+            with_keys,
+            out,
+        } => disclose(&cli.dir, &seq, with_keys, &out),
+        Cmd::Erase { epoch } => {
+            let r = Recorder::open(&cli.dir, Config::default())?;
+            r.erase_epoch(epoch)?;
+            println!(
+                "erased the key material of epoch {epoch}; the erasure is recorded as event {}",
+                r.next_seq() - 1
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::VerifyBundle { file, json } => verify_bundle(&file, json),
         Cmd::Bench {
             what: BenchCmd::Record(b),
         } => bench::record(&b),
@@ -354,6 +395,112 @@ fn verify_export(file: &Path, json: bool) -> Result<ExitCode> {
         );
         for (c, n) in &rep.checks {
             println!("  {c:<20} {n} passed");
+        }
+        for m in &rep.missing {
+            println!("  missing: {m}");
+        }
+        if let Some(f) = &rep.first_failure {
+            println!(
+                "  first failure at {}: {} ({}); consistent with {}",
+                f.location, f.check, f.detail, f.consistent_with
+            );
+        }
+    }
+    Ok(ExitCode::from(match rep.outcome {
+        verify::Outcome::Verified => 0,
+        verify::Outcome::Tampered => 1,
+        verify::Outcome::Incomplete => 2,
+    }))
+}
+
+/// Parses `17,42,100-120` into sequence numbers (ranges inclusive, at most 1,000,000).
+fn parse_seqs(spec: &str) -> Result<Vec<u64>> {
+    let mut out = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || anyhow::anyhow!("--seq: `{part}` is not a number or a range like 100-120");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u64, u64) = (
+                    a.trim().parse().map_err(|_| bad())?,
+                    b.trim().parse().map_err(|_| bad())?,
+                );
+                if a > b || b - a >= 1_000_000 {
+                    anyhow::bail!("--seq: range `{part}` is empty or larger than 1,000,000 events");
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    if out.is_empty() {
+        anyhow::bail!("--seq: no events named");
+    }
+    Ok(out)
+}
+
+fn disclose(dir: &Path, spec: &str, with_keys: bool, out: &Path) -> Result<ExitCode> {
+    let seqs = parse_seqs(spec)?;
+    let r = Recorder::open(dir, Config::default())?;
+    let bundle = afr_recorder::disclose(r.store(), r.master_key(), &seqs, with_keys)?;
+    let bytes = bundle.encode();
+    std::fs::write(out, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
+    println!(
+        "disclosed {} events ({} epoch headers{}) in {} bytes to {}",
+        bundle.events.len(),
+        bundle.headers.len(),
+        if with_keys {
+            ", with per-event keys"
+        } else {
+            ", no keys"
+        },
+        bytes.len(),
+        out.display()
+    );
+    if !bundle.erased.is_empty() {
+        println!(
+            "epochs {:?} are erased: their payloads cannot be disclosed",
+            bundle.erased
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify_bundle(file: &Path, json: bool) -> Result<ExitCode> {
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let rep = afr_core::bundle::verify_bundle(&bytes);
+    if json {
+        let v = serde_json::json!({
+            "outcome": rep.outcome.name(),
+            "events": rep.events,
+            "checks": rep.checks,
+            "missing": rep.missing,
+            "erased": rep.erased,
+            "epoch_roots": rep.epoch_roots.iter().map(|(e, r)| serde_json::json!({"epoch": e, "root": format!("0x{r}")})).collect::<Vec<_>>(),
+            "opened": rep.opened.iter().map(|(s, p)| serde_json::json!({"seq": s, "payload": p})).collect::<Vec<_>>(),
+            "first_failure": rep.first_failure.as_ref().map(|f| serde_json::json!({
+                "location": f.location, "check": f.check, "detail": f.detail,
+                "consistent_with": f.consistent_with,
+            })),
+        });
+        println!("{v}");
+    } else {
+        println!(
+            "{}: {} events, {} epoch headers",
+            rep.outcome.name().to_uppercase(),
+            rep.events.len(),
+            rep.epoch_roots.len()
+        );
+        for (c, n) in &rep.checks {
+            println!("  {c:<20} {n} passed");
+        }
+        for (s, p) in &rep.opened {
+            match &p.execution {
+                Some(e) => println!("  event {s}: {}: {}", p.intent.tool, e.command),
+                None => println!("  event {s}: {}", p.intent.tool),
+            }
+        }
+        if !rep.erased.is_empty() {
+            println!("  erased payloads: events {:?}", rep.erased);
         }
         for m in &rep.missing {
             println!("  missing: {m}");

@@ -195,7 +195,7 @@ impl<'a> LogReader<'a> {
 
 /// Advances past one record item (a 10-item array) without interpreting it; `Record::decode`
 /// then checks it strictly.
-fn skip_record(r: &mut Reader<'_>) -> Result<(), CborError> {
+pub(crate) fn skip_record(r: &mut Reader<'_>) -> Result<(), CborError> {
     r.array_of(10, "record")?;
     r.uint()?; // version
     r.bytes()?; // recorder

@@ -21,6 +21,7 @@
 //!
 //! The exact byte layouts and formulas are in `docs/spec/format.md`.
 
+pub mod bundle;
 pub mod cbor;
 mod cbor_ser;
 pub mod crypto;
@@ -30,6 +31,7 @@ pub mod export;
 pub mod hash;
 pub mod merkle;
 pub mod record;
+pub mod verify;
 
 pub use epoch::EpochHeader;
 pub use event::{EventInput, Payload};
@@ -41,4 +43,3 @@ pub type RecorderId = [u8; 20];
 
 /// Version of the record, header, export and bundle formats defined by this crate.
 pub const FORMAT_VERSION: u64 = 1;
-pub mod verify;

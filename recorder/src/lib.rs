@@ -48,9 +48,11 @@ use afr_core::{
 pub use rocksdb::WriteBatch;
 pub use store::{CF_ANCHORS, CF_EPOCHS, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS, Store};
 
+mod disclose;
 mod export;
 mod keyfile;
 pub mod synth;
+pub use disclose::{META_ERASED, disclose};
 pub use export::{ExportSummary, export_log};
 pub use keyfile::{read_key_file, write_key_file};
 
@@ -320,6 +322,11 @@ impl Recorder {
     /// The recorder's id.
     pub fn recorder_id(&self) -> RecorderId {
         self.shared.recorder
+    }
+
+    /// The master key (for disclosure).
+    pub fn master_key(&self) -> &MasterKey {
+        &self.shared.master
     }
 
     /// The underlying store (read access for export, status, disclosure).

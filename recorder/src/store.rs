@@ -256,6 +256,17 @@ impl Store {
         Ok(())
     }
 
+    /// Flushes every column family and compacts the key column family to the bottom level,
+    /// so deleted key material survives in no WAL or SST file (crypto-erasure).
+    pub fn scrub_keys(&self) -> Result<(), RecordError> {
+        self.flush()?;
+        let mut co = rocksdb::CompactOptions::default();
+        co.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
+        self.db
+            .compact_range_cf_opt(self.cf(CF_KEYS)?, None::<&[u8]>, None::<&[u8]>, &co);
+        Ok(())
+    }
+
     /// Total bytes of the store's files on disk.
     pub fn disk_bytes(&self) -> u64 {
         dir_size(&self.path)

@@ -273,3 +273,182 @@ fn event_json_round_trips_through_the_generator() {
         assert_eq!(EventInput::from_json(&line, 1 << 20).unwrap(), ev);
     }
 }
+
+mod disclosure {
+    use super::*;
+    use afr_core::bundle::verify_bundle;
+    use afr_recorder::disclose;
+
+    fn recorded(
+        n: u64,
+        epoch_size: u64,
+    ) -> (
+        tempfile::TempDir,
+        std::path::PathBuf,
+        Recorder,
+        Vec<EventInput>,
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("afr");
+        init(&dir, [0xcd; 20]).unwrap();
+        let r = Recorder::open(&dir, cfg(epoch_size, Durability::Group)).unwrap();
+        let events = synth::generate(n, 21);
+        for ev in events.clone() {
+            r.record(ev).unwrap();
+        }
+        r.seal().unwrap();
+        (tmp, dir, r, events)
+    }
+
+    #[test]
+    fn bundles_with_keys_open_exactly_the_disclosed_events() {
+        let (_tmp, _dir, r, events) = recorded(300, 100);
+        let seqs = [17, 42, 100, 101, 102, 250];
+        let b = disclose(r.store(), r.master_key(), &seqs, true).unwrap();
+        assert_eq!(b.headers.len(), 3);
+        let bytes = b.encode();
+        let rep = verify_bundle(&bytes);
+        assert_eq!(rep.outcome, Outcome::Verified, "{:?}", rep.first_failure);
+        assert_eq!(rep.events, seqs);
+        for (seq, p) in &rep.opened {
+            let (_, want) = events[*seq as usize].clone().into_payload();
+            assert_eq!(p, &want);
+        }
+        assert_eq!(rep.opened.len(), seqs.len());
+        // Without keys: integrity checks pass, content is withheld.
+        let rep = verify_bundle(
+            &disclose(r.store(), r.master_key(), &seqs, false)
+                .unwrap()
+                .encode(),
+        );
+        assert_eq!(rep.outcome, Outcome::Incomplete);
+        assert!(rep.opened.is_empty());
+        assert_eq!(rep.missing.len(), seqs.len());
+    }
+
+    #[test]
+    fn tampered_bundles_are_caught() {
+        let (_tmp, _dir, r, _) = recorded(300, 100);
+        let b = disclose(r.store(), r.master_key(), &[17, 42, 250], true).unwrap();
+        let good = b.encode();
+        // Every single-bit flip after the start frame is caught (the start frame's creation
+        // time is informative and covered by no hash).
+        let start_frame = 1 + 11 + 1 + 21 + 9;
+        for i in (start_frame..good.len()).step_by(11) {
+            let mut bad = good.clone();
+            bad[i] ^= 0x04;
+            let rep = verify_bundle(&bad);
+            assert!(
+                rep.outcome != Outcome::Verified
+                    || rep.epoch_roots != verify_bundle(&good).epoch_roots,
+                "flip at {i} not caught"
+            );
+        }
+        // Swapping two events' keys: the key does not open the other event.
+        let mut swapped = b.clone();
+        let k0 = swapped.events[0].key.clone();
+        swapped.events[0].key = swapped.events[1].key.clone();
+        swapped.events[1].key = k0;
+        let rep = verify_bundle(&swapped.encode());
+        assert_eq!(rep.outcome, Outcome::Tampered);
+        assert_eq!(rep.first_failure.unwrap().check, "payload-key");
+        // Swapping ciphertexts: the commitment catches it without any key.
+        let mut swapped = b.clone();
+        let p0 = swapped.events[0].payload.clone();
+        swapped.events[0].payload = swapped.events[1].payload.clone();
+        swapped.events[1].payload = p0;
+        swapped.events.iter_mut().for_each(|e| e.key = None);
+        assert_eq!(
+            verify_bundle(&swapped.encode())
+                .first_failure
+                .unwrap()
+                .check,
+            "payload-commitment"
+        );
+        // Dropping a header breaks the back-pointer chain.
+        let mut dropped = b.clone();
+        dropped.headers.remove(1);
+        assert_eq!(verify_bundle(&dropped.encode()).outcome, Outcome::Tampered);
+    }
+
+    #[test]
+    fn unsealed_events_cannot_be_disclosed() {
+        let (_tmp, _dir, r, _) = recorded(10, 100);
+        for ev in synth::generate(5, 1) {
+            let mut ev = ev;
+            ev.concurrent_with.clear();
+            r.record(ev).unwrap();
+        }
+        let e = disclose(r.store(), r.master_key(), &[12], true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not sealed"), "{e}");
+    }
+
+    fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
+        let mut hits = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                hits.extend(files_containing(&p, needle));
+            } else if std::fs::read(&p)
+                .unwrap()
+                .windows(needle.len())
+                .any(|w| w == needle)
+            {
+                hits.push(p);
+            }
+        }
+        hits
+    }
+
+    #[test]
+    fn erasure_destroys_key_material_on_disk_and_integrity_still_verifies() {
+        let (_tmp, dir, r, _) = recorded(300, 100);
+        let salt = r.store().epoch_salt(1).unwrap().unwrap();
+        let other = r.store().epoch_salt(2).unwrap().unwrap();
+        // Push the salt into SST files too, as a long-running store would have.
+        r.store().flush().unwrap();
+        assert!(
+            !files_containing(&dir, &salt).is_empty(),
+            "the test must see the salt before erasure"
+        );
+        r.erase_epoch(1).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let hits = files_containing(&dir, &salt);
+            if hits.is_empty() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "salt still in {hits:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Other epochs keep their keys.
+        assert_eq!(r.store().epoch_salt(2).unwrap(), Some(other));
+        // The erasure is itself an event.
+        let last = r.next_seq() - 1;
+        let b = disclose(r.store(), r.master_key(), &[last], true);
+        assert!(b.is_err(), "the erasure event is not sealed yet");
+        r.seal().unwrap();
+        let rep = verify_bundle(
+            &disclose(r.store(), r.master_key(), &[150, 250, last], true)
+                .unwrap()
+                .encode(),
+        );
+        assert_eq!(rep.outcome, Outcome::Verified, "{:?}", rep.first_failure);
+        assert_eq!(rep.erased, vec![150]);
+        let opened: Vec<u64> = rep.opened.iter().map(|(s, _)| *s).collect();
+        assert_eq!(opened, vec![250, last]);
+        assert_eq!(rep.opened[1].1.intent.tool, "afr.erase");
+        // The whole log still verifies.
+        assert_eq!(verify_log(&export(&r)).outcome, Outcome::Verified);
+        assert!(r.erase_epoch(1).is_err(), "erasing twice is refused");
+        assert!(
+            r.erase_epoch(99).is_err(),
+            "an unsealed epoch cannot be erased"
+        );
+    }
+}

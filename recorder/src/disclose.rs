@@ -1,0 +1,169 @@
+//! Disclosure bundles and crypto-erasure over the store.
+
+use std::collections::BTreeMap;
+
+use afr_core::{
+    Category, EventInput, Hash32,
+    bundle::{Bundle, DisclosedEvent},
+    crypto::MasterKey,
+    event::Intent,
+    hash::leaf_hash,
+    merkle,
+};
+use rocksdb::WriteBatch;
+
+use crate::{CF_KEYS, CF_META, RecordError, Recorder, Store, now_us};
+
+/// Metadata key prefix marking an erased epoch: `erased/` ‖ u64be(epoch).
+pub const META_ERASED: &[u8] = b"erased/";
+
+fn erased_key(epoch: u64) -> Vec<u8> {
+    [META_ERASED, &epoch.to_be_bytes()].concat()
+}
+
+impl Store {
+    /// Whether epoch `epoch`'s key material was destroyed.
+    pub fn is_erased(&self, epoch: u64) -> Result<bool, RecordError> {
+        Ok(self.meta(&erased_key(epoch))?.is_some())
+    }
+}
+
+/// Builds a disclosure bundle of the events `seqs` (sorted, deduplicated here). With `keys`,
+/// each event's sealed payload and event key go in, except for erased epochs.
+pub fn disclose(
+    store: &Store,
+    master: &MasterKey,
+    seqs: &[u64],
+    keys: bool,
+) -> Result<Bundle, RecordError> {
+    let mut seqs = seqs.to_vec();
+    seqs.sort_unstable();
+    seqs.dedup();
+    let recorder = store.recorder_id()?;
+    let mut headers = Vec::new();
+    for kv in store.epochs_from(0)? {
+        let (e, b) = kv?;
+        headers.push(
+            afr_core::EpochHeader::decode(&b)
+                .map_err(|err| RecordError::Corrupt(format!("epoch {e}: {err}")))?,
+        );
+    }
+    let mut leaves_of: BTreeMap<u64, Vec<Hash32>> = BTreeMap::new();
+    let mut events = Vec::with_capacity(seqs.len());
+    let mut last_epoch = 0;
+    let mut erased = Vec::new();
+    for &seq in &seqs {
+        let record = store
+            .record(seq)?
+            .ok_or_else(|| RecordError::Invalid(format!("no event {seq} in the log")))?;
+        let h = headers.get(record.epoch as usize).ok_or_else(|| {
+            RecordError::Invalid(format!(
+                "event {seq} is in epoch {}, which is not sealed yet (run `afr seal`)",
+                record.epoch
+            ))
+        })?;
+        last_epoch = last_epoch.max(record.epoch);
+        if !leaves_of.contains_key(&h.epoch) {
+            let mut leaves = Vec::with_capacity(h.count as usize);
+            for s in h.first_seq..h.end_seq() {
+                let b = store
+                    .record_bytes(s)?
+                    .ok_or_else(|| RecordError::Corrupt(format!("record {s} missing")))?;
+                leaves.push(leaf_hash(&b));
+            }
+            leaves_of.insert(h.epoch, leaves);
+        }
+        let leaves = &leaves_of[&h.epoch];
+        let proof = merkle::inclusion_proof(leaves, (seq - h.first_seq) as usize)
+            .ok_or_else(|| RecordError::Corrupt(format!("record {seq} outside its epoch")))?;
+        let is_erased = store.is_erased(record.epoch)?;
+        if is_erased && !erased.contains(&record.epoch) {
+            erased.push(record.epoch);
+        }
+        let (payload, key) = if keys {
+            let payload = store.payload(seq)?;
+            let key = match store.epoch_salt(record.epoch)? {
+                Some(salt) if !is_erased => Some(
+                    master
+                        .epoch_key(&salt, &recorder, record.epoch)
+                        .event_key(seq),
+                ),
+                _ => None,
+            };
+            (payload, key)
+        } else {
+            (None, None)
+        };
+        events.push(DisclosedEvent {
+            record: record.encode(),
+            proof,
+            payload,
+            key,
+        });
+    }
+    headers.truncate(last_epoch as usize + 1);
+    Ok(Bundle {
+        recorder,
+        created_at_us: now_us(),
+        headers,
+        anchors: Vec::new(),
+        erased,
+        events,
+    })
+}
+
+impl Recorder {
+    /// Destroys the key material of sealed epoch `epoch` so its payloads can never be
+    /// decrypted again, records the erasure as an event, and rewrites the store's files so
+    /// no file under the store still holds the material: the salt's delete is synced, every
+    /// column family flushed (so the write-ahead log that held the salt becomes obsolete and
+    /// is deleted), and the key column family compacted to the bottom level (so no SST file
+    /// keeps the old value). Integrity verification is unaffected: records, ciphertexts and
+    /// commitments stay.
+    pub fn erase_epoch(&self, epoch: u64) -> Result<(), RecordError> {
+        let store = self.store();
+        if store.epoch(epoch)?.is_none() {
+            return Err(RecordError::Invalid(format!(
+                "epoch {epoch} is not sealed; only sealed epochs can be erased"
+            )));
+        }
+        if store.is_erased(epoch)? {
+            return Err(RecordError::Invalid(format!(
+                "epoch {epoch} is already erased"
+            )));
+        }
+        self.flush()?;
+        let mut b = WriteBatch::default();
+        b.delete_cf(store.cf(CF_KEYS)?, epoch.to_be_bytes());
+        b.put_cf(
+            store.cf(CF_META)?,
+            erased_key(epoch),
+            now_us().to_be_bytes(),
+        );
+        store.write(b, true)?;
+        let ev = EventInput {
+            category: Category::Other,
+            timestamp_us: None,
+            lane: None,
+            concurrent_with: Vec::new(),
+            intent: Intent {
+                tool: "afr.erase".into(),
+                args: serde_json::json!({ "epoch": epoch }),
+            },
+            policy_evaluation: Vec::new(),
+            human_approval: None,
+            execution: Some(afr_core::event::Execution {
+                command: format!("destroy key material of epoch {epoch}"),
+                target: None,
+                mutation: serde_json::Value::Null,
+            }),
+            effects: None,
+            context_provenance: None,
+            code_provenance: None,
+            delegation_provenance: None,
+        };
+        self.record(ev)?;
+        self.flush()?;
+        store.scrub_keys()
+    }
+}
