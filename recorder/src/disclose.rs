@@ -63,17 +63,19 @@ pub fn disclose(
             ))
         })?;
         last_epoch = last_epoch.max(record.epoch);
-        if !leaves_of.contains_key(&h.epoch) {
-            let mut leaves = Vec::with_capacity(h.count as usize);
-            for s in h.first_seq..h.end_seq() {
-                let b = store
-                    .record_bytes(s)?
-                    .ok_or_else(|| RecordError::Corrupt(format!("record {s} missing")))?;
-                leaves.push(leaf_hash(&b));
+        let leaves = match leaves_of.entry(h.epoch) {
+            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                let mut leaves = Vec::with_capacity(h.count as usize);
+                for s in h.first_seq..h.end_seq() {
+                    let b = store
+                        .record_bytes(s)?
+                        .ok_or_else(|| RecordError::Corrupt(format!("record {s} missing")))?;
+                    leaves.push(leaf_hash(&b));
+                }
+                slot.insert(leaves)
             }
-            leaves_of.insert(h.epoch, leaves);
-        }
-        let leaves = &leaves_of[&h.epoch];
+        };
         let proof = merkle::inclusion_proof(leaves, (seq - h.first_seq) as usize)
             .ok_or_else(|| RecordError::Corrupt(format!("record {seq} outside its epoch")))?;
         let is_erased = store.is_erased(record.epoch)?;

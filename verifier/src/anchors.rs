@@ -1,0 +1,157 @@
+//! Anchored epoch roots: read from the chain by plain `eth_call`, or from a file fetched once.
+//!
+//! Two read-only calls on the anchor contract, ABI-encoded by hand (their selectors come
+//! from the checked-in contract artifact, which CI keeps equal to `forge build`):
+//! `rootOf(address,uint64) returns (bytes32)` and `head(address) returns (bool,uint64)`.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use afr_core::{Hash32, RecorderId};
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+const ARTIFACT: &str = include_str!("../../anchorer/artifacts/AfrAnchor.json");
+
+fn selector(signature: &str) -> Result<[u8; 4]> {
+    let v: serde_json::Value = serde_json::from_str(ARTIFACT).context("contract artifact")?;
+    let hex_sel = v["methodIdentifiers"][signature]
+        .as_str()
+        .with_context(|| format!("no {signature} in the artifact"))?;
+    let mut out = [0u8; 4];
+    hex::decode_to_slice(hex_sel, &mut out).context("selector")?;
+    Ok(out)
+}
+
+/// The roots anchored for one recorder, and where they came from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Anchors {
+    /// EVM chain id.
+    pub chain_id: u64,
+    /// Anchor contract.
+    pub contract: String,
+    /// Recorder address.
+    pub recorder: String,
+    /// Block the roots were read at (`latest` resolved to a number).
+    pub block: u64,
+    /// Highest anchored epoch, if any.
+    pub head: Option<u64>,
+    /// Anchored roots by epoch (`0x` hex).
+    pub roots: BTreeMap<u64, String>,
+}
+
+impl Anchors {
+    /// The anchored root of `epoch`, if one is.
+    pub fn root(&self, epoch: u64) -> Option<Hash32> {
+        self.roots.get(&epoch).and_then(|r| Hash32::from_hex(r))
+    }
+}
+
+/// A JSON-RPC client for the two views.
+pub struct Rpc {
+    url: String,
+    agent: ureq::Agent,
+}
+
+impl Rpc {
+    /// A client for `url`, with a 30 s timeout per call.
+    pub fn new(url: &str) -> Rpc {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        Rpc {
+            url: url.to_owned(),
+            agent,
+        }
+    }
+
+    fn call(&self, method: &str, params: serde_json::Value) -> Result<serde_json::Value> {
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+                .to_string();
+        let mut resp = self
+            .agent
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .send(&body)
+            .with_context(|| format!("rpc {method} to {}", self.url))?;
+        let text = resp.body_mut().read_to_string().context("rpc response")?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).context("rpc response is not json")?;
+        if let Some(e) = v.get("error") {
+            bail!("rpc {method} failed: {e}");
+        }
+        Ok(v["result"].clone())
+    }
+
+    fn quantity(&self, method: &str) -> Result<u64> {
+        let r = self.call(method, serde_json::json!([]))?;
+        let s = r.as_str().context("quantity")?;
+        u64::from_str_radix(s.trim_start_matches("0x"), 16).context("quantity")
+    }
+
+    fn eth_call(&self, contract: &str, data: &[u8], block: u64) -> Result<Vec<u8>> {
+        let r = self.call(
+            "eth_call",
+            serde_json::json!([{"to": contract, "data": format!("0x{}", hex::encode(data))}, format!("0x{block:x}")]),
+        )?;
+        hex::decode(
+            r.as_str()
+                .context("eth_call result")?
+                .trim_start_matches("0x"),
+        )
+        .context("eth_call result")
+    }
+
+    /// Reads the recorder's head and the anchored roots of `epochs` (every epoch up to the
+    /// head if `None`), at `block` (or the latest block).
+    pub fn fetch(
+        &self,
+        contract: &str,
+        recorder: &RecorderId,
+        block: Option<u64>,
+        epochs: Option<&[u64]>,
+    ) -> Result<Anchors> {
+        let chain_id = self.quantity("eth_chainId")?;
+        let block = match block {
+            Some(b) => b,
+            None => self.quantity("eth_blockNumber")?,
+        };
+        let mut addr_word = [0u8; 32];
+        addr_word[12..].copy_from_slice(recorder);
+        let head_data = [&selector("head(address)")?[..], &addr_word].concat();
+        let out = self.eth_call(contract, &head_data, block)?;
+        if out.len() != 64 {
+            bail!(
+                "head(address) returned {} bytes, expected 64 (is {contract} an AfrAnchor?)",
+                out.len()
+            );
+        }
+        let any = out[31] == 1;
+        let mut e = [0u8; 8];
+        e.copy_from_slice(&out[56..64]);
+        let head = any.then(|| u64::from_be_bytes(e));
+        let sel = selector("rootOf(address,uint64)")?;
+        let mut roots = BTreeMap::new();
+        let wanted: Vec<u64> = match (epochs, head) {
+            (Some(list), Some(h)) => list.iter().copied().filter(|e| *e <= h).collect(),
+            (None, Some(h)) => (0..=h).collect(),
+            (_, None) => Vec::new(),
+        };
+        for epoch in wanted {
+            let mut ep = [0u8; 32];
+            ep[24..].copy_from_slice(&epoch.to_be_bytes());
+            let out = self.eth_call(contract, &[&sel[..], &addr_word, &ep].concat(), block)?;
+            let root = Hash32::from_slice(&out).context("rootOf returned a malformed word")?;
+            roots.insert(epoch, format!("0x{root}"));
+        }
+        Ok(Anchors {
+            chain_id,
+            contract: contract.to_owned(),
+            recorder: format!("0x{}", hex::encode(recorder)),
+            block,
+            head,
+            roots,
+        })
+    }
+}

@@ -1,0 +1,386 @@
+//! `afr-verify`: the tool the other side of a dispute runs on its own machine.
+//!
+//! It needs nothing from the operator but the file: a whole-log export or a disclosure bundle.
+//! Anchored roots come from the chain by plain `eth_call` (`--rpc`, `--contract`), or, on an
+//! air-gapped machine, from a file fetched once with `afr-verify anchors` (`--anchors`), which
+//! the report then says it trusted. The answer is one of verified (exit 0), tampered (1) or
+//! incomplete (2); usage and I/O errors exit with 64 and up.
+
+mod anchors;
+
+use std::{path::PathBuf, process::ExitCode};
+
+use afr_core::{
+    Hash32, RecorderId,
+    bundle::verify_bundle,
+    verify::{Failure, Outcome, verify_log},
+};
+use anchors::{Anchors, Rpc};
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+/// Verify AFR evidence offline: verified, tampered or incomplete.
+#[derive(Parser, Debug)]
+#[command(name = "afr-verify", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Verify a whole-log export (`afr export`).
+    Log {
+        /// The export file.
+        file: PathBuf,
+        #[command(flatten)]
+        src: AnchorSource,
+    },
+    /// Verify a disclosure bundle (`afr disclose`).
+    Bundle {
+        /// The bundle file.
+        file: PathBuf,
+        #[command(flatten)]
+        src: AnchorSource,
+    },
+    /// Fetch a recorder's anchored roots once, for air-gapped verification.
+    Anchors {
+        /// JSON-RPC endpoint.
+        #[arg(long)]
+        rpc: String,
+        /// Anchor contract address.
+        #[arg(long)]
+        contract: String,
+        /// Recorder address (0x + 40 hex).
+        #[arg(long)]
+        recorder: String,
+        /// Block to read at (default: latest).
+        #[arg(long)]
+        block: Option<u64>,
+        /// Output file.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+#[derive(Args, Debug)]
+struct AnchorSource {
+    /// JSON-RPC endpoint of the chain holding the anchors.
+    #[arg(long, requires = "contract", conflicts_with = "anchors")]
+    rpc: Option<String>,
+    /// Anchor contract address.
+    #[arg(long)]
+    contract: Option<String>,
+    /// Block to read at (default: latest).
+    #[arg(long)]
+    block: Option<u64>,
+    /// A file written by `afr-verify anchors`, trusted as is.
+    #[arg(long)]
+    anchors: Option<PathBuf>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Exit code of usage errors (sysexits `EX_USAGE`).
+const EXIT_USAGE: u8 = 64;
+/// Exit code of I/O and RPC errors (sysexits `EX_IOERR`).
+const EXIT_IO: u8 = 74;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("afr-verify: error: {e:#}");
+            ExitCode::from(EXIT_IO)
+        }
+    }
+}
+
+fn parse_addr(s: &str, what: &str) -> Result<[u8; 20]> {
+    let mut a = [0u8; 20];
+    hex::decode_to_slice(s.trim_start_matches("0x"), &mut a)
+        .with_context(|| format!("{what} must be 0x followed by 40 hex digits"))?;
+    Ok(a)
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.cmd {
+        Cmd::Anchors {
+            rpc,
+            contract,
+            recorder,
+            block,
+            out,
+        } => {
+            parse_addr(&contract, "--contract")?;
+            let rec = parse_addr(&recorder, "--recorder")?;
+            let a = Rpc::new(&rpc).fetch(&contract, &rec, block, None)?;
+            std::fs::write(&out, serde_json::to_string_pretty(&a)?)
+                .with_context(|| format!("cannot write {}", out.display()))?;
+            println!(
+                "{} anchored roots of recorder {} (head {:?}) at block {} of chain {} written to {}",
+                a.roots.len(),
+                a.recorder,
+                a.head,
+                a.block,
+                a.chain_id,
+                out.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Log { file, src } => {
+            let bytes =
+                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let rep = verify_log(&bytes);
+            let v = Verdict {
+                outcome: rep.outcome,
+                recorder: rep.recorder,
+                checks: rep
+                    .checks
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), *v))
+                    .collect(),
+                first_failure: rep.first_failure.clone(),
+                missing: rep.missing.clone(),
+                notes: vec![format!(
+                    "{} events in {} sealed epochs",
+                    rep.events, rep.epochs
+                )],
+                epoch_roots: rep.epoch_roots.clone(),
+                opened: Vec::new(),
+            };
+            finish(v, &src, true)
+        }
+        Cmd::Bundle { file, src } => {
+            let bytes =
+                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let rep = verify_bundle(&bytes);
+            let mut notes = vec![format!(
+                "{} disclosed events: {:?}",
+                rep.events.len(),
+                rep.events
+            )];
+            for (seq, p) in &rep.opened {
+                notes.push(match &p.execution {
+                    Some(e) => format!("event {seq} opened: {}: {}", p.intent.tool, e.command),
+                    None => format!("event {seq} opened: {}", p.intent.tool),
+                });
+            }
+            if !rep.erased.is_empty() {
+                notes.push(format!(
+                    "payloads of events {:?} were crypto-erased (not tampering)",
+                    rep.erased
+                ));
+            }
+            let v = Verdict {
+                outcome: rep.outcome,
+                recorder: rep.recorder,
+                checks: rep
+                    .checks
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), *v))
+                    .collect(),
+                first_failure: rep.first_failure.clone(),
+                missing: rep.missing.clone(),
+                notes,
+                epoch_roots: rep.epoch_roots.clone(),
+                opened: rep
+                    .opened
+                    .iter()
+                    .map(|(s, p)| serde_json::json!({"seq": s, "payload": p}))
+                    .collect(),
+            };
+            finish(v, &src, false)
+        }
+    }
+}
+
+struct Verdict {
+    outcome: Outcome,
+    recorder: Option<RecorderId>,
+    checks: Vec<(String, u64)>,
+    first_failure: Option<Failure>,
+    missing: Vec<String>,
+    notes: Vec<String>,
+    epoch_roots: Vec<(u64, Hash32)>,
+    opened: Vec<serde_json::Value>,
+}
+
+fn tamper(
+    v: &mut Verdict,
+    location: String,
+    check: &'static str,
+    detail: String,
+    consistent_with: &'static str,
+) {
+    v.outcome = Outcome::Tampered;
+    v.first_failure = Some(Failure {
+        location,
+        check,
+        detail,
+        consistent_with,
+    });
+}
+
+/// Compares the file's epoch roots with the anchored ones, then prints the report.
+fn finish(mut v: Verdict, src: &AnchorSource, whole_log: bool) -> Result<ExitCode> {
+    if v.outcome != Outcome::Tampered {
+        let anchors: Option<Anchors> = match (&src.rpc, &src.anchors, &v.recorder) {
+            (Some(rpc), _, Some(rec)) => {
+                let contract = src.contract.clone().context("--rpc needs --contract")?;
+                parse_addr(&contract, "--contract")?;
+                let epochs: Vec<u64> = v.epoch_roots.iter().map(|(e, _)| *e).collect();
+                let a = Rpc::new(rpc).fetch(&contract, rec, src.block, Some(&epochs))?;
+                v.notes.push(format!(
+                    "anchors read from chain {} contract {} at block {}",
+                    a.chain_id, a.contract, a.block
+                ));
+                Some(a)
+            }
+            (None, Some(path), _) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                let a: Anchors = serde_json::from_str(&text)
+                    .with_context(|| format!("{} is not an anchors file", path.display()))?;
+                v.notes.push(format!(
+                    "TRUSTED the anchors file {} (chain {}, contract {}, block {}) without contacting the chain",
+                    path.display(),
+                    a.chain_id,
+                    a.contract,
+                    a.block
+                ));
+                Some(a)
+            }
+            _ => None,
+        };
+        match anchors {
+            None => v.missing.push(
+                "anchored roots not checked (give --rpc and --contract, or --anchors)".into(),
+            ),
+            Some(a) => check_anchors(&mut v, &a, whole_log)?,
+        }
+        if v.outcome != Outcome::Tampered {
+            v.outcome = if v.missing.is_empty() {
+                Outcome::Verified
+            } else {
+                Outcome::Incomplete
+            };
+        }
+    }
+    print_report(&v, src.json);
+    Ok(ExitCode::from(match v.outcome {
+        Outcome::Verified => 0,
+        Outcome::Tampered => 1,
+        Outcome::Incomplete => 2,
+    }))
+}
+
+fn check_anchors(v: &mut Verdict, a: &Anchors, whole_log: bool) -> Result<()> {
+    if let Some(rec) = v.recorder
+        && parse_addr(&a.recorder, "anchors file recorder")? != rec
+    {
+        let detail = format!(
+            "anchors are for recorder {}, the file for 0x{}",
+            a.recorder,
+            hex::encode(rec)
+        );
+        tamper(
+            v,
+            "file".into(),
+            "anchored-root",
+            detail,
+            "splice from another recorder",
+        );
+        return Ok(());
+    }
+    let mut unanchored = Vec::new();
+    for (e, root) in v.epoch_roots.clone() {
+        match a.root(e) {
+            Some(r) if r == root => bump(&mut v.checks, "anchored-root"),
+            Some(r) => {
+                tamper(
+                    v,
+                    format!("epoch {e}"),
+                    "anchored-root",
+                    format!("file commits to root {root}, the chain holds {r}"),
+                    "edit, fork or equivocation after anchoring",
+                );
+                return Ok(());
+            }
+            None => unanchored.push(e),
+        }
+    }
+    if !unanchored.is_empty() {
+        v.missing.push(format!(
+            "epochs {unanchored:?} are not anchored yet (inside the compromise window)"
+        ));
+    }
+    if whole_log {
+        let last = v.epoch_roots.last().map(|(e, _)| *e);
+        if let Some(h) = a.head
+            && last.is_none_or(|l| l < h)
+        {
+            let detail = format!("the chain holds epochs up to {h}, the log ends at {last:?}");
+            tamper(
+                v,
+                "file".into(),
+                "anchored-head",
+                detail,
+                "truncated tail or dropped epochs",
+            );
+        }
+    }
+    Ok(())
+}
+
+fn bump(checks: &mut Vec<(String, u64)>, name: &str) {
+    match checks.iter_mut().find(|c| c.0 == name) {
+        Some(c) => c.1 += 1,
+        None => checks.push((name.to_owned(), 1)),
+    }
+}
+
+fn print_report(v: &Verdict, json: bool) {
+    if json {
+        let out = serde_json::json!({
+            "outcome": v.outcome.name(),
+            "recorder": v.recorder.map(|r| format!("0x{}", hex::encode(r))),
+            "checks": v.checks.iter().map(|(k, n)| (k.clone(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
+            "first_failure": v.first_failure.as_ref().map(|f| serde_json::json!({
+                "location": f.location, "check": f.check, "detail": f.detail, "consistent_with": f.consistent_with,
+            })),
+            "missing": v.missing,
+            "notes": v.notes,
+            "epoch_roots": v.epoch_roots.iter().map(|(e, r)| serde_json::json!({"epoch": e, "root": format!("0x{r}")})).collect::<Vec<_>>(),
+            "opened": v.opened,
+        });
+        println!("{out}");
+        return;
+    }
+    println!("{}", v.outcome.name().to_uppercase());
+    for n in &v.notes {
+        println!("  {n}");
+    }
+    for (c, n) in &v.checks {
+        println!("  {c:<20} {n} passed");
+    }
+    for m in &v.missing {
+        println!("  missing: {m}");
+    }
+    if let Some(f) = &v.first_failure {
+        println!(
+            "  first failure at {}: {} ({})",
+            f.location, f.check, f.detail
+        );
+        println!("  consistent with: {}", f.consistent_with);
+    }
+}
