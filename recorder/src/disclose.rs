@@ -104,11 +104,17 @@ pub fn disclose(
         });
     }
     headers.truncate(last_epoch as usize + 1);
+    let mut anchors = Vec::new();
+    for h in &headers {
+        if let Some(a) = store.anchor(h.epoch)? {
+            anchors.push(a.to_ref());
+        }
+    }
     Ok(Bundle {
         recorder,
         created_at_us: now_us(),
         headers,
-        anchors: Vec::new(),
+        anchors,
         erased,
         events,
     })

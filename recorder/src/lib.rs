@@ -46,7 +46,9 @@ use afr_core::{
     record::check_concurrent,
 };
 pub use rocksdb::WriteBatch;
-pub use store::{CF_ANCHORS, CF_EPOCHS, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS, Store};
+pub use store::{
+    AnchorReceipt, CF_ANCHORS, CF_EPOCHS, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS, Store,
+};
 
 mod disclose;
 mod export;

@@ -267,9 +267,96 @@ impl Store {
         Ok(())
     }
 
+    /// Stores the receipt of the transaction that anchored `receipt.epoch` (synced).
+    pub fn put_anchor(&self, receipt: &AnchorReceipt) -> Result<(), RecordError> {
+        let mut b = WriteBatch::default();
+        b.put_cf(
+            self.cf(CF_ANCHORS)?,
+            receipt.epoch.to_be_bytes(),
+            receipt.encode(),
+        );
+        self.write(b, true)
+    }
+
+    /// The anchor receipt of `epoch`, if it was anchored.
+    pub fn anchor(&self, epoch: u64) -> Result<Option<AnchorReceipt>, RecordError> {
+        self.get_u64_key(CF_ANCHORS, epoch)?
+            .map(|b| {
+                AnchorReceipt::decode(epoch, &b)
+                    .map_err(|e| corrupt(format!("anchor of epoch {epoch}: {e}")))
+            })
+            .transpose()
+    }
+
     /// Total bytes of the store's files on disk.
     pub fn disk_bytes(&self) -> u64 {
         dir_size(&self.path)
+    }
+}
+
+/// What the anchorer keeps of an anchoring transaction's receipt. Stored in `anchors` as
+/// canonical CBOR `[chain_id, contract: bstr(20), tx: bstr(32), block: uint, block_hash:
+/// bstr(32), gas_used: uint, effective_gas_price: uint]`, keyed by `u64be(epoch)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnchorReceipt {
+    /// The anchored epoch.
+    pub epoch: u64,
+    /// EVM chain id.
+    pub chain_id: u64,
+    /// Anchor contract.
+    pub contract: [u8; 20],
+    /// Transaction hash.
+    pub tx: [u8; 32],
+    /// Block number.
+    pub block: u64,
+    /// Block hash (to detect reorgs).
+    pub block_hash: [u8; 32],
+    /// Gas used by the transaction.
+    pub gas_used: u64,
+    /// Effective gas price, in wei.
+    pub effective_gas_price: u64,
+}
+
+impl AnchorReceipt {
+    fn encode(&self) -> Vec<u8> {
+        let mut w = afr_core::cbor::Writer::with_capacity(128);
+        w.array(7);
+        w.uint(self.chain_id);
+        w.bytes(&self.contract);
+        w.bytes(&self.tx);
+        w.uint(self.block);
+        w.bytes(&self.block_hash);
+        w.uint(self.gas_used);
+        w.uint(self.effective_gas_price);
+        w.buf
+    }
+
+    fn decode(epoch: u64, b: &[u8]) -> Result<AnchorReceipt, afr_core::cbor::CborError> {
+        let mut r = afr_core::cbor::Reader::new(b);
+        r.array_of(7, "anchor receipt")?;
+        let a = AnchorReceipt {
+            epoch,
+            chain_id: r.uint()?,
+            contract: r.fixed()?,
+            tx: r.fixed()?,
+            block: r.uint()?,
+            block_hash: r.fixed()?,
+            gas_used: r.uint()?,
+            effective_gas_price: r.uint()?,
+        };
+        r.finish()?;
+        Ok(a)
+    }
+
+    /// The reference a disclosure bundle carries.
+    pub fn to_ref(&self) -> afr_core::bundle::AnchorRef {
+        afr_core::bundle::AnchorRef {
+            epoch: self.epoch,
+            chain_id: self.chain_id,
+            contract: self.contract,
+            tx: self.tx,
+            block: self.block,
+        }
     }
 }
 

@@ -304,12 +304,27 @@ mod disclosure {
     fn bundles_with_keys_open_exactly_the_disclosed_events() {
         let (_tmp, _dir, r, events) = recorded(300, 100);
         let seqs = [17, 42, 100, 101, 102, 250];
+        // Epoch 0 was anchored (the anchorer stores its receipt); the bundle says where.
+        let receipt = afr_recorder::AnchorReceipt {
+            epoch: 0,
+            chain_id: 31337,
+            contract: [0x5f; 20],
+            tx: [0xab; 32],
+            block: 12,
+            block_hash: [0xcd; 32],
+            gas_used: 49_808,
+            effective_gas_price: 1_000_000_000,
+        };
+        r.store().put_anchor(&receipt).unwrap();
+        assert_eq!(r.store().anchor(0).unwrap(), Some(receipt.clone()));
         let b = disclose(r.store(), r.master_key(), &seqs, true).unwrap();
         assert_eq!(b.headers.len(), 3);
+        assert_eq!(b.anchors, vec![receipt.to_ref()]);
         let bytes = b.encode();
         let rep = verify_bundle(&bytes);
         assert_eq!(rep.outcome, Outcome::Verified, "{:?}", rep.first_failure);
         assert_eq!(rep.events, seqs);
+        assert_eq!(rep.anchors, vec![receipt.to_ref()]);
         for (seq, p) in &rep.opened {
             let (_, want) = events[*seq as usize].clone().into_payload();
             assert_eq!(p, &want);
