@@ -12,6 +12,7 @@ use afr_recorder::{Config, Durability, Recorder};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+mod anchoring;
 mod bench;
 
 /// Agent Flight Recorder: tamper-evident, selectively disclosable records of what an AI agent did.
@@ -27,11 +28,42 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Create a recorder: an empty store and a fresh master key file (mode 0600).
-    Init {
-        /// Recorder id, 0x + 40 hex digits (the address that will anchor); random if absent.
+    /// Create a recorder: an empty store, a fresh master key file and an anchoring key file
+    /// (both mode 0600). The recorder id is the anchoring key's address; with AFR_ANCHOR_KEY
+    /// set (hex secret), that key is used instead of a new file.
+    Init,
+    /// Deploy the AfrAnchor contract (the artifact built from contracts/) and print its address.
+    Deploy {
+        /// JSON-RPC endpoint.
         #[arg(long)]
-        recorder_id: Option<String>,
+        rpc: String,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Post every sealed, unanchored epoch root to the contract, in order, then exit.
+    Anchor {
+        /// JSON-RPC endpoint.
+        #[arg(long)]
+        rpc: String,
+        /// Contract address.
+        #[arg(long)]
+        contract: String,
+        /// Keep running and anchor epochs as they seal.
+        #[arg(long)]
+        watch: bool,
+        /// With --watch, how often to look for sealed epochs.
+        #[arg(long, default_value_t = 5_000)]
+        interval_ms: u64,
+        /// Most epochs per transaction (a backlog goes out through anchorBatch).
+        #[arg(long, default_value_t = 64)]
+        max_batch: usize,
+        /// Do not send while the gas price is above this many gwei.
+        #[arg(long, default_value_t = 200)]
+        max_gas_price_gwei: u64,
+        /// Confirmations to wait for.
+        #[arg(long, default_value_t = 1)]
+        confirmations: u64,
     },
     /// Print a seeded synthetic workload as JSON lines (the paper's evaluation mix).
     Gen {
@@ -161,7 +193,26 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
-        Cmd::Init { recorder_id } => init(&cli.dir, recorder_id.as_deref()),
+        Cmd::Init => init(&cli.dir),
+        Cmd::Deploy { rpc, json } => anchoring::deploy(&cli.dir, &rpc, json),
+        Cmd::Anchor {
+            rpc,
+            contract,
+            watch,
+            interval_ms,
+            max_batch,
+            max_gas_price_gwei,
+            confirmations,
+        } => anchoring::anchor(
+            &cli.dir,
+            &rpc,
+            &contract,
+            watch,
+            interval_ms,
+            max_batch,
+            max_gas_price_gwei,
+            confirmations,
+        ),
         Cmd::Gen { events, seed } => gen_events(events, seed),
         Cmd::Record {
             file,
@@ -205,21 +256,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn init(dir: &Path, recorder_id: Option<&str>) -> Result<ExitCode> {
-    let id = match recorder_id {
-        Some(s) => {
-            let h = s.strip_prefix("0x").unwrap_or(s);
-            let mut id = [0u8; 20];
-            hex::decode_to_slice(h, &mut id)
-                .context("--recorder-id must be 0x followed by 40 hex digits")?;
-            id
-        }
-        None => {
-            let mut id = [0u8; 20];
-            rand::fill(&mut id[..]);
-            id
-        }
-    };
+fn init(dir: &Path) -> Result<ExitCode> {
+    let id = anchoring::prepare_identity(dir)?;
     afr_recorder::init(dir, id)?;
     println!(
         "initialised recorder 0x{} in {}",
@@ -324,24 +362,78 @@ fn status(dir: &Path, json: bool) -> Result<ExitCode> {
     let last = r.last_sealed();
     let events = r.next_seq();
     let sealed = last.as_ref().map_or(0, |h| h.epoch + 1);
+    let store = r.store();
+    let mut anchored = 0u64;
+    let mut first_unanchored_seq = None;
+    let mut last_receipt = None;
+    for e in 0..sealed {
+        match store.anchor(e)? {
+            Some(a) if first_unanchored_seq.is_none() => {
+                anchored += 1;
+                last_receipt = Some(a);
+            }
+            _ => {
+                if first_unanchored_seq.is_none() {
+                    first_unanchored_seq = store.epoch(e)?.map(|h| h.first_seq);
+                }
+            }
+        }
+    }
+    if first_unanchored_seq.is_none() && open_count > 0 {
+        first_unanchored_seq = Some(events - open_count);
+    }
+    // The compromise window: how long the oldest event not yet covered by an anchored root has
+    // been open to rewriting by whoever controls this host.
+    let window_s = match first_unanchored_seq {
+        Some(seq) => store
+            .record(seq)?
+            .map(|rec| afr_recorder::now_us().saturating_sub(rec.timestamp_us) as f64 / 1e6),
+        None => None,
+    };
+    let pending_epochs = sealed - anchored;
     if json {
         let v = serde_json::json!({
             "recorder": format!("0x{}", hex::encode(r.recorder_id())),
             "events": events,
             "sealed_epochs": sealed,
+            "anchored_epochs": anchored,
+            "pending_epochs": pending_epochs,
             "open_epoch": open_epoch,
             "open_epoch_events": open_count,
             "last_epoch_root": last.as_ref().map(|h| h.root().to_hex()),
             "last_sealed_at_us": last.as_ref().map(|h| h.sealed_at_us),
+            "compromise_window_s": window_s,
+            "last_anchor": last_receipt.as_ref().map(|a| serde_json::json!({
+                "epoch": a.epoch, "chain_id": a.chain_id, "tx": format!("0x{}", hex::encode(a.tx)),
+                "block": a.block, "gas_used": a.gas_used, "effective_gas_price": a.effective_gas_price,
+            })),
         });
         println!("{v}");
     } else {
-        println!("recorder      0x{}", hex::encode(r.recorder_id()));
-        println!("events        {events}");
-        println!("sealed epochs {sealed}");
-        println!("open epoch    {open_epoch} ({open_count} events not yet sealed)");
+        println!("recorder          0x{}", hex::encode(r.recorder_id()));
+        println!("events            {events}");
+        println!(
+            "sealed epochs     {sealed} ({anchored} anchored, {pending_epochs} waiting for the anchorer)"
+        );
+        println!("open epoch        {open_epoch} ({open_count} events not yet sealed)");
         if let Some(h) = last {
-            println!("last root     {} (epoch {})", h.root(), h.epoch);
+            println!("last root         {} (epoch {})", h.root(), h.epoch);
+        }
+        if let Some(a) = last_receipt {
+            println!(
+                "last anchor       epoch {} in tx 0x{} (block {}, chain {}, {} gas)",
+                a.epoch,
+                hex::encode(a.tx),
+                a.block,
+                a.chain_id,
+                a.gas_used
+            );
+        }
+        match window_s {
+            Some(w) => println!(
+                "compromise window {w:.1} s (age of the oldest event not covered by an anchored root)"
+            ),
+            None => println!("compromise window none: every event is covered by an anchored root"),
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -278,6 +278,13 @@ impl Store {
         self.write(b, true)
     }
 
+    /// Forgets the anchor receipt of `epoch` (its transaction left the canonical chain).
+    pub fn delete_anchor(&self, epoch: u64) -> Result<(), RecordError> {
+        let mut b = WriteBatch::default();
+        b.delete_cf(self.cf(CF_ANCHORS)?, epoch.to_be_bytes());
+        self.write(b, true)
+    }
+
     /// The anchor receipt of `epoch`, if it was anchored.
     pub fn anchor(&self, epoch: u64) -> Result<Option<AnchorReceipt>, RecordError> {
         self.get_u64_key(CF_ANCHORS, epoch)?

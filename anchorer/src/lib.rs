@@ -1,0 +1,350 @@
+//! The anchorer: posts each sealed epoch's root to the `AfrAnchor` contract, exactly once and
+//! in order, off the record path.
+//!
+//! Exactly-once rests on the contract, not on local bookkeeping: the contract accepts epoch
+//! `e` only as the recorder's head plus one, and never accepts an epoch twice. So every run
+//! starts by asking the chain where the recorder's head is, reconciles the local receipts with
+//! it, and only then posts what is missing:
+//!
+//! ```text
+//!  local sealed epochs 0 ..= L        chain head H (rootOf, head: plain eth_call)
+//!  ├─ e ≤ H: rootOf(e) == local root?  yes → anchored (store a receipt if missing)
+//!  │                                   no  → FORK ALARM: another history was anchored
+//!  └─ H < e ≤ L: pending → anchorBatch(H+1, roots[H+1..], backPointer(root(H)))
+//! ```
+//!
+//! A crash at any point (before signing, after sending, before the receipt) leaves either the
+//! transaction on chain (the next run finds the head advanced and records it) or not (the next
+//! run posts it again): no duplicate, no gap. A stored receipt whose block is no longer on the
+//! canonical chain, with the root gone from the contract, is dropped and the epoch re-posted.
+
+use std::time::Duration;
+
+use afr_core::{EpochHeader, Hash32, epoch::back_pointer};
+use afr_recorder::{AnchorReceipt, Store};
+use alloy::{
+    network::{EthereumWallet, TransactionBuilder},
+    primitives::{B256, Bytes, FixedBytes},
+    providers::{Provider, ProviderBuilder},
+    rpc::types::TransactionRequest,
+    sol,
+};
+
+pub use alloy::{primitives::Address, signers::local::PrivateKeySigner};
+
+sol! {
+    /// The anchor contract's interface (selectors checked against the artifact by a test).
+    #[sol(rpc)]
+    interface IAfrAnchor {
+        function anchor(uint64 epoch, bytes32 root, bytes32 prevBackPointer) external;
+        function anchorBatch(uint64 firstEpoch, bytes32[] calldata roots, bytes32 prevBackPointer) external;
+        function rootOf(address recorder, uint64 epoch) external view returns (bytes32);
+        function head(address recorder) external view returns (bool any, uint64 epoch);
+    }
+}
+
+/// The contract artifact `forge build` produced (CI checks it is current).
+pub const ARTIFACT: &str = include_str!("../artifacts/AfrAnchor.json");
+
+/// Errors of the anchorer. Never contain key material.
+#[derive(Debug, thiserror::Error)]
+pub enum AnchorError {
+    /// The chain holds a different root for an epoch than the local log: a fork.
+    #[error(
+        "FORK ALARM: epoch {epoch} is anchored on chain as {onchain}, but the local log's root is {local}"
+    )]
+    Fork {
+        /// Epoch.
+        epoch: u64,
+        /// Root on chain.
+        onchain: Hash32,
+        /// Local root.
+        local: Hash32,
+    },
+    /// The chain is ahead of the local log.
+    #[error(
+        "the chain holds epochs up to {chain_head} for this recorder, the local log only up to {local_head:?}"
+    )]
+    ChainAhead {
+        /// Chain head.
+        chain_head: u64,
+        /// Local last sealed epoch.
+        local_head: Option<u64>,
+    },
+    /// RPC failure (after retries).
+    #[error("rpc: {0}")]
+    Rpc(String),
+    /// Local store failure.
+    #[error(transparent)]
+    Store(#[from] afr_recorder::RecordError),
+    /// Bad configuration.
+    #[error("{0}")]
+    Config(String),
+}
+
+fn rpc<E: std::fmt::Display>(e: E) -> AnchorError {
+    AnchorError::Rpc(e.to_string())
+}
+
+/// Anchoring settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// JSON-RPC endpoint.
+    pub rpc_url: String,
+    /// Contract address.
+    pub contract: Address,
+    /// Most epochs per `anchorBatch` transaction.
+    pub max_batch: usize,
+    /// Refuse to send when the network's gas price exceeds this (wei).
+    pub max_gas_price_wei: u128,
+    /// Confirmations to wait for.
+    pub confirmations: u64,
+}
+
+/// What one anchoring pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pass {
+    /// Epochs found already anchored with the local root (reconciled).
+    pub already: u64,
+    /// Epochs posted by this pass.
+    pub posted: Vec<u64>,
+    /// Transactions sent.
+    pub transactions: u64,
+    /// Receipts dropped because their block left the canonical chain.
+    pub reorged: Vec<u64>,
+}
+
+fn sealed_headers(store: &Store) -> Result<Vec<EpochHeader>, AnchorError> {
+    let mut out = Vec::new();
+    for kv in store.epochs_from(0)? {
+        let (e, b) = kv?;
+        out.push(
+            EpochHeader::decode(&b)
+                .map_err(|err| afr_recorder::RecordError::Corrupt(format!("epoch {e}: {err}")))?,
+        );
+    }
+    Ok(out)
+}
+
+/// Parses a 0x-prefixed 32-byte hex secret into a signer.
+pub fn signer_from_hex(s: &str) -> Result<PrivateKeySigner, AnchorError> {
+    let mut k = [0u8; 32];
+    hex::decode_to_slice(s.trim().trim_start_matches("0x"), &mut k)
+        .map_err(|_| AnchorError::Config("the anchoring key must be 32 bytes of hex".into()))?;
+    signer_from_bytes(&k)
+}
+
+/// A signer from 32 secret bytes.
+pub fn signer_from_bytes(k: &[u8; 32]) -> Result<PrivateKeySigner, AnchorError> {
+    PrivateKeySigner::from_bytes(&B256::from(*k)).map_err(|_| {
+        AnchorError::Config("the anchoring key is not a valid secp256k1 secret".into())
+    })
+}
+
+/// Runs `f` with retries and exponential backoff on RPC errors (5 attempts, 200 ms doubling).
+async fn retry<T, F, Fut>(what: &str, mut f: F) -> Result<T, AnchorError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, AnchorError>>,
+{
+    let mut delay = Duration::from_millis(200);
+    let mut last = None;
+    for attempt in 1..=5 {
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(AnchorError::Rpc(e)) => {
+                eprintln!("anchorer: {what}: attempt {attempt} failed: {e}; retrying in {delay:?}");
+                last = Some(e);
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    Err(AnchorError::Rpc(format!(
+        "{what}: {}",
+        last.unwrap_or_default()
+    )))
+}
+
+/// Deploys the contract from the artifact; returns its address.
+pub async fn deploy(rpc_url: &str, signer: PrivateKeySigner) -> Result<Address, AnchorError> {
+    let url = rpc_url
+        .parse()
+        .map_err(|_| AnchorError::Config(format!("bad rpc url {rpc_url}")))?;
+    let provider = ProviderBuilder::new()
+        .wallet(EthereumWallet::from(signer))
+        .connect_http(url);
+    let v: serde_json::Value =
+        serde_json::from_str(ARTIFACT).map_err(|e| AnchorError::Config(e.to_string()))?;
+    let code = v["bytecode"]["object"]
+        .as_str()
+        .ok_or_else(|| AnchorError::Config("artifact has no bytecode".into()))?;
+    let code: Bytes = code
+        .parse()
+        .map_err(|_| AnchorError::Config("artifact bytecode is not hex".into()))?;
+    let tx = TransactionRequest::default().with_deploy_code(code);
+    let receipt = provider
+        .send_transaction(tx)
+        .await
+        .map_err(rpc)?
+        .get_receipt()
+        .await
+        .map_err(rpc)?;
+    receipt
+        .contract_address
+        .ok_or_else(|| AnchorError::Rpc("deployment receipt has no contract address".into()))
+}
+
+/// One anchoring pass: reconcile with the chain, then post every sealed, unanchored epoch in
+/// order, in batches. Returns what it did; a fork is an error, never papered over.
+pub async fn anchor_pending(
+    store: &Store,
+    signer: PrivateKeySigner,
+    s: &Settings,
+) -> Result<Pass, AnchorError> {
+    let me = signer.address();
+    let recorder = store.recorder_id()?;
+    if me.as_slice() != recorder {
+        return Err(AnchorError::Config(format!(
+            "the anchoring key's address {me} is not this recorder's id 0x{}",
+            hex::encode(recorder)
+        )));
+    }
+    let url = s
+        .rpc_url
+        .parse()
+        .map_err(|_| AnchorError::Config(format!("bad rpc url {}", s.rpc_url)))?;
+    let provider = ProviderBuilder::new()
+        .wallet(EthereumWallet::from(signer))
+        .connect_http(url);
+    let contract = IAfrAnchor::new(s.contract, &provider);
+    let chain_id = retry("chain id", || async {
+        provider.get_chain_id().await.map_err(rpc)
+    })
+    .await?;
+    let headers = sealed_headers(store)?;
+    let local_head = headers.last().map(|h| h.epoch);
+    let mut pass = Pass::default();
+
+    // Reorg check: a stored receipt whose root vanished from the contract is dropped.
+    for h in &headers {
+        if store.anchor(h.epoch)?.is_some() {
+            let onchain = retry("rootOf", || async {
+                contract.rootOf(me, h.epoch).call().await.map_err(rpc)
+            })
+            .await?;
+            if onchain == FixedBytes::ZERO {
+                store.delete_anchor(h.epoch)?;
+                pass.reorged.push(h.epoch);
+            }
+        }
+    }
+
+    let head = retry("head", || async {
+        contract.head(me).call().await.map_err(rpc)
+    })
+    .await?;
+    let chain_head = head.any.then_some(head.epoch);
+    if let Some(ch) = chain_head {
+        if local_head.is_none_or(|l| ch > l) {
+            return Err(AnchorError::ChainAhead {
+                chain_head: ch,
+                local_head,
+            });
+        }
+        for h in &headers[..=ch as usize] {
+            let onchain = retry("rootOf", || async {
+                contract.rootOf(me, h.epoch).call().await.map_err(rpc)
+            })
+            .await?;
+            let local = h.root();
+            if onchain.0 != local.0 {
+                return Err(AnchorError::Fork {
+                    epoch: h.epoch,
+                    onchain: Hash32(onchain.0),
+                    local,
+                });
+            }
+            pass.already += 1;
+        }
+    }
+    let first = chain_head.map_or(0, |c| c + 1) as usize;
+    let mut next = first;
+    while next < headers.len() {
+        let batch = &headers[next..headers.len().min(next + s.max_batch.max(1))];
+        let gas_price = retry("gas price", || async {
+            provider.get_gas_price().await.map_err(rpc)
+        })
+        .await?;
+        if gas_price > s.max_gas_price_wei {
+            return Err(AnchorError::Rpc(format!(
+                "gas price {gas_price} wei is over the cap of {} wei; not sending",
+                s.max_gas_price_wei
+            )));
+        }
+        let prev_root = if next == 0 {
+            Hash32::ZERO
+        } else {
+            headers[next - 1].root()
+        };
+        let bp = back_pointer(batch[0].epoch, &prev_root);
+        let roots: Vec<FixedBytes<32>> = batch.iter().map(|h| FixedBytes(h.root().0)).collect();
+        let call = contract.anchorBatch(batch[0].epoch, roots, FixedBytes(bp.0));
+        let pending = call.send().await.map_err(rpc)?;
+        pass.transactions += 1;
+        let receipt = pending
+            .with_required_confirmations(s.confirmations.max(1))
+            .with_timeout(Some(Duration::from_secs(120)))
+            .get_receipt()
+            .await
+            .map_err(rpc)?;
+        if !receipt.status() {
+            return Err(AnchorError::Rpc(format!(
+                "anchoring transaction {} reverted",
+                receipt.transaction_hash
+            )));
+        }
+        for h in batch {
+            store.put_anchor(&AnchorReceipt {
+                epoch: h.epoch,
+                chain_id,
+                contract: s.contract.0.0,
+                tx: receipt.transaction_hash.0,
+                block: receipt.block_number.unwrap_or_default(),
+                block_hash: receipt.block_hash.map(|b| b.0).unwrap_or_default(),
+                gas_used: receipt.gas_used,
+                effective_gas_price: u64::try_from(receipt.effective_gas_price).unwrap_or(u64::MAX),
+            })?;
+            pass.posted.push(h.epoch);
+        }
+        next += batch.len();
+    }
+    Ok(pass)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy::sol_types::SolCall;
+
+    #[test]
+    fn interface_selectors_match_the_artifact() {
+        let v: serde_json::Value = serde_json::from_str(ARTIFACT).unwrap();
+        let ids = &v["methodIdentifiers"];
+        for (sig, sel) in [
+            (
+                "anchor(uint64,bytes32,bytes32)",
+                IAfrAnchor::anchorCall::SELECTOR,
+            ),
+            (
+                "anchorBatch(uint64,bytes32[],bytes32)",
+                IAfrAnchor::anchorBatchCall::SELECTOR,
+            ),
+            ("rootOf(address,uint64)", IAfrAnchor::rootOfCall::SELECTOR),
+            ("head(address)", IAfrAnchor::headCall::SELECTOR),
+        ] {
+            assert_eq!(ids[sig].as_str().unwrap(), hex::encode(sel), "{sig}");
+        }
+    }
+}
