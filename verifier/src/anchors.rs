@@ -47,6 +47,7 @@ impl Anchors {
 }
 
 /// A JSON-RPC client for the two views.
+#[derive(Debug)]
 pub struct Rpc {
     url: String,
     agent: ureq::Agent,

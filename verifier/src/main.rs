@@ -6,16 +6,14 @@
 //! the report then says it trusted. The answer is one of verified (exit 0), tampered (1) or
 //! incomplete (2); usage and I/O errors exit with 64 and up.
 
-mod anchors;
-
 use std::{path::PathBuf, process::ExitCode};
 
-use afr_core::{
-    Hash32, RecorderId,
-    bundle::verify_bundle,
-    verify::{Failure, Outcome, verify_log},
+use afr_core::{bundle::verify_bundle, verify::Outcome, verify::verify_log};
+use afr_verify::{
+    Verdict,
+    anchors::{Anchors, Rpc},
+    check_anchors, matrix, parse_addr,
 };
-use anchors::{Anchors, Rpc};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
@@ -61,6 +59,15 @@ enum Cmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Run the tamper matrix: attack classes against cumulative verifier configurations.
+    Matrix {
+        /// Number of random honest logs to attack (one case per attack class each).
+        #[arg(long, default_value_t = matrix::DEFAULT_SEEDS)]
+        seeds: u64,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -105,13 +112,6 @@ fn main() -> ExitCode {
     }
 }
 
-fn parse_addr(s: &str, what: &str) -> Result<[u8; 20]> {
-    let mut a = [0u8; 20];
-    hex::decode_to_slice(s.trim_start_matches("0x"), &mut a)
-        .with_context(|| format!("{what} must be 0x followed by 40 hex digits"))?;
-    Ok(a)
-}
-
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
         Cmd::Anchors {
@@ -137,98 +137,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Matrix { seeds, json } => {
+            let m = matrix::run(seeds)?;
+            if json {
+                println!("{}", m.to_json());
+            } else {
+                print!("{}", m.table(seeds));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Log { file, src } => {
             let bytes =
                 std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
-            let rep = verify_log(&bytes);
-            let v = Verdict {
-                outcome: rep.outcome,
-                recorder: rep.recorder,
-                checks: rep
-                    .checks
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), *v))
-                    .collect(),
-                first_failure: rep.first_failure.clone(),
-                missing: rep.missing.clone(),
-                notes: vec![format!(
-                    "{} events in {} sealed epochs",
-                    rep.events, rep.epochs
-                )],
-                epoch_roots: rep.epoch_roots.clone(),
-                opened: Vec::new(),
-            };
-            finish(v, &src, true)
+            finish(Verdict::from_log(&verify_log(&bytes)), &src, true)
         }
         Cmd::Bundle { file, src } => {
             let bytes =
                 std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
-            let rep = verify_bundle(&bytes);
-            let mut notes = vec![format!(
-                "{} disclosed events: {:?}",
-                rep.events.len(),
-                rep.events
-            )];
-            for (seq, p) in &rep.opened {
-                notes.push(match &p.execution {
-                    Some(e) => format!("event {seq} opened: {}: {}", p.intent.tool, e.command),
-                    None => format!("event {seq} opened: {}", p.intent.tool),
-                });
-            }
-            if !rep.erased.is_empty() {
-                notes.push(format!(
-                    "payloads of events {:?} were crypto-erased (not tampering)",
-                    rep.erased
-                ));
-            }
-            let v = Verdict {
-                outcome: rep.outcome,
-                recorder: rep.recorder,
-                checks: rep
-                    .checks
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), *v))
-                    .collect(),
-                first_failure: rep.first_failure.clone(),
-                missing: rep.missing.clone(),
-                notes,
-                epoch_roots: rep.epoch_roots.clone(),
-                opened: rep
-                    .opened
-                    .iter()
-                    .map(|(s, p)| serde_json::json!({"seq": s, "payload": p}))
-                    .collect(),
-            };
-            finish(v, &src, false)
+            finish(Verdict::from_bundle(&verify_bundle(&bytes)), &src, false)
         }
     }
-}
-
-struct Verdict {
-    outcome: Outcome,
-    recorder: Option<RecorderId>,
-    checks: Vec<(String, u64)>,
-    first_failure: Option<Failure>,
-    missing: Vec<String>,
-    notes: Vec<String>,
-    epoch_roots: Vec<(u64, Hash32)>,
-    opened: Vec<serde_json::Value>,
-}
-
-fn tamper(
-    v: &mut Verdict,
-    location: String,
-    check: &'static str,
-    detail: String,
-    consistent_with: &'static str,
-) {
-    v.outcome = Outcome::Tampered;
-    v.first_failure = Some(Failure {
-        location,
-        check,
-        detail,
-        consistent_with,
-    });
 }
 
 /// Compares the file's epoch roots with the anchored ones, then prints the report.
@@ -268,13 +196,7 @@ fn finish(mut v: Verdict, src: &AnchorSource, whole_log: bool) -> Result<ExitCod
             ),
             Some(a) => check_anchors(&mut v, &a, whole_log)?,
         }
-        if v.outcome != Outcome::Tampered {
-            v.outcome = if v.missing.is_empty() {
-                Outcome::Verified
-            } else {
-                Outcome::Incomplete
-            };
-        }
+        v.settle();
     }
     print_report(&v, src.json);
     Ok(ExitCode::from(match v.outcome {
@@ -282,71 +204,6 @@ fn finish(mut v: Verdict, src: &AnchorSource, whole_log: bool) -> Result<ExitCod
         Outcome::Tampered => 1,
         Outcome::Incomplete => 2,
     }))
-}
-
-fn check_anchors(v: &mut Verdict, a: &Anchors, whole_log: bool) -> Result<()> {
-    if let Some(rec) = v.recorder
-        && parse_addr(&a.recorder, "anchors file recorder")? != rec
-    {
-        let detail = format!(
-            "anchors are for recorder {}, the file for 0x{}",
-            a.recorder,
-            hex::encode(rec)
-        );
-        tamper(
-            v,
-            "file".into(),
-            "anchored-root",
-            detail,
-            "splice from another recorder",
-        );
-        return Ok(());
-    }
-    let mut unanchored = Vec::new();
-    for (e, root) in v.epoch_roots.clone() {
-        match a.root(e) {
-            Some(r) if r == root => bump(&mut v.checks, "anchored-root"),
-            Some(r) => {
-                tamper(
-                    v,
-                    format!("epoch {e}"),
-                    "anchored-root",
-                    format!("file commits to root {root}, the chain holds {r}"),
-                    "edit, fork or equivocation after anchoring",
-                );
-                return Ok(());
-            }
-            None => unanchored.push(e),
-        }
-    }
-    if !unanchored.is_empty() {
-        v.missing.push(format!(
-            "epochs {unanchored:?} are not anchored yet (inside the compromise window)"
-        ));
-    }
-    if whole_log {
-        let last = v.epoch_roots.last().map(|(e, _)| *e);
-        if let Some(h) = a.head
-            && last.is_none_or(|l| l < h)
-        {
-            let detail = format!("the chain holds epochs up to {h}, the log ends at {last:?}");
-            tamper(
-                v,
-                "file".into(),
-                "anchored-head",
-                detail,
-                "truncated tail or dropped epochs",
-            );
-        }
-    }
-    Ok(())
-}
-
-fn bump(checks: &mut Vec<(String, u64)>, name: &str) {
-    match checks.iter_mut().find(|c| c.0 == name) {
-        Some(c) => c.1 += 1,
-        None => checks.push((name.to_owned(), 1)),
-    }
 }
 
 fn print_report(v: &Verdict, json: bool) {

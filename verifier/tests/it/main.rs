@@ -6,6 +6,8 @@
     reason = "tests fail loudly on purpose"
 )]
 
+mod matrix;
+
 use std::process::Command;
 
 use afr_core::{
