@@ -3,10 +3,10 @@
 #
 # Records a realistic incident (docs/examples/incident.jsonl) plus a synthetic background
 # workload, seals it into epochs, exports the log, deploys the real AfrAnchor contract on a
-# fresh anvil, anchors every epoch root, reads the roots back by eth_call and checks them
-# against the export, verifies the export, discloses the incident's events with their keys
-# and verifies that bundle alone, then tampers a copy of the log and shows the verifier
-# catching it. Does its own set-up on a fresh machine.
+# fresh anvil with `afr deploy`, anchors every epoch root with `afr anchor`, verifies the export
+# with `afr-verify` against the roots it reads back by eth_call, discloses the incident's events
+# with their keys and verifies that bundle alone, then tampers a copy of the log and shows the
+# verifier catching it. Does its own set-up on a fresh machine.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -30,7 +30,6 @@ anvil_pid=$!
 trap 'kill "$anvil_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 # Anvil's first dev account: the recorder's anchoring identity on this local chain only.
 pk=0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80
-addr=0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266
 
 export AFR_ANCHOR_KEY="$pk"
 step 3/9 "record the incident and 993 background tool calls (epochs of 100)"
