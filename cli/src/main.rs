@@ -488,21 +488,9 @@ fn verify_export(file: &Path, json: bool) -> Result<ExitCode> {
         for (c, n) in &rep.checks {
             println!("  {c:<20} {n} passed");
         }
-        for m in &rep.missing {
-            println!("  missing: {m}");
-        }
-        if let Some(f) = &rep.first_failure {
-            println!(
-                "  first failure at {}: {} ({}); consistent with {}",
-                f.location, f.check, f.detail, f.consistent_with
-            );
-        }
+        print_missing_and_failure(&rep.missing, rep.first_failure.as_ref());
     }
-    Ok(ExitCode::from(match rep.outcome {
-        verify::Outcome::Verified => 0,
-        verify::Outcome::Tampered => 1,
-        verify::Outcome::Incomplete => 2,
-    }))
+    Ok(outcome_exit(rep.outcome))
 }
 
 /// Parses `17,42,100-120` into sequence numbers (ranges inclusive, at most 1,000,000).
@@ -594,19 +582,28 @@ fn verify_bundle(file: &Path, json: bool) -> Result<ExitCode> {
         if !rep.erased.is_empty() {
             println!("  erased payloads: events {:?}", rep.erased);
         }
-        for m in &rep.missing {
-            println!("  missing: {m}");
-        }
-        if let Some(f) = &rep.first_failure {
-            println!(
-                "  first failure at {}: {} ({}); consistent with {}",
-                f.location, f.check, f.detail, f.consistent_with
-            );
-        }
+        print_missing_and_failure(&rep.missing, rep.first_failure.as_ref());
     }
-    Ok(ExitCode::from(match rep.outcome {
+    Ok(outcome_exit(rep.outcome))
+}
+
+/// Exit code of a verification outcome: 0 verified, 1 tampered, 2 incomplete.
+fn outcome_exit(o: verify::Outcome) -> ExitCode {
+    ExitCode::from(match o {
         verify::Outcome::Verified => 0,
         verify::Outcome::Tampered => 1,
         verify::Outcome::Incomplete => 2,
-    }))
+    })
+}
+
+fn print_missing_and_failure(missing: &[String], failure: Option<&verify::Failure>) {
+    for m in missing {
+        println!("  missing: {m}");
+    }
+    if let Some(f) = failure {
+        println!(
+            "  first failure at {}: {} ({}); consistent with {}",
+            f.location, f.check, f.detail, f.consistent_with
+        );
+    }
 }
