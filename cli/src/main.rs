@@ -471,11 +471,8 @@ fn verify_export(file: &Path, json: bool) -> Result<ExitCode> {
             "epochs": rep.epochs,
             "checks": rep.checks,
             "missing": rep.missing,
-            "epoch_roots": rep.epoch_roots.iter().map(|(e, r)| serde_json::json!({"epoch": e, "root": format!("0x{r}")})).collect::<Vec<_>>(),
-            "first_failure": rep.first_failure.as_ref().map(|f| serde_json::json!({
-                "location": f.location, "check": f.check, "detail": f.detail,
-                "consistent_with": f.consistent_with,
-            })),
+            "epoch_roots": verify::epoch_roots_json(&rep.epoch_roots),
+            "first_failure": rep.first_failure.as_ref().map(verify::Failure::to_json),
         });
         println!("{v}");
     } else {
@@ -555,12 +552,9 @@ fn verify_bundle(file: &Path, json: bool) -> Result<ExitCode> {
             "checks": rep.checks,
             "missing": rep.missing,
             "erased": rep.erased,
-            "epoch_roots": rep.epoch_roots.iter().map(|(e, r)| serde_json::json!({"epoch": e, "root": format!("0x{r}")})).collect::<Vec<_>>(),
+            "epoch_roots": verify::epoch_roots_json(&rep.epoch_roots),
             "opened": rep.opened.iter().map(|(s, p)| serde_json::json!({"seq": s, "payload": p})).collect::<Vec<_>>(),
-            "first_failure": rep.first_failure.as_ref().map(|f| serde_json::json!({
-                "location": f.location, "check": f.check, "detail": f.detail,
-                "consistent_with": f.consistent_with,
-            })),
+            "first_failure": rep.first_failure.as_ref().map(verify::Failure::to_json),
         });
         println!("{v}");
     } else {

@@ -56,6 +56,26 @@ pub struct Failure {
     pub consistent_with: &'static str,
 }
 
+impl Failure {
+    /// `{location, check, detail, consistent_with}`, as the verifiers print it with `--json`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "location": self.location,
+            "check": self.check,
+            "detail": self.detail,
+            "consistent_with": self.consistent_with,
+        })
+    }
+}
+
+/// `[{epoch, root: "0x…"}]`, as the verifiers print epoch roots with `--json`.
+pub fn epoch_roots_json(roots: &[(u64, Hash32)]) -> serde_json::Value {
+    roots
+        .iter()
+        .map(|(e, r)| serde_json::json!({ "epoch": e, "root": format!("0x{r}") }))
+        .collect()
+}
+
 /// What verification found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {

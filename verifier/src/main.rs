@@ -212,12 +212,10 @@ fn print_report(v: &Verdict, json: bool) {
             "outcome": v.outcome.name(),
             "recorder": v.recorder.map(|r| format!("0x{}", hex::encode(r))),
             "checks": v.checks.iter().map(|(k, n)| (k.clone(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
-            "first_failure": v.first_failure.as_ref().map(|f| serde_json::json!({
-                "location": f.location, "check": f.check, "detail": f.detail, "consistent_with": f.consistent_with,
-            })),
+            "first_failure": v.first_failure.as_ref().map(afr_core::verify::Failure::to_json),
             "missing": v.missing,
             "notes": v.notes,
-            "epoch_roots": v.epoch_roots.iter().map(|(e, r)| serde_json::json!({"epoch": e, "root": format!("0x{r}")})).collect::<Vec<_>>(),
+            "epoch_roots": afr_core::verify::epoch_roots_json(&v.epoch_roots),
             "opened": v.opened,
         });
         println!("{out}");

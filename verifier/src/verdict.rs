@@ -35,17 +35,17 @@ pub struct Verdict {
     pub opened: Vec<serde_json::Value>,
 }
 
+fn checks_vec(checks: &std::collections::BTreeMap<&'static str, u64>) -> Vec<(String, u64)> {
+    checks.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
 impl Verdict {
     /// The verdict of a whole-log report, before anchors are compared.
     pub fn from_log(rep: &Report) -> Verdict {
         Verdict {
             outcome: rep.outcome,
             recorder: rep.recorder,
-            checks: rep
-                .checks
-                .iter()
-                .map(|(k, v)| (k.to_string(), *v))
-                .collect(),
+            checks: checks_vec(&rep.checks),
             first_failure: rep.first_failure.clone(),
             missing: rep.missing.clone(),
             notes: vec![format!(
@@ -79,11 +79,7 @@ impl Verdict {
         Verdict {
             outcome: rep.outcome,
             recorder: rep.recorder,
-            checks: rep
-                .checks
-                .iter()
-                .map(|(k, v)| (k.to_string(), *v))
-                .collect(),
+            checks: checks_vec(&rep.checks),
             first_failure: rep.first_failure.clone(),
             missing: rep.missing.clone(),
             notes,
