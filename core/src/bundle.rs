@@ -288,7 +288,7 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
             }
             ("event", 5) => {
                 let start = r.position();
-                let rec_res = skip_item_record(&mut r);
+                let rec_res = crate::export::skip_record(&mut r);
                 rec_res.map_err(|e| m(&r, e))?;
                 let record_bytes = &bytes[start..r.position()];
                 let record = Record::decode(record_bytes).map_err(|e| m(&r, e))?;
@@ -448,11 +448,6 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
             }
         }
     }
-}
-
-/// Advances over one record item; `Record::decode` then checks it strictly.
-fn skip_item_record(r: &mut Reader<'_>) -> Result<(), CborError> {
-    crate::export::skip_record(r)
 }
 
 #[cfg(test)]
