@@ -13,6 +13,9 @@
 //!  └─ H < e ≤ L: pending → anchorBatch(H+1, roots[H+1..], backPointer(root(H)))
 //! ```
 //!
+//! A fork is also written to the store as a fork alarm ([`afr_recorder::ForkAlarm`]); while it
+//! is set, [`anchor_pending`] posts nothing and returns [`AnchorError::ForkAlarmSet`].
+//!
 //! A crash at any point (before signing, after sending, before the receipt) leaves either the
 //! transaction on chain (the next run finds the head advanced and records it) or not (the next
 //! run posts it again): no duplicate, no gap. A stored receipt whose block is no longer on the
@@ -21,13 +24,14 @@
 use std::time::Duration;
 
 use afr_core::{EpochHeader, Hash32, epoch::back_pointer};
-use afr_recorder::{AnchorReceipt, Store};
+use afr_recorder::{AnchorReceipt, ForkAlarm, Store};
 use alloy::{
     network::{EthereumWallet, TransactionBuilder},
     primitives::{B256, Bytes, FixedBytes},
     providers::{Provider, ProviderBuilder},
-    rpc::types::TransactionRequest,
+    rpc::types::{Filter, TransactionRequest},
     sol,
+    sol_types::SolEvent,
 };
 
 pub use alloy::{primitives::Address, signers::local::PrivateKeySigner};
@@ -40,6 +44,7 @@ sol! {
         function anchorBatch(uint64 firstEpoch, bytes32[] calldata roots, bytes32 prevBackPointer) external;
         function rootOf(address recorder, uint64 epoch) external view returns (bytes32);
         function head(address recorder) external view returns (bool any, uint64 epoch);
+        event Anchored(address indexed recorder, uint64 indexed epoch, bytes32 root, bytes32 backPointer);
     }
 }
 
@@ -54,6 +59,19 @@ pub enum AnchorError {
         "FORK ALARM: epoch {epoch} is anchored on chain as {onchain}, but the local log's root is {local}"
     )]
     Fork {
+        /// Epoch.
+        epoch: u64,
+        /// Root on chain.
+        onchain: Hash32,
+        /// Local root.
+        local: Hash32,
+    },
+    /// A fork alarm raised earlier is still set: nothing is posted until an operator clears it.
+    #[error(
+        "FORK ALARM raised earlier and not cleared: epoch {epoch} is anchored on chain as {onchain}, \
+         but the local log's root is {local}; not anchoring until it is resolved"
+    )]
+    ForkAlarmSet {
         /// Epoch.
         epoch: u64,
         /// Root on chain.
@@ -203,6 +221,13 @@ pub async fn anchor_pending(
     signer: PrivateKeySigner,
     s: &Settings,
 ) -> Result<Pass, AnchorError> {
+    if let Some(a) = store.fork_alarm()? {
+        return Err(AnchorError::ForkAlarmSet {
+            epoch: a.epoch,
+            onchain: Hash32(a.onchain),
+            local: Hash32(a.local),
+        });
+    }
     let me = signer.address();
     let recorder = store.recorder_id()?;
     if me.as_slice() != recorder {
@@ -260,6 +285,28 @@ pub async fn anchor_pending(
             .await?;
             let local = h.root();
             if onchain.0 != local.0 {
+                // Best effort: find the transaction that anchored the other root.
+                let filter = Filter::new()
+                    .address(s.contract)
+                    .event_signature(IAfrAnchor::Anchored::SIGNATURE_HASH)
+                    .topic1(me.into_word())
+                    .topic2(B256::from(alloy::primitives::U256::from(h.epoch)))
+                    .from_block(0);
+                let log = provider
+                    .get_logs(&filter)
+                    .await
+                    .ok()
+                    .and_then(|logs| logs.into_iter().next());
+                store.put_fork_alarm(&ForkAlarm {
+                    epoch: h.epoch,
+                    local: local.0,
+                    onchain: onchain.0,
+                    chain_id,
+                    contract: s.contract.0.0,
+                    tx: log.as_ref().and_then(|l| l.transaction_hash).map(|t| t.0),
+                    block: log.as_ref().and_then(|l| l.block_number),
+                    seen_at_us: afr_recorder::now_us(),
+                })?;
                 return Err(AnchorError::Fork {
                     epoch: h.epoch,
                     onchain: Hash32(onchain.0),

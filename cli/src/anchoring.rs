@@ -64,28 +64,92 @@ pub fn deploy(dir: &Path, rpc: &str, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Exit code of `afr anchor` and `afr status` while a fork alarm is raised.
+pub const EXIT_FORK: u8 = 3;
+
+/// The flags of `afr anchor`.
+#[derive(Debug)]
+pub struct AnchorArgs {
+    /// JSON-RPC endpoint.
+    pub rpc: String,
+    /// Contract address (0x hex).
+    pub contract: String,
+    /// Keep running.
+    pub watch: bool,
+    /// Pause between passes with `watch`.
+    pub interval_ms: u64,
+    /// Most epochs per transaction.
+    pub max_batch: usize,
+    /// Gas price cap.
+    pub max_gas_price_gwei: u64,
+    /// Confirmations to wait for.
+    pub confirmations: u64,
+    /// Clear the fork alarm of this epoch first.
+    pub clear_fork_alarm: Option<u64>,
+}
+
+/// The one-line, loud description of a fork alarm.
+pub fn fork_alarm_line(a: &afr_recorder::ForkAlarm) -> String {
+    format!(
+        "FORK ALARM: epoch {} is anchored on chain {} (contract 0x{}) as 0x{}, but the local root \
+         is 0x{}{}; seen at {} µs since the Unix epoch. The anchorer posts nothing until this \
+         is investigated and cleared (afr anchor --clear-fork-alarm {}).",
+        a.epoch,
+        a.chain_id,
+        hex::encode(a.contract),
+        hex::encode(a.onchain),
+        hex::encode(a.local),
+        match (a.tx, a.block) {
+            (Some(tx), Some(b)) => format!(" (anchored by tx 0x{} in block {b})", hex::encode(tx)),
+            (Some(tx), None) => format!(" (anchored by tx 0x{})", hex::encode(tx)),
+            _ => String::new(),
+        },
+        a.seen_at_us,
+        a.epoch
+    )
+}
+
+/// A fork alarm as JSON.
+pub fn fork_alarm_json(a: &afr_recorder::ForkAlarm) -> serde_json::Value {
+    serde_json::json!({
+        "epoch": a.epoch,
+        "local_root": format!("0x{}", hex::encode(a.local)),
+        "onchain_root": format!("0x{}", hex::encode(a.onchain)),
+        "chain_id": a.chain_id,
+        "contract": format!("0x{}", hex::encode(a.contract)),
+        "tx": a.tx.map(|t| format!("0x{}", hex::encode(t))),
+        "block": a.block,
+        "seen_at_us": a.seen_at_us,
+    })
+}
+
 /// `afr anchor`.
-#[expect(clippy::too_many_arguments, reason = "one per command-line flag")]
-pub fn anchor(
-    dir: &Path,
-    rpc: &str,
-    contract: &str,
-    watch: bool,
-    interval_ms: u64,
-    max_batch: usize,
-    max_gas_price_gwei: u64,
-    confirmations: u64,
-) -> Result<ExitCode> {
-    let contract: Address = contract
+pub fn anchor(dir: &Path, args: &AnchorArgs) -> Result<ExitCode> {
+    let contract: Address = args
+        .contract
         .parse()
         .context("--contract must be a 0x address")?;
     let settings = Settings {
-        rpc_url: rpc.to_owned(),
+        rpc_url: args.rpc.clone(),
         contract,
-        max_batch,
-        max_gas_price_wei: u128::from(max_gas_price_gwei) * 1_000_000_000,
-        confirmations,
+        max_batch: args.max_batch,
+        max_gas_price_wei: u128::from(args.max_gas_price_gwei) * 1_000_000_000,
+        confirmations: args.confirmations,
     };
+    if let Some(epoch) = args.clear_fork_alarm {
+        let r = Recorder::open(dir, Config::default())?;
+        match r.store().fork_alarm()? {
+            Some(a) if a.epoch == epoch => {
+                r.store().clear_fork_alarm()?;
+                println!("cleared the fork alarm of epoch {epoch}; checking the chain again");
+            }
+            Some(a) => anyhow::bail!(
+                "--clear-fork-alarm {epoch}: the raised alarm is about epoch {}, not {epoch}",
+                a.epoch
+            ),
+            None => anyhow::bail!("--clear-fork-alarm {epoch}: no fork alarm is raised"),
+        }
+    }
     let rt = runtime()?;
     loop {
         // Open the store per pass: the recorder may be running in another process between
@@ -113,16 +177,20 @@ pub fn anchor(
                         .unwrap_or_default()
                 );
             }
-            Err(e @ AnchorError::Fork { .. }) => {
-                eprintln!("afr: {e}");
-                return Ok(ExitCode::from(3));
+            Err(AnchorError::Fork { .. } | AnchorError::ForkAlarmSet { .. }) => {
+                let r = Recorder::open(dir, Config::default())?;
+                match r.store().fork_alarm()? {
+                    Some(a) => eprintln!("afr: {}", fork_alarm_line(&a)),
+                    None => eprintln!("afr: FORK ALARM (not recorded in the store)"),
+                }
+                return Ok(ExitCode::from(EXIT_FORK));
             }
-            Err(e) if watch => eprintln!("afr: anchoring pass failed, will retry: {e}"),
+            Err(e) if args.watch => eprintln!("afr: anchoring pass failed, will retry: {e}"),
             Err(e) => return Err(e.into()),
         }
-        if !watch {
+        if !args.watch {
             return Ok(ExitCode::SUCCESS);
         }
-        std::thread::sleep(Duration::from_millis(interval_ms));
+        std::thread::sleep(Duration::from_millis(args.interval_ms));
     }
 }

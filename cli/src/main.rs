@@ -64,6 +64,10 @@ enum Cmd {
         /// Confirmations to wait for.
         #[arg(long, default_value_t = 1)]
         confirmations: u64,
+        /// Clear the fork alarm of this epoch (after investigating it), then anchor: the pass
+        /// checks the chain again and raises the alarm again if the fork is still there.
+        #[arg(long, value_name = "EPOCH")]
+        clear_fork_alarm: Option<u64>,
     },
     /// Print a seeded synthetic workload as JSON lines (the paper's evaluation mix).
     Gen {
@@ -89,7 +93,8 @@ enum Cmd {
         #[command(flatten)]
         opts: RecordOpts,
     },
-    /// Show events, epochs and the open epoch.
+    /// Show events, epochs, anchoring and the compromise window. Exits 3 while a fork alarm
+    /// is raised.
     Status {
         /// One JSON object.
         #[arg(long)]
@@ -203,15 +208,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             max_batch,
             max_gas_price_gwei,
             confirmations,
+            clear_fork_alarm,
         } => anchoring::anchor(
             &cli.dir,
-            &rpc,
-            &contract,
-            watch,
-            interval_ms,
-            max_batch,
-            max_gas_price_gwei,
-            confirmations,
+            &anchoring::AnchorArgs {
+                rpc,
+                contract,
+                watch,
+                interval_ms,
+                max_batch,
+                max_gas_price_gwei,
+                confirmations,
+                clear_fork_alarm,
+            },
         ),
         Cmd::Gen { events, seed } => gen_events(events, seed),
         Cmd::Record {
@@ -391,6 +400,7 @@ fn status(dir: &Path, json: bool) -> Result<ExitCode> {
         None => None,
     };
     let pending_epochs = sealed - anchored;
+    let alarm = store.fork_alarm()?;
     if json {
         let v = serde_json::json!({
             "recorder": format!("0x{}", hex::encode(r.recorder_id())),
@@ -407,9 +417,13 @@ fn status(dir: &Path, json: bool) -> Result<ExitCode> {
                 "epoch": a.epoch, "chain_id": a.chain_id, "tx": format!("0x{}", hex::encode(a.tx)),
                 "block": a.block, "gas_used": a.gas_used, "effective_gas_price": a.effective_gas_price,
             })),
+            "fork_alarm": alarm.as_ref().map(anchoring::fork_alarm_json),
         });
         println!("{v}");
     } else {
+        if let Some(a) = &alarm {
+            println!("{}", anchoring::fork_alarm_line(a));
+        }
         println!("recorder          0x{}", hex::encode(r.recorder_id()));
         println!("events            {events}");
         println!(
@@ -436,7 +450,13 @@ fn status(dir: &Path, json: bool) -> Result<ExitCode> {
             None => println!("compromise window none: every event is covered by an anchored root"),
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(match alarm {
+        Some(a) => {
+            eprintln!("afr: {}", anchoring::fork_alarm_line(&a));
+            ExitCode::from(anchoring::EXIT_FORK)
+        }
+        None => ExitCode::SUCCESS,
+    })
 }
 
 fn export(dir: &Path, out: &Path) -> Result<ExitCode> {

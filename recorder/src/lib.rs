@@ -47,7 +47,8 @@ use afr_core::{
 };
 pub use rocksdb::WriteBatch;
 pub use store::{
-    AnchorReceipt, CF_ANCHORS, CF_EPOCHS, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS, Store,
+    AnchorReceipt, CF_ANCHORS, CF_EPOCHS, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS, ForkAlarm,
+    META_FORK_ALARM, Store,
 };
 
 mod disclose;

@@ -7,7 +7,7 @@
 //! | `epochs`      | `u64be(epoch)` | sealed epoch header, canonical CBOR     |
 //! | `anchors`     | `u64be(epoch)` | anchor receipt (written by the anchorer)|
 //! | `keys`        | `u64be(epoch)` | 32-byte epoch salt (erasable)           |
-//! | `meta`        | ASCII name     | format version, recorder id, erasures   |
+//! | `meta`        | ASCII name     | format version, recorder id, erasures, fork alarm |
 //!
 //! Query indexes will get column families of their own. Every write the recorder makes is
 //! one atomic `WriteBatch`, appended in sequence order, so after a crash the store holds a
@@ -49,6 +49,9 @@ const ALL_CFS: [&str; 6] = [
 pub const META_FORMAT: &[u8] = b"format";
 /// Metadata key of the recorder id.
 pub const META_RECORDER: &[u8] = b"recorder";
+
+/// Metadata key of the fork alarm (see [`ForkAlarm`]); absent when there is none.
+pub const META_FORK_ALARM: &[u8] = b"fork-alarm";
 
 /// Store format version written at creation and checked at open.
 pub const STORE_FORMAT: u64 = 1;
@@ -295,6 +298,29 @@ impl Store {
             .transpose()
     }
 
+    /// Raises the fork alarm (synced). An existing alarm is kept: the first fork seen is the
+    /// one to investigate.
+    pub fn put_fork_alarm(&self, alarm: &ForkAlarm) -> Result<(), RecordError> {
+        if self.fork_alarm()?.is_some() {
+            return Ok(());
+        }
+        self.put_meta(META_FORK_ALARM, &alarm.encode())
+    }
+
+    /// The fork alarm, if one is raised.
+    pub fn fork_alarm(&self) -> Result<Option<ForkAlarm>, RecordError> {
+        self.meta(META_FORK_ALARM)?
+            .map(|b| ForkAlarm::decode(&b).map_err(|e| corrupt(format!("fork alarm: {e}"))))
+            .transpose()
+    }
+
+    /// Clears the fork alarm (synced): an operator's decision after investigating it.
+    pub fn clear_fork_alarm(&self) -> Result<(), RecordError> {
+        let mut b = WriteBatch::default();
+        b.delete_cf(self.cf(CF_META)?, META_FORK_ALARM);
+        self.write(b, true)
+    }
+
     /// Total bytes of the store's files on disk.
     pub fn disk_bytes(&self) -> u64 {
         dir_size(&self.path)
@@ -364,6 +390,80 @@ impl AnchorReceipt {
             tx: self.tx,
             block: self.block,
         }
+    }
+}
+
+/// A fork seen by the anchorer: the chain holds, for one of this recorder's epochs, a root other
+/// than the local log's. Either the local log was rewritten after anchoring or someone holding
+/// the anchoring key anchored another history; both need a human. While the alarm is raised
+/// the anchorer posts nothing and `afr status` exits non-zero. Stored in `meta` under
+/// `fork-alarm` as canonical CBOR `[epoch, local: bstr(32), onchain: bstr(32), chain_id,
+/// contract: bstr(20), tx: bstr(0 or 32), block: uint or null, seen_at_us]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForkAlarm {
+    /// The first epoch whose roots differ.
+    pub epoch: u64,
+    /// The local log's root of that epoch.
+    pub local: [u8; 32],
+    /// The root anchored on chain.
+    pub onchain: [u8; 32],
+    /// EVM chain id.
+    pub chain_id: u64,
+    /// Anchor contract.
+    pub contract: [u8; 20],
+    /// The transaction that anchored the on-chain root, when its `Anchored` event was found.
+    pub tx: Option<[u8; 32]>,
+    /// That transaction's block.
+    pub block: Option<u64>,
+    /// When the anchorer saw the fork, microseconds since the Unix epoch.
+    pub seen_at_us: u64,
+}
+
+impl ForkAlarm {
+    fn encode(&self) -> Vec<u8> {
+        let mut w = afr_core::cbor::Writer::with_capacity(160);
+        w.array(8);
+        w.uint(self.epoch);
+        w.bytes(&self.local);
+        w.bytes(&self.onchain);
+        w.uint(self.chain_id);
+        w.bytes(&self.contract);
+        w.bytes(self.tx.as_ref().map_or(&[][..], |t| &t[..]));
+        match self.block {
+            Some(b) => w.uint(b),
+            None => w.null(),
+        }
+        w.uint(self.seen_at_us);
+        w.buf
+    }
+
+    fn decode(b: &[u8]) -> Result<ForkAlarm, afr_core::cbor::CborError> {
+        let mut r = afr_core::cbor::Reader::new(b);
+        r.array_of(8, "fork alarm")?;
+        let epoch = r.uint()?;
+        let local = r.fixed()?;
+        let onchain = r.fixed()?;
+        let chain_id = r.uint()?;
+        let contract = r.fixed()?;
+        let tx = match r.bytes()? {
+            [] => None,
+            t => Some(<[u8; 32]>::try_from(t).map_err(|_| {
+                afr_core::cbor::CborError::Malformed("fork alarm tx is not 0 or 32 bytes".into())
+            })?),
+        };
+        let block = if r.null()? { None } else { Some(r.uint()?) };
+        let seen_at_us = r.uint()?;
+        r.finish()?;
+        Ok(ForkAlarm {
+            epoch,
+            local,
+            onchain,
+            chain_id,
+            contract,
+            tx,
+            block,
+            seen_at_us,
+        })
     }
 }
 

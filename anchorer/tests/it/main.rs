@@ -173,10 +173,46 @@ fn anchors_exactly_once_through_restarts_reorgs_and_forks() {
     // A different history from the same key (a host attacker re-sealing) cannot be anchored:
     // the anchorer reports a fork and posts nothing.
     let forked = recorder(&tmp.path().join("b"), 100);
-    match run(&forked) {
-        Err(AnchorError::Fork { epoch: 0, .. }) => {}
+    let (onchain0, local0) = match run(&forked) {
+        Err(AnchorError::Fork {
+            epoch: 0,
+            onchain,
+            local,
+        }) => (onchain, local),
         other => panic!("expected a fork alarm, got {other:?}"),
+    };
+    assert_ne!(onchain0, local0);
+    assert_eq!(onchain0, r.store().epoch(0).unwrap().unwrap().root());
+    // The alarm is persisted with the evidence, including the transaction that anchored the
+    // other root (found through its Anchored event).
+    let alarm = forked
+        .store()
+        .fork_alarm()
+        .unwrap()
+        .expect("alarm persisted");
+    assert_eq!(
+        (alarm.epoch, alarm.onchain, alarm.local, alarm.chain_id),
+        (0, onchain0.0, local0.0, 31337)
+    );
+    assert_eq!(alarm.contract, contract.0.0);
+    assert_eq!(alarm.tx, Some(r.store().anchor(0).unwrap().unwrap().tx));
+    assert!(alarm.block.is_some() && alarm.seen_at_us > 0);
+    // While it is set the anchorer refuses to do anything, even with a healthy chain.
+    match run(&forked) {
+        Err(AnchorError::ForkAlarmSet { epoch: 0, .. }) => {}
+        other => panic!("expected the standing alarm, got {other:?}"),
     }
+    // Clearing it without fixing anything only raises it again on the next pass.
+    forked.store().clear_fork_alarm().unwrap();
+    assert!(matches!(
+        run(&forked),
+        Err(AnchorError::Fork { epoch: 0, .. })
+    ));
+    assert!(forked.store().fork_alarm().unwrap().is_some());
+    assert!(
+        forked.store().anchor(0).unwrap().is_none(),
+        "nothing posted"
+    );
 
     // RPC down: a clear error after retries, nothing stored.
     drop(chain);

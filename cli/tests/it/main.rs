@@ -16,6 +16,8 @@ use std::{
 use afr_core::verify::{Outcome, verify_log};
 use afr_recorder::{Config, Recorder, export_log};
 
+mod anchoring;
+
 fn afr(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_afr"));
     c.arg("--dir").arg(dir);
