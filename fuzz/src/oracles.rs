@@ -108,3 +108,54 @@ pub fn event_json(data: &[u8]) -> bool {
     );
     true
 }
+
+/// Whole-log exports (`afr-verify log`): any bytes give a report, never a panic; what the full
+/// verifier accepts the chain-only configuration accepts too (layers only add checks); an
+/// accepted log lists one root per epoch, epochs numbered from 0, and no more events than the
+/// file can hold.
+pub fn log_file(data: &[u8]) -> bool {
+    use afr_core::verify::{Layers, Outcome, verify_log, verify_log_layers};
+    let full = verify_log(data);
+    if full.outcome == Outcome::Tampered {
+        assert!(full.first_failure.is_some(), "tampered without a failure");
+        return false;
+    }
+    assert!(full.first_failure.is_none());
+    let chain = verify_log_layers(data, Layers::CHAIN_ONLY);
+    assert_ne!(
+        chain.outcome,
+        Outcome::Tampered,
+        "chain-only rejects a log the full verifier accepts: {:?}",
+        chain.first_failure
+    );
+    assert_eq!(full.epoch_roots.len() as u64, full.epochs);
+    for (i, (e, _)) in full.epoch_roots.iter().enumerate() {
+        assert_eq!(*e, i as u64, "epochs out of order");
+    }
+    assert!(full.events <= data.len() as u64 / 40);
+    assert_eq!(full.outcome == Outcome::Incomplete, !full.missing.is_empty());
+    true
+}
+
+/// Disclosure bundles (`afr-verify bundle`): any bytes give a report, never a panic; in an
+/// accepted bundle every opened or erased event is a disclosed event, disclosed events are
+/// strictly increasing, and epoch roots are listed once each in order.
+pub fn bundle_file(data: &[u8]) -> bool {
+    use afr_core::{bundle::verify_bundle, verify::Outcome};
+    let rep = verify_bundle(data);
+    if rep.outcome == Outcome::Tampered {
+        assert!(rep.first_failure.is_some(), "tampered without a failure");
+        return false;
+    }
+    assert!(rep.first_failure.is_none());
+    assert!(rep.events.windows(2).all(|w| w[0] < w[1]), "events not increasing");
+    for (seq, _) in &rep.opened {
+        assert!(rep.events.contains(seq), "opened event {seq} not disclosed");
+    }
+    for seq in &rep.erased {
+        assert!(rep.events.contains(seq), "erased event {seq} not disclosed");
+    }
+    assert!(rep.epoch_roots.windows(2).all(|w| w[0].0 < w[1].0));
+    assert_eq!(rep.outcome == Outcome::Incomplete, !rep.missing.is_empty());
+    true
+}

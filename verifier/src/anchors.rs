@@ -40,6 +40,14 @@ pub struct Anchors {
 }
 
 impl Anchors {
+    /// Reads a file written by `afr-verify anchors`.
+    pub fn load(path: &std::path::Path) -> Result<Anchors> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("{} is not an anchors file", path.display()))
+    }
+
     /// The anchored root of `epoch`, if one is.
     pub fn root(&self, epoch: u64) -> Option<Hash32> {
         self.roots.get(&epoch).and_then(|r| Hash32::from_hex(r))

@@ -175,10 +175,7 @@ fn finish(mut v: Verdict, src: &AnchorSource, whole_log: bool) -> Result<ExitCod
                 Some(a)
             }
             (None, Some(path), _) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read {}", path.display()))?;
-                let a: Anchors = serde_json::from_str(&text)
-                    .with_context(|| format!("{} is not an anchors file", path.display()))?;
+                let a = Anchors::load(path)?;
                 v.notes.push(format!(
                     "TRUSTED the anchors file {} (chain {}, contract {}, block {}) without contacting the chain",
                     path.display(),

@@ -338,3 +338,138 @@ fn fuzz_smoke_event_json() {
         oracles::event_json,
     );
 }
+
+/// A small honest recorder history: `sizes[e]` events in epoch `e`, then `tail` unsealed
+/// events. Returns the whole-log export and bundles of a few events (with keys, without keys).
+fn honest_files(sizes: &[usize], tail: usize) -> (Vec<u8>, Vec<Vec<u8>>) {
+    use afr_core::{
+        bundle::{Bundle, DisclosedEvent},
+        export::LogWriter,
+        merkle,
+    };
+    let recorder = [0xaf; 20];
+    let master = MasterKey::from_bytes([7; 32]);
+    let plain = payloads();
+    let mut w = LogWriter::start(&recorder, 1);
+    let (mut prev, mut prev_root, mut seq) = (Hash32::ZERO, Hash32::ZERO, 0u64);
+    let mut headers = Vec::new();
+    let mut disclosed = Vec::new();
+    let event = |epoch: u64, seq: u64, prev: &mut Hash32| {
+        let ek = master.epoch_key(&[epoch as u8; 32], &recorder, epoch);
+        let slot = Slot {
+            recorder,
+            epoch,
+            seq,
+        };
+        let p = &plain[seq as usize % plain.len()];
+        let sealed = seal(
+            &ek.event_key(seq),
+            &slot,
+            [seq as u8; 12],
+            &p.encode().unwrap(),
+        );
+        let r = Record {
+            recorder,
+            seq,
+            epoch,
+            timestamp_us: 1_767_225_600_000_000 + seq,
+            category: Category::ALL[seq as usize % Category::ALL.len()],
+            lane: None,
+            concurrent_with: Vec::new(),
+            prev_hash: *prev,
+            payload_commitment: sealed.commitment(),
+        };
+        *prev = r.leaf_hash();
+        let bytes = r.encode();
+        (bytes, sealed, ek.event_key(seq))
+    };
+    for (e, &n) in sizes.iter().enumerate() {
+        let e = e as u64;
+        let first_seq = seq;
+        let mut recs = Vec::new();
+        for _ in 0..n {
+            recs.push(event(e, seq, &mut prev));
+            seq += 1;
+        }
+        let leaves: Vec<Hash32> = recs
+            .iter()
+            .map(|(b, _, _)| afr_core::hash::leaf_hash(b))
+            .collect();
+        let h = EpochHeader {
+            recorder,
+            epoch: e,
+            first_seq,
+            count: n as u64,
+            merkle_root: merkle::root(&leaves),
+            chain_head: prev,
+            prev_epoch_root: prev_root,
+            sealed_at_us: 1_767_225_700_000_000 + e,
+        };
+        prev_root = h.root();
+        w.epoch(&h.encode());
+        for (record, sealed, _) in &recs {
+            w.event(record, Some(&sealed.encode()));
+        }
+        headers.push(h);
+        for i in [0, n / 2, n - 1] {
+            let (record, payload, key) = recs[i].clone();
+            if disclosed.last().is_some_and(|(r, _, _, _): &(Vec<u8>, _, _, _)| *r == record) {
+                continue;
+            }
+            let proof = merkle::inclusion_proof(&leaves, i).unwrap();
+            disclosed.push((record, proof, payload, key));
+        }
+    }
+    w.tail(tail as u64);
+    for _ in 0..tail {
+        let (record, sealed, _) = event(sizes.len() as u64, seq, &mut prev);
+        w.event(&record, Some(&sealed.encode()));
+        seq += 1;
+    }
+    w.end(seq, sizes.len() as u64);
+    let bundle = |keys: bool, upto: usize| {
+        Bundle {
+            recorder,
+            created_at_us: 2,
+            headers: headers.clone(),
+            anchors: Vec::new(),
+            erased: Vec::new(),
+            events: disclosed[..upto.min(disclosed.len())]
+                .iter()
+                .map(|(record, proof, payload, key)| DisclosedEvent {
+                    record: record.clone(),
+                    proof: proof.clone(),
+                    payload: keys.then(|| payload.clone()),
+                    key: keys.then(|| key.clone()),
+                })
+                .collect(),
+        }
+        .encode()
+    };
+    let n = disclosed.len();
+    (w.take(), vec![bundle(true, n), bundle(false, n), bundle(true, 1)])
+}
+
+#[test]
+fn fuzz_smoke_log_file() {
+    let seeds: Vec<Vec<u8>> = [(&[3usize, 1, 4][..], 2), (&[1], 0), (&[5, 2], 0), (&[], 1)]
+        .iter()
+        .map(|(sizes, tail)| honest_files(sizes, *tail).0)
+        .collect();
+    assert_eq!(
+        afr_core::verify::verify_log(&seeds[2]).outcome,
+        afr_core::verify::Outcome::Verified
+    );
+    run("log_file", seeds, false, oracles::log_file);
+}
+
+#[test]
+fn fuzz_smoke_bundle_file() {
+    let (_, mut seeds) = honest_files(&[3, 1, 4], 0);
+    seeds.extend(honest_files(&[2], 0).1);
+    assert_eq!(
+        afr_core::bundle::verify_bundle(&seeds[0]).outcome,
+        afr_core::verify::Outcome::Verified
+    );
+    run("bundle_file", seeds, false, oracles::bundle_file);
+}

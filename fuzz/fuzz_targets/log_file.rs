@@ -1,0 +1,6 @@
+//! Fuzz target `log_file`: see `afr_fuzz::oracles::log_file` for the property checked.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    afr_fuzz::oracles::log_file(data);
+});
