@@ -14,6 +14,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod anchoring;
 mod bench;
+mod import;
 
 /// Agent Flight Recorder: tamper-evident, selectively disclosable records of what an AI agent did.
 #[derive(Parser, Debug)]
@@ -140,6 +141,11 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Import another agent's run log: one event per step, recorded (or printed with --print).
+    Import {
+        #[command(subcommand)]
+        what: import::ImportCmd,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -262,6 +268,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Bench {
             what: BenchCmd::Record(b),
         } => bench::record(&b),
+        Cmd::Import { what } => import::run(&cli.dir, what),
     }
 }
 
