@@ -6,6 +6,7 @@
     reason = "tests fail loudly on purpose"
 )]
 
+mod anvil;
 mod matrix;
 
 use std::process::Command;

@@ -1,0 +1,249 @@
+//! `afr-verify` against a real chain: a local anvil started here from the project's pinned
+//! Foundry, the real contract artifact deployed with `cast`, roots anchored with `cast send`
+//! by the recorder's own key, then every way of reading anchors: `--rpc` at the latest block,
+//! `--block` in the past, and `afr-verify anchors` fetched once for `--anchors`.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use afr_core::{Hash32, epoch::back_pointer};
+use afr_verify::tamper::{History, Rng};
+
+/// anvil's first default account (a public test key, funded on every anvil).
+const KEY: &str = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+const ADDR: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
+
+fn tool(name: &str) -> PathBuf {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../.tools/bin")
+        .join(name);
+    assert!(
+        bin.exists(),
+        "{} missing: run scripts/install-tools.sh",
+        bin.display()
+    );
+    bin
+}
+
+struct Anvil {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Anvil {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn anvil() -> Anvil {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(tool("anvil"))
+        .args(["--port", &port.to_string(), "--silent"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "anvil did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Anvil {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+/// Runs `cast` and returns its stdout as JSON.
+fn cast(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(tool("cast")).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "cast {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        serde_json::Value::String(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    })
+}
+
+fn send(url: &str, args: &[&str]) -> serde_json::Value {
+    let mut a = vec!["send", "--json", "--rpc-url", url, "--private-key", KEY];
+    a.extend_from_slice(args);
+    let r = cast(&a);
+    assert_eq!(r["status"], "0x1", "transaction failed: {r}");
+    r
+}
+
+fn run(args: &[&std::ffi::OsStr]) -> (i32, serde_json::Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_afr-verify"))
+        .args(args)
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out.status.code().unwrap(), v)
+}
+
+fn hx(h: &Hash32) -> String {
+    format!("0x{h}")
+}
+
+#[test]
+fn verifies_against_roots_anchored_on_a_real_chain() {
+    let mut chain = anvil();
+    let url = chain.url.clone();
+    let url = url.as_str();
+    let artifact: serde_json::Value =
+        serde_json::from_str(include_str!("../../../anchorer/artifacts/AfrAnchor.json")).unwrap();
+    let code = artifact["bytecode"]["object"].as_str().unwrap();
+    let deployed = send(url, &["--create", code]);
+    let contract = deployed["contractAddress"].as_str().unwrap().to_owned();
+
+    // An honest history of at least three epochs, recorded by the anvil account's key.
+    let mut recorder = [0u8; 20];
+    hex::decode_to_slice(&ADDR[2..], &mut recorder).unwrap();
+    let mut seed = 1;
+    let log = loop {
+        let mut h = History::random(&mut Rng::new(seed), recorder);
+        if h.epochs.len() >= 3 {
+            break h.seal();
+        }
+        seed += 1;
+    };
+    let roots = log.roots();
+    let n = roots.len();
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("log.afr");
+    std::fs::write(&file, log.export()).unwrap();
+    let positions = log.positions();
+    let last = *positions.last().unwrap();
+    let bundle = tmp.path().join("case.bundle");
+    std::fs::write(&bundle, log.bundle(&[positions[0], last]).encode()).unwrap();
+
+    // All but the last epoch anchored in one batch.
+    let first: Vec<String> = roots[..n - 1].iter().map(hx).collect();
+    send(
+        url,
+        &[
+            &contract,
+            "anchorBatch(uint64,bytes32[],bytes32)",
+            "0",
+            &format!("[{}]", first.join(",")),
+            &hx(&Hash32::ZERO),
+        ],
+    );
+    let before = cast(&["block-number", "--rpc-url", url]);
+    let before = before
+        .as_u64()
+        .map_or_else(|| before.to_string(), |b| b.to_string());
+    let rpc = |f: &Path, extra: &[&str]| {
+        let mut a: Vec<&std::ffi::OsStr> = vec![
+            "log".as_ref(),
+            f.as_os_str(),
+            "--rpc".as_ref(),
+            url.as_ref(),
+            "--contract".as_ref(),
+            contract.as_ref(),
+            "--json".as_ref(),
+        ];
+        a.extend(extra.iter().map(std::ffi::OsStr::new));
+        run(&a)
+    };
+    let (code, v) = rpc(&file, &[]);
+    assert_eq!(code, 2, "{v}");
+    assert!(
+        v["missing"].to_string().contains(&format!("[{}]", n - 1)),
+        "the last epoch is inside the compromise window: {v}"
+    );
+    assert_eq!(v["checks"]["anchored-root"], n - 1);
+
+    // The last epoch anchored on its own, linked by its back-pointer: verified.
+    let last_epoch = (n - 1).to_string();
+    send(
+        url,
+        &[
+            &contract,
+            "anchor(uint64,bytes32,bytes32)",
+            &last_epoch,
+            &hx(&roots[n - 1]),
+            &hx(&back_pointer(n as u64 - 1, &roots[n - 2])),
+        ],
+    );
+    let (code, v) = rpc(&file, &[]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["outcome"], "verified");
+    assert_eq!(v["checks"]["anchored-root"], n);
+    assert!(v["notes"].to_string().contains("chain 31337"), "{v}");
+
+    // Read at the block before the last anchor: the chain's past says incomplete.
+    let (code, v) = rpc(&file, &["--block", &before]);
+    assert_eq!(code, 2, "{v}");
+
+    // The bundle of the first and last events, against the chain.
+    let (code, v) = run(&[
+        "bundle".as_ref(),
+        bundle.as_os_str(),
+        "--rpc".as_ref(),
+        url.as_ref(),
+        "--contract".as_ref(),
+        contract.as_ref(),
+        "--json".as_ref(),
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["opened"].as_array().map(Vec::len), Some(2), "{v}");
+
+    // A host attacker re-seals a different history for the same recorder from a common
+    // prefix: every file check passes, the anchored root does not.
+    let mut h = History::random(&mut Rng::new(seed), recorder);
+    h.epochs.last_mut().unwrap().pop();
+    let forked = h.seal();
+    let fork_file = tmp.path().join("fork.afr");
+    std::fs::write(&fork_file, forked.export()).unwrap();
+    assert_eq!(
+        afr_core::verify::verify_log(&forked.export()).outcome,
+        afr_core::verify::Outcome::Verified
+    );
+    let (code, v) = rpc(&fork_file, &[]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["first_failure"]["check"], "anchored-root", "{v}");
+    assert_eq!(v["first_failure"]["location"], format!("epoch {}", n - 1));
+
+    // Fetched once, then verified offline against the file, which the report says it trusted.
+    let anchors = tmp.path().join("anchors.json");
+    let (code, _) = run(&[
+        "anchors".as_ref(),
+        "--rpc".as_ref(),
+        url.as_ref(),
+        "--contract".as_ref(),
+        contract.as_ref(),
+        "--recorder".as_ref(),
+        ADDR.as_ref(),
+        "--out".as_ref(),
+        anchors.as_os_str(),
+    ]);
+    assert_eq!(code, 0);
+    let _ = chain.child.kill();
+    let _ = chain.child.wait();
+    let (code, v) = run(&[
+        "log".as_ref(),
+        file.as_os_str(),
+        "--anchors".as_ref(),
+        anchors.as_os_str(),
+        "--json".as_ref(),
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert!(v["notes"].to_string().contains("TRUSTED"), "{v}");
+
+    // The chain is gone: asking it is an I/O error (74), not a verdict.
+    let (code, _) = rpc(&file, &[]);
+    assert_eq!(code, 74);
+}
