@@ -36,6 +36,9 @@ use alloy::{
 
 pub use alloy::{primitives::Address, signers::local::PrivateKeySigner};
 
+mod keystore;
+pub use keystore::{signer_from_keystore, write_keystore};
+
 sol! {
     /// The anchor contract's interface (selectors checked against the artifact by a test).
     #[sol(rpc)]
@@ -98,6 +101,14 @@ pub enum AnchorError {
     /// Bad configuration.
     #[error("{0}")]
     Config(String),
+    /// The encrypted keystore cannot be written or opened (never says more about the secret).
+    #[error("keystore {path}: {message}")]
+    Keystore {
+        /// The keystore file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 fn rpc<E: std::fmt::Display>(e: E) -> AnchorError {

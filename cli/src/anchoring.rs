@@ -3,36 +3,100 @@
 use std::{path::Path, process::ExitCode, time::Duration};
 
 use afr_anchorer::Address;
-use afr_anchorer::{AnchorError, Settings, signer_from_bytes, signer_from_hex};
+use afr_anchorer::{
+    AnchorError, Settings, signer_from_bytes, signer_from_hex, signer_from_keystore, write_keystore,
+};
 use afr_recorder::{Config, Recorder, read_key_file, write_key_file};
 use anyhow::{Context, Result};
+use zeroize::Zeroizing;
 
 /// File holding the anchoring key, inside the recorder directory.
 pub const ANCHOR_KEY_FILE: &str = "anchor.key";
+/// Encrypted (V3) keystore of the anchoring key, inside the recorder directory.
+pub const KEYSTORE_FILE: &str = "anchor.keystore.json";
 /// Environment variable that may hold the anchoring key (hex) instead of the file.
 pub const ANCHOR_KEY_ENV: &str = "AFR_ANCHOR_KEY";
+/// Environment variable that may hold the keystore passphrase (else `--password-file`).
+pub const KEYSTORE_PASSWORD_ENV: &str = "AFR_KEYSTORE_PASSWORD";
 
-fn signer(dir: &Path) -> Result<afr_anchorer::PrivateKeySigner> {
+/// The keystore passphrase: the first line of `--password-file` if given, else
+/// AFR_KEYSTORE_PASSWORD, else none.
+fn passphrase(password_file: Option<&Path>) -> Result<Option<Zeroizing<String>>> {
+    let p = match password_file {
+        Some(f) => {
+            let text = Zeroizing::new(
+                std::fs::read_to_string(f)
+                    .with_context(|| format!("cannot read the password file {}", f.display()))?,
+            );
+            Zeroizing::new(text.lines().next().unwrap_or_default().to_owned())
+        }
+        None => match std::env::var(KEYSTORE_PASSWORD_ENV) {
+            Ok(v) => Zeroizing::new(v),
+            Err(_) => return Ok(None),
+        },
+    };
+    if p.is_empty() {
+        anyhow::bail!("the keystore passphrase is empty");
+    }
+    Ok(Some(p))
+}
+
+/// The anchoring signer, looked up in this order: AFR_ANCHOR_KEY (hex secret), the encrypted
+/// keystore `anchor.keystore.json` (needs the passphrase), the plain key file `anchor.key`.
+pub fn signer(dir: &Path, password_file: Option<&Path>) -> Result<afr_anchorer::PrivateKeySigner> {
     if let Ok(hexkey) = std::env::var(ANCHOR_KEY_ENV) {
+        let hexkey = Zeroizing::new(hexkey);
         return Ok(signer_from_hex(&hexkey)?);
+    }
+    let keystore = dir.join(KEYSTORE_FILE);
+    if keystore.exists() {
+        let Some(p) = passphrase(password_file)? else {
+            anyhow::bail!(
+                "{} is encrypted: give its passphrase with --password-file FILE or {KEYSTORE_PASSWORD_ENV}",
+                keystore.display()
+            );
+        };
+        return Ok(signer_from_keystore(&keystore, p.as_bytes())?);
     }
     let path = dir.join(ANCHOR_KEY_FILE);
     let k = read_key_file(&path)?;
     Ok(signer_from_bytes(&k)?)
 }
 
-/// Makes sure an anchoring key exists (AFR_ANCHOR_KEY, or a new 0600 file) and returns its
-/// address, which becomes the recorder id.
-pub fn prepare_identity(dir: &Path) -> Result<[u8; 20]> {
-    let s = if std::env::var(ANCHOR_KEY_ENV).is_ok() {
-        signer(dir)?
+/// Makes sure an anchoring key exists (AFR_ANCHOR_KEY, or a new 0600 key file or encrypted
+/// keystore) and returns its address, which becomes the recorder id.
+pub fn prepare_identity(
+    dir: &Path,
+    keystore: bool,
+    password_file: Option<&Path>,
+) -> Result<[u8; 20]> {
+    let from_env = std::env::var(ANCHOR_KEY_ENV).is_ok();
+    if from_env && !keystore {
+        return Ok(signer(dir, password_file)?.address().0.0);
+    }
+    // Check the passphrase before creating anything.
+    let pass = if keystore {
+        Some(passphrase(password_file)?.ok_or_else(|| {
+            anyhow::anyhow!(
+                "afr init --keystore needs a passphrase: --password-file FILE or {KEYSTORE_PASSWORD_ENV}"
+            )
+        })?)
     } else {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let path = dir.join(ANCHOR_KEY_FILE);
+        None
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for f in [ANCHOR_KEY_FILE, KEYSTORE_FILE] {
+        let path = dir.join(f);
         if path.exists() {
             anyhow::bail!("{} already exists", path.display());
         }
-        let mut k = zeroize::Zeroizing::new([0u8; 32]);
+    }
+    let mut k = Zeroizing::new([0u8; 32]);
+    if from_env {
+        let s = Zeroizing::new(std::env::var(ANCHOR_KEY_ENV).unwrap_or_default());
+        hex::decode_to_slice(s.trim().trim_start_matches("0x"), &mut k[..])
+            .map_err(|_| anyhow::anyhow!("{ANCHOR_KEY_ENV} must be 32 bytes of hex"))?;
+    } else {
         // Retry the (astronomically unlikely) draw of an invalid secp256k1 scalar.
         loop {
             rand::fill(&mut k[..]);
@@ -40,9 +104,12 @@ pub fn prepare_identity(dir: &Path) -> Result<[u8; 20]> {
                 break;
             }
         }
-        write_key_file(&path, &k[..])?;
-        signer_from_bytes(&k)?
-    };
+    }
+    let s = signer_from_bytes(&k)?;
+    match pass {
+        Some(p) => write_keystore(&dir.join(KEYSTORE_FILE), &k, p.as_bytes())?,
+        None => write_key_file(&dir.join(ANCHOR_KEY_FILE), &k[..])?,
+    }
     Ok(s.address().0.0)
 }
 
@@ -53,8 +120,8 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 /// `afr deploy`.
-pub fn deploy(dir: &Path, rpc: &str, json: bool) -> Result<ExitCode> {
-    let s = signer(dir)?;
+pub fn deploy(dir: &Path, password_file: Option<&Path>, rpc: &str, json: bool) -> Result<ExitCode> {
+    let s = signer(dir, password_file)?;
     let addr = runtime()?.block_on(afr_anchorer::deploy(rpc, s))?;
     if json {
         println!("{}", serde_json::json!({ "contract": addr.to_string() }));
@@ -124,7 +191,7 @@ pub fn fork_alarm_json(a: &afr_recorder::ForkAlarm) -> serde_json::Value {
 }
 
 /// `afr anchor`.
-pub fn anchor(dir: &Path, args: &AnchorArgs) -> Result<ExitCode> {
+pub fn anchor(dir: &Path, password_file: Option<&Path>, args: &AnchorArgs) -> Result<ExitCode> {
     let contract: Address = args
         .contract
         .parse()
@@ -156,7 +223,7 @@ pub fn anchor(dir: &Path, args: &AnchorArgs) -> Result<ExitCode> {
         // passes (RocksDB allows one writer), and anchoring never blocks recording.
         let result = {
             let r = Recorder::open(dir, Config::default())?;
-            let s = signer(dir)?;
+            let s = signer(dir, password_file)?;
             rt.block_on(afr_anchorer::anchor_pending(r.store(), s, &settings))
         };
         match result {

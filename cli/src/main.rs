@@ -23,6 +23,10 @@ struct Cli {
     /// Recorder directory (store and key files).
     #[arg(long, global = true, default_value = ".afr", env = "AFR_DIR")]
     dir: PathBuf,
+    /// File holding the passphrase of the encrypted anchoring keystore (first line); without
+    /// it, AFR_KEYSTORE_PASSWORD is used.
+    #[arg(long, global = true, env = "AFR_KEYSTORE_PASSWORD_FILE")]
+    password_file: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -32,7 +36,13 @@ enum Cmd {
     /// Create a recorder: an empty store, a fresh master key file and an anchoring key file
     /// (both mode 0600). The recorder id is the anchoring key's address; with AFR_ANCHOR_KEY
     /// set (hex secret), that key is used instead of a new file.
-    Init,
+    Init {
+        /// Keep the anchoring key in an encrypted V3 keystore (anchor.keystore.json, 0600)
+        /// instead of the plain anchor.key; the passphrase comes from --password-file or
+        /// AFR_KEYSTORE_PASSWORD. With AFR_ANCHOR_KEY set, that key is encrypted into it.
+        #[arg(long)]
+        keystore: bool,
+    },
     /// Deploy the AfrAnchor contract (the artifact built from contracts/) and print its address.
     Deploy {
         /// JSON-RPC endpoint.
@@ -204,8 +214,10 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
-        Cmd::Init => init(&cli.dir),
-        Cmd::Deploy { rpc, json } => anchoring::deploy(&cli.dir, &rpc, json),
+        Cmd::Init { keystore } => init(&cli.dir, keystore, cli.password_file.as_deref()),
+        Cmd::Deploy { rpc, json } => {
+            anchoring::deploy(&cli.dir, cli.password_file.as_deref(), &rpc, json)
+        }
         Cmd::Anchor {
             rpc,
             contract,
@@ -217,6 +229,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             clear_fork_alarm,
         } => anchoring::anchor(
             &cli.dir,
+            cli.password_file.as_deref(),
             &anchoring::AnchorArgs {
                 rpc,
                 contract,
@@ -272,8 +285,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn init(dir: &Path) -> Result<ExitCode> {
-    let id = anchoring::prepare_identity(dir)?;
+fn init(dir: &Path, keystore: bool, password_file: Option<&Path>) -> Result<ExitCode> {
+    let id = anchoring::prepare_identity(dir, keystore, password_file)?;
     afr_recorder::init(dir, id)?;
     println!(
         "initialised recorder 0x{} in {}",

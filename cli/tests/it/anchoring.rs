@@ -1,10 +1,168 @@
 //! `afr` anchoring commands: fork alarm, keystore, and killing `afr anchor` mid-flight.
 
-use std::path::Path;
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
 
 use afr_recorder::{Config, ForkAlarm, Recorder};
 
 use super::afr;
+
+fn tool(name: &str) -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../.tools/bin")
+        .join(name);
+    assert!(
+        bin.exists(),
+        "{} missing: run scripts/install-tools.sh",
+        bin.display()
+    );
+    bin
+}
+
+/// An anvil on a free port, stopped on drop.
+struct Anvil {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Anvil {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn anvil() -> Anvil {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(tool("anvil"))
+        .args(["--port", &port.to_string(), "--silent"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "anvil did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Anvil {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+/// `cast ARGS... --rpc-url URL`, trimmed stdout.
+fn cast(url: &str, args: &[&str]) -> String {
+    let out = Command::new(tool("cast"))
+        .args(args)
+        .args(["--rpc-url", url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cast {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// `afr` with no anchoring key or passphrase from the test's own environment.
+fn afr_clean(dir: &Path) -> Command {
+    let mut c = afr(dir);
+    c.env_remove("AFR_ANCHOR_KEY")
+        .env_remove("AFR_KEYSTORE_PASSWORD")
+        .env_remove("AFR_KEYSTORE_PASSWORD_FILE");
+    c
+}
+
+/// Local epoch roots, 0x hex, in order.
+fn local_roots(dir: &Path) -> Vec<String> {
+    let r = Recorder::open(dir, Config::default()).unwrap();
+    r.store()
+        .epochs_from(0)
+        .unwrap()
+        .map(|kv| {
+            let (_, b) = kv.unwrap();
+            format!(
+                "0x{}",
+                afr_core::EpochHeader::decode(&b).unwrap().root().to_hex()
+            )
+        })
+        .collect()
+}
+
+/// Asserts the chain holds exactly the local roots for `recorder`: head is the last local
+/// epoch, every root matches, and each epoch has exactly one `Anchored` event.
+fn assert_chain_equals_local(url: &str, contract: &str, recorder: &str, dir: &Path) {
+    let roots = local_roots(dir);
+    assert!(!roots.is_empty());
+    let head = cast(
+        url,
+        &["call", contract, "head(address)(bool,uint64)", recorder],
+    );
+    assert_eq!(
+        head.split_whitespace().collect::<Vec<_>>(),
+        ["true", &(roots.len() - 1).to_string()],
+        "chain head"
+    );
+    for (e, root) in roots.iter().enumerate() {
+        let onchain = cast(
+            url,
+            &[
+                "call",
+                contract,
+                "rootOf(address,uint64)(bytes32)",
+                recorder,
+                &e.to_string(),
+            ],
+        );
+        assert_eq!(&onchain, root, "epoch {e}");
+    }
+    let logs = cast(
+        url,
+        &[
+            "logs",
+            "--json",
+            "--from-block",
+            "0",
+            "--address",
+            contract,
+            "Anchored(address indexed,uint64 indexed,bytes32,bytes32)",
+            recorder,
+        ],
+    );
+    let logs: Vec<serde_json::Value> = serde_json::from_str(&logs).unwrap();
+    let mut epochs: Vec<u64> = logs
+        .iter()
+        .map(|l| {
+            u64::from_str_radix(
+                l["topics"][2].as_str().unwrap().trim_start_matches("0x"),
+                16,
+            )
+            .unwrap()
+        })
+        .collect();
+    epochs.sort_unstable();
+    assert_eq!(
+        epochs,
+        (0..roots.len() as u64).collect::<Vec<_>>(),
+        "one Anchored event per epoch"
+    );
+    let r = Recorder::open(dir, Config::default()).unwrap();
+    for e in 0..roots.len() as u64 {
+        assert!(
+            r.store().anchor(e).unwrap().is_some(),
+            "receipt of epoch {e}"
+        );
+    }
+}
 
 fn status(dir: &Path) -> (Option<i32>, serde_json::Value, String) {
     let json = afr(dir).args(["status", "--json"]).output().unwrap();
@@ -106,4 +264,122 @@ fn a_fork_alarm_in_the_store_makes_status_loud_and_anchor_refuse() {
         .clear_fork_alarm()
         .unwrap();
     assert_eq!(status(&dir).0, Some(0));
+}
+
+#[test]
+fn an_encrypted_keystore_signs_anchors_and_a_wrong_passphrase_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let chain = anvil();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    let pass = "tr0ub4dor-and-3";
+
+    // No passphrase: refused before anything is created.
+    let out = afr_clean(&dir)
+        .args(["init", "--keystore"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a passphrase"));
+    assert!(!dir.exists());
+
+    let out = afr_clean(&dir)
+        .args(["init", "--keystore"])
+        .env("AFR_KEYSTORE_PASSWORD", pass)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(pass));
+    let ks = dir.join("anchor.keystore.json");
+    assert_eq!(
+        std::fs::metadata(&ks).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(
+        !dir.join("anchor.key").exists(),
+        "no plain key beside the keystore"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&ks).unwrap()).unwrap();
+    assert_eq!(v["version"], 3);
+
+    let st = afr_clean(&dir).args(["status", "--json"]).output().unwrap();
+    let recorder = serde_json::from_slice::<serde_json::Value>(&st.stdout).unwrap()["recorder"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Fund the fresh key on the throwaway chain.
+    cast(
+        &chain.url,
+        &["rpc", "anvil_setBalance", &recorder, "0x56bc75e2d63100000"],
+    );
+
+    // The passphrase from a file (first line), for deploy.
+    let pw_file = tmp.path().join("pw");
+    std::fs::write(&pw_file, format!("{pass}\n")).unwrap();
+    let out = afr_clean(&dir)
+        .args(["deploy", "--json", "--rpc", &chain.url])
+        .arg("--password-file")
+        .arg(&pw_file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let contract = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["contract"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Deployed from the keystore's key: its address is the recorder id.
+    assert_eq!(cast(&chain.url, &["nonce", &recorder]), "1");
+
+    {
+        let r = Recorder::open(
+            &dir,
+            Config {
+                epoch_size: 20,
+                ..Config::default()
+            },
+        )
+        .unwrap();
+        for i in 0..60 {
+            let line = format!(r#"{{"category":"shell","intent":{{"tool":"t{i}"}}}}"#);
+            r.record(afr_core::EventInput::from_json(line.as_bytes(), 1 << 20).unwrap())
+                .unwrap();
+        }
+    }
+    let anchor = |pass: Option<&str>| {
+        let mut c = afr_clean(&dir);
+        c.args(["anchor", "--rpc", &chain.url, "--contract", &contract]);
+        if let Some(p) = pass {
+            c.env("AFR_KEYSTORE_PASSWORD", p);
+        }
+        c.output().unwrap()
+    };
+    let out = anchor(Some("not-the-passphrase"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("wrong passphrase"), "{err}");
+    assert!(
+        !err.contains("not-the-passphrase") && !err.contains(pass),
+        "{err}"
+    );
+    let out = anchor(None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--password-file"), "{err}");
+    assert_eq!(cast(&chain.url, &["nonce", &recorder]), "1", "nothing sent");
+
+    let out = anchor(Some(pass));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_chain_equals_local(&chain.url, &contract, &recorder, &dir);
 }

@@ -1,0 +1,155 @@
+//! The anchoring key in an encrypted Ethereum V3 keystore (Web3 Secret Storage: scrypt with
+//! n = 2^13, r = 8, p = 1, then AES-128-CTR, with a Keccak-256 MAC), the format geth, Foundry's
+//! `cast wallet` and most wallets read.
+//!
+//! The file is created with mode 0600 and never overwritten; reading it refuses a file that
+//! group or others may read or write, like the plain key files. Errors name the file and what
+//! is wrong, never the passphrase or any key byte.
+
+use std::{
+    os::unix::fs::PermissionsExt,
+    path::{Path, PathBuf},
+};
+
+use zeroize::Zeroizing;
+
+use crate::{AnchorError, PrivateKeySigner, signer_from_bytes};
+
+fn err(path: &Path, message: impl Into<String>) -> AnchorError {
+    AnchorError::Keystore {
+        path: path.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// Name of the keystore inside the private staging directory before it is linked into place.
+const STAGED_NAME: &str = "keystore.json";
+
+/// Encrypts `secret` under `passphrase` into a new V3 keystore at `path` (mode 0600; fails if
+/// `path` exists). The file is written in a private (0700) directory next to `path`, synced,
+/// and hard-linked into place, so `path` never exists half-written or with a wider mode.
+pub fn write_keystore(
+    path: &Path,
+    secret: &[u8; 32],
+    passphrase: &[u8],
+) -> Result<(), AnchorError> {
+    if passphrase.is_empty() {
+        return Err(err(path, "the passphrase is empty"));
+    }
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let staging = tempfile::Builder::new()
+        .prefix(".keystore-")
+        .tempdir_in(parent)
+        .map_err(|e| err(path, format!("cannot create a staging directory: {e}")))?;
+    eth_keystore::encrypt_key(
+        staging.path(),
+        &mut rand08::rngs::OsRng,
+        secret,
+        passphrase,
+        Some(STAGED_NAME),
+    )
+    .map_err(|e| err(path, format!("cannot encrypt: {e}")))?;
+    let staged: PathBuf = staging.path().join(STAGED_NAME);
+    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| err(path, format!("cannot set mode 0600: {e}")))?;
+    std::fs::File::open(&staged)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| err(path, format!("cannot sync: {e}")))?;
+    std::fs::hard_link(&staged, path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => err(path, "already exists"),
+        _ => err(path, format!("cannot create: {e}")),
+    })?;
+    Ok(())
+}
+
+/// Decrypts the V3 keystore at `path` with `passphrase` into a signer.
+pub fn signer_from_keystore(
+    path: &Path,
+    passphrase: &[u8],
+) -> Result<PrivateKeySigner, AnchorError> {
+    let meta = std::fs::metadata(path).map_err(|e| err(path, format!("cannot read: {e}")))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(err(
+            path,
+            format!("mode is {mode:o}; it must be 600 (chmod 600 it)"),
+        ));
+    }
+    let secret = Zeroizing::new(eth_keystore::decrypt_key(path, passphrase).map_err(|e| {
+        err(
+            path,
+            match e {
+                eth_keystore::KeystoreError::MacMismatch => {
+                    "wrong passphrase (or a damaged keystore): the MAC does not match".to_owned()
+                }
+                eth_keystore::KeystoreError::StdIo(m) => format!("cannot read: {m}"),
+                eth_keystore::KeystoreError::SerdeJson(_) => {
+                    "not a V3 keystore (JSON with crypto.kdf scrypt or pbkdf2)".to_owned()
+                }
+                _ => "unsupported keystore parameters".to_owned(),
+            },
+        )
+    })?);
+    let k: &[u8; 32] = secret
+        .as_slice()
+        .try_into()
+        .map_err(|_| err(path, format!("holds {} key bytes, not 32", secret.len())))?;
+    signer_from_bytes(k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: [u8; 32] = [7; 32];
+
+    #[test]
+    fn round_trips_with_mode_0600_and_rejects_a_wrong_passphrase() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("anchor.keystore.json");
+        write_keystore(&path, &SECRET, b"correct horse").unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["version"], 3);
+        assert_eq!(v["crypto"]["kdf"], "scrypt");
+        assert!(!text.contains(&hex::encode(SECRET)), "secret in clear");
+        // Only the keystore is left beside it: the staging directory is gone.
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+
+        let s = signer_from_keystore(&path, b"correct horse").unwrap();
+        assert_eq!(s.address(), signer_from_bytes(&SECRET).unwrap().address());
+
+        let e = signer_from_keystore(&path, b"wrong horse")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("wrong passphrase"), "{e}");
+        assert!(
+            !e.contains("horse") && !e.contains(&hex::encode(SECRET)),
+            "{e}"
+        );
+
+        // Never overwritten.
+        let e = write_keystore(&path, &SECRET, b"x")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("already exists"), "{e}");
+        // Refused when others may read it.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = signer_from_keystore(&path, b"correct horse")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mode is 644"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_passphrase_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = write_keystore(&tmp.path().join("k.json"), &SECRET, b"").unwrap_err();
+        assert!(e.to_string().contains("passphrase is empty"), "{e}");
+    }
+}
