@@ -14,6 +14,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod anchoring;
 mod bench;
+mod cost;
 mod import;
 
 /// Agent Flight Recorder: tamper-evident, selectively disclosable records of what an AI agent did.
@@ -156,6 +157,9 @@ enum Cmd {
         #[command(subcommand)]
         what: import::ImportCmd,
     },
+    /// The paper's RQ2 cost table beside ours: gas measured from real receipts (on an anvil it
+    /// starts, or --rpc), dollars per 100K events on L1 and an OP-stack L2, compromise window.
+    Cost(cost::CostArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -278,6 +282,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::VerifyBundle { file, json } => verify_bundle(&file, json),
+        Cmd::Cost(a) => cost::run(&a),
         Cmd::Bench {
             what: BenchCmd::Record(b),
         } => bench::record(&b),
