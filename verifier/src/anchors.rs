@@ -22,6 +22,15 @@ fn selector(signature: &str) -> Result<[u8; 4]> {
     Ok(out)
 }
 
+/// The runtime code of the AfrAnchor artifact, `0x`-prefixed hex.
+fn deployed_code() -> Result<String> {
+    let v: serde_json::Value = serde_json::from_str(ARTIFACT).context("contract artifact")?;
+    let code = v["deployedBytecode"]["object"]
+        .as_str()
+        .context("no deployedBytecode in the artifact")?;
+    Ok(format!("0x{}", code.trim_start_matches("0x")))
+}
+
 /// The roots anchored for one recorder, and where they came from.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Anchors {
@@ -93,6 +102,70 @@ impl Rpc {
         Ok(v["result"].clone())
     }
 
+    /// Sends many calls as JSON-RPC batches of at most 256; results in request order.
+    fn call_batch(&self, calls: &[(&str, serde_json::Value)]) -> Result<Vec<serde_json::Value>> {
+        let mut out = Vec::with_capacity(calls.len());
+        for chunk in calls.chunks(256) {
+            let base = out.len();
+            let body: Vec<serde_json::Value> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, (m, p))| {
+                    serde_json::json!({"jsonrpc": "2.0", "id": base + i, "method": m, "params": p})
+                })
+                .collect();
+            let mut resp = self
+                .agent
+                .post(&self.url)
+                .header("content-type", "application/json")
+                .send(&serde_json::Value::Array(body).to_string())
+                .with_context(|| format!("rpc batch of {} calls to {}", chunk.len(), self.url))?;
+            let text = resp.body_mut().read_to_string().context("rpc response")?;
+            let v: serde_json::Value =
+                serde_json::from_str(&text).context("rpc response is not json")?;
+            let Some(items) = v.as_array() else {
+                bail!(
+                    "rpc batch answered with a single object: {}",
+                    v.get("error").unwrap_or(&v)
+                );
+            };
+            let mut results = vec![None; chunk.len()];
+            for item in items {
+                let id = item["id"]
+                    .as_u64()
+                    .and_then(|id| usize::try_from(id).ok())
+                    .and_then(|id| id.checked_sub(base))
+                    .filter(|i| *i < chunk.len())
+                    .context("rpc batch answer with an unknown id")?;
+                if let Some(e) = item.get("error") {
+                    bail!("rpc {} failed: {e}", chunk[id].0);
+                }
+                results[id] = Some(item["result"].clone());
+            }
+            for r in results {
+                out.push(r.context("rpc batch answer is missing a result")?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether the code deployed at `contract` (at `block`) is exactly the AfrAnchor runtime
+    /// code of the artifact this verifier was built with. Roots read from other code prove
+    /// nothing: any contract can return any root.
+    pub fn code_is_afr_anchor(&self, contract: &str, block: u64) -> Result<bool> {
+        let r = self.call(
+            "eth_getCode",
+            serde_json::json!([contract, format!("0x{block:x}")]),
+        )?;
+        let code = r.as_str().context("eth_getCode result")?;
+        Ok(code.eq_ignore_ascii_case(deployed_code()?.as_str()))
+    }
+
+    /// The latest block number.
+    pub fn latest_block(&self) -> Result<u64> {
+        self.quantity("eth_blockNumber")
+    }
+
     fn quantity(&self, method: &str) -> Result<u64> {
         let r = self.call(method, serde_json::json!([]))?;
         let s = r.as_str().context("quantity")?;
@@ -147,12 +220,27 @@ impl Rpc {
             (None, Some(h)) => (0..=h).collect(),
             (_, None) => Vec::new(),
         };
-        for epoch in wanted {
-            let mut ep = [0u8; 32];
-            ep[24..].copy_from_slice(&epoch.to_be_bytes());
-            let out = self.eth_call(contract, &[&sel[..], &addr_word, &ep].concat(), block)?;
+        let calls: Vec<(&str, serde_json::Value)> = wanted
+            .iter()
+            .map(|epoch| {
+                let mut ep = [0u8; 32];
+                ep[24..].copy_from_slice(&epoch.to_be_bytes());
+                let data = [&sel[..], &addr_word, &ep].concat();
+                (
+                    "eth_call",
+                    serde_json::json!([{"to": contract, "data": format!("0x{}", hex::encode(data))}, format!("0x{block:x}")]),
+                )
+            })
+            .collect();
+        for (epoch, r) in wanted.iter().zip(self.call_batch(&calls)?) {
+            let out = hex::decode(
+                r.as_str()
+                    .context("eth_call result")?
+                    .trim_start_matches("0x"),
+            )
+            .context("eth_call result")?;
             let root = Hash32::from_slice(&out).context("rootOf returned a malformed word")?;
-            roots.insert(epoch, format!("0x{root}"));
+            roots.insert(*epoch, format!("0x{root}"));
         }
         Ok(Anchors {
             chain_id,

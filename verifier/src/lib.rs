@@ -9,4 +9,4 @@ pub mod matrix;
 pub mod tamper;
 pub mod verdict;
 
-pub use verdict::{Verdict, check_anchors, parse_addr};
+pub use verdict::{Verdict, check_anchors, check_recorder, parse_addr};

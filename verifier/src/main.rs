@@ -12,7 +12,7 @@ use afr_core::{bundle::verify_bundle, verify::Outcome, verify::verify_log};
 use afr_verify::{
     Verdict,
     anchors::{Anchors, Rpc},
-    check_anchors, matrix, parse_addr,
+    check_anchors, check_recorder, matrix, parse_addr,
 };
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -84,6 +84,10 @@ struct AnchorSource {
     /// A file written by `afr-verify anchors`, trusted as is.
     #[arg(long)]
     anchors: Option<PathBuf>,
+    /// The recorder you expect (0x + 40 hex): evidence from any other recorder is tampered.
+    /// Without it the recorder named in the file is taken as is, and the report says so.
+    #[arg(long)]
+    recorder: Option<String>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -123,7 +127,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             parse_addr(&contract, "--contract")?;
             let rec = parse_addr(&recorder, "--recorder")?;
-            let a = Rpc::new(&rpc).fetch(&contract, &rec, block, None)?;
+            let rpc = Rpc::new(&rpc);
+            let block = match block {
+                Some(b) => b,
+                None => rpc.latest_block()?,
+            };
+            if !rpc.code_is_afr_anchor(&contract, block)? {
+                anyhow::bail!(
+                    "the code at {contract} (block {block}) is not the AfrAnchor contract; refusing to write anchors from it"
+                );
+            }
+            let a = rpc.fetch(&contract, &rec, Some(block), None)?;
             std::fs::write(&out, serde_json::to_string_pretty(&a)?)
                 .with_context(|| format!("cannot write {}", out.display()))?;
             println!(
@@ -161,18 +175,38 @@ fn run(cli: Cli) -> Result<ExitCode> {
 
 /// Compares the file's epoch roots with the anchored ones, then prints the report.
 fn finish(mut v: Verdict, src: &AnchorSource, whole_log: bool) -> Result<ExitCode> {
+    match (&src.recorder, v.recorder) {
+        (Some(r), _) => check_recorder(&mut v, &parse_addr(r, "--recorder")?),
+        (None, Some(r)) => v.notes.push(format!(
+            "recorder 0x{} is taken from the file (give --recorder to pin the one you expect)",
+            hex::encode(r)
+        )),
+        (None, None) => {}
+    }
     if v.outcome != Outcome::Tampered {
         let anchors: Option<Anchors> = match (&src.rpc, &src.anchors, &v.recorder) {
             (Some(rpc), _, Some(rec)) => {
                 let contract = src.contract.clone().context("--rpc needs --contract")?;
                 parse_addr(&contract, "--contract")?;
                 let epochs: Vec<u64> = v.epoch_roots.iter().map(|(e, _)| *e).collect();
-                let a = Rpc::new(rpc).fetch(&contract, rec, src.block, Some(&epochs))?;
-                v.notes.push(format!(
-                    "anchors read from chain {} contract {} at block {}",
-                    a.chain_id, a.contract, a.block
-                ));
-                Some(a)
+                let rpc = Rpc::new(rpc);
+                let block = match src.block {
+                    Some(b) => b,
+                    None => rpc.latest_block()?,
+                };
+                if rpc.code_is_afr_anchor(&contract, block)? {
+                    let a = rpc.fetch(&contract, rec, Some(block), Some(&epochs))?;
+                    v.notes.push(format!(
+                        "anchors read from chain {} contract {} (AfrAnchor code checked) at block {}",
+                        a.chain_id, a.contract, a.block
+                    ));
+                    Some(a)
+                } else {
+                    v.missing.push(format!(
+                        "anchored roots not checked: the code at {contract} (block {block}) is not the AfrAnchor contract, so its answers prove nothing"
+                    ));
+                    None
+                }
             }
             (None, Some(path), _) => {
                 let a = Anchors::load(path)?;
@@ -188,6 +222,7 @@ fn finish(mut v: Verdict, src: &AnchorSource, whole_log: bool) -> Result<ExitCod
             _ => None,
         };
         match anchors {
+            None if src.rpc.is_some() => {}
             None => v.missing.push(
                 "anchored roots not checked (give --rpc and --contract, or --anchors)".into(),
             ),

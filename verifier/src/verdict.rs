@@ -129,6 +129,25 @@ pub fn parse_addr(s: &str, what: &str) -> Result<[u8; 20]> {
     Ok(a)
 }
 
+/// Pins the recorder: evidence from any other recorder is tampered (a fresh recorder can
+/// anchor an invented history of its own, so who recorded is part of what is verified).
+pub fn check_recorder(v: &mut Verdict, expected: &RecorderId) {
+    match v.recorder {
+        Some(r) if r != *expected => v.tamper(
+            "file".into(),
+            "recorder-id",
+            format!(
+                "the file is from recorder 0x{}, not the expected 0x{}",
+                hex::encode(r),
+                hex::encode(expected)
+            ),
+            "evidence from another recorder",
+        ),
+        Some(_) => bump(&mut v.checks, "recorder-id"),
+        None => {}
+    }
+}
+
 /// Compares the file's epoch roots with the anchored ones: a differing root or, for a whole
 /// log, an anchored head beyond the log's last epoch is tampering; roots not yet anchored are
 /// missing (the compromise window).

@@ -183,6 +183,54 @@ fn verifies_against_roots_anchored_on_a_real_chain() {
     assert_eq!(v["outcome"], "verified");
     assert_eq!(v["checks"]["anchored-root"], n);
     assert!(v["notes"].to_string().contains("chain 31337"), "{v}");
+    assert!(
+        v["notes"].to_string().contains("AfrAnchor code checked"),
+        "{v}"
+    );
+    assert!(
+        v["notes"].to_string().contains("taken from the file"),
+        "{v}"
+    );
+
+    // The recorder pinned: the right one passes, any other is tampered.
+    let (code, v) = rpc(&file, &["--recorder", ADDR]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["checks"]["recorder-id"], 1);
+    let other = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+    let (code, v) = rpc(&file, &["--recorder", other]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["first_failure"]["check"], "recorder-id", "{v}");
+
+    // Roots from an address that is not the AfrAnchor code prove nothing: incomplete, and
+    // `afr-verify anchors` refuses to write them.
+    let (code, v) = run(&[
+        "log".as_ref(),
+        file.as_os_str(),
+        "--rpc".as_ref(),
+        url.as_ref(),
+        "--contract".as_ref(),
+        other.as_ref(),
+        "--json".as_ref(),
+    ]);
+    assert_eq!(code, 2, "{v}");
+    assert!(
+        v["missing"]
+            .to_string()
+            .contains("not the AfrAnchor contract"),
+        "{v}"
+    );
+    let (code, _) = run(&[
+        "anchors".as_ref(),
+        "--rpc".as_ref(),
+        url.as_ref(),
+        "--contract".as_ref(),
+        other.as_ref(),
+        "--recorder".as_ref(),
+        ADDR.as_ref(),
+        "--out".as_ref(),
+        tmp.path().join("bad.json").as_os_str(),
+    ]);
+    assert_eq!(code, 74);
 
     // Read at the block before the last anchor: the chain's past says incomplete.
     let (code, v) = rpc(&file, &["--block", &before]);
@@ -246,4 +294,56 @@ fn verifies_against_roots_anchored_on_a_real_chain() {
     // The chain is gone: asking it is an I/O error (74), not a verdict.
     let (code, _) = rpc(&file, &[]);
     assert_eq!(code, 74);
+}
+
+#[test]
+fn reads_hundreds_of_anchored_roots_in_batched_calls() {
+    let chain = anvil();
+    let url = chain.url.as_str();
+    let artifact: serde_json::Value =
+        serde_json::from_str(include_str!("../../../anchorer/artifacts/AfrAnchor.json")).unwrap();
+    let code = artifact["bytecode"]["object"].as_str().unwrap();
+    let contract = send(url, &["--create", code])["contractAddress"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut recorder = [0u8; 20];
+    hex::decode_to_slice(&ADDR[2..], &mut recorder).unwrap();
+    // 600 epochs: more than two JSON-RPC batches of rootOf calls.
+    let mut h = History::random(&mut Rng::new(7), recorder);
+    let base = h.epochs.clone();
+    h.epochs = (0..600).map(|i| base[i % base.len()].clone()).collect();
+    let log = h.seal();
+    let roots: Vec<String> = log.roots().iter().map(hx).collect();
+    for (i, chunk) in roots.chunks(200).enumerate() {
+        let prev = if i == 0 {
+            Hash32::ZERO
+        } else {
+            back_pointer(1, &log.roots()[i * 200 - 1])
+        };
+        send(
+            url,
+            &[
+                &contract,
+                "anchorBatch(uint64,bytes32[],bytes32)",
+                &(i * 200).to_string(),
+                &format!("[{}]", chunk.join(",")),
+                &hx(&prev),
+            ],
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("log.afr");
+    std::fs::write(&file, log.export()).unwrap();
+    let (code, v) = run(&[
+        "log".as_ref(),
+        file.as_os_str(),
+        "--rpc".as_ref(),
+        url.as_ref(),
+        "--contract".as_ref(),
+        contract.as_ref(),
+        "--json".as_ref(),
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["checks"]["anchored-root"], 600);
 }
