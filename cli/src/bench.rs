@@ -193,7 +193,7 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-fn sst_bytes(p: &std::path::Path) -> u64 {
+pub(crate) fn sst_bytes(p: &std::path::Path) -> u64 {
     std::fs::read_dir(p)
         .map(|rd| {
             rd.flatten()

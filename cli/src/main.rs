@@ -15,6 +15,7 @@ use clap::{Args, Parser, Subcommand};
 mod anchoring;
 mod bench;
 mod cost;
+mod eval;
 mod import;
 
 /// Agent Flight Recorder: tamper-evident, selectively disclosable records of what an AI agent did.
@@ -157,6 +158,8 @@ enum Cmd {
         #[command(subcommand)]
         what: import::ImportCmd,
     },
+    /// Reproduce the paper's evaluation (RQ1-RQ4) and write docs/evaluation.md with plots.
+    Eval(eval::EvalArgs),
     /// The paper's RQ2 cost table beside ours: gas measured from real receipts (on an anvil it
     /// starts, or --rpc), dollars per 100K events on L1 and an OP-stack L2, compromise window.
     Cost(cost::CostArgs),
@@ -282,6 +285,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::VerifyBundle { file, json } => verify_bundle(&file, json),
+        Cmd::Eval(a) => eval::run(&a),
         Cmd::Cost(a) => cost::run(&a),
         Cmd::Bench {
             what: BenchCmd::Record(b),

@@ -133,7 +133,10 @@ pub fn log_file(data: &[u8]) -> bool {
         assert_eq!(*e, i as u64, "epochs out of order");
     }
     assert!(full.events <= data.len() as u64 / 40);
-    assert_eq!(full.outcome == Outcome::Incomplete, !full.missing.is_empty());
+    assert_eq!(
+        full.outcome == Outcome::Incomplete,
+        !full.missing.is_empty()
+    );
     true
 }
 
@@ -148,7 +151,10 @@ pub fn bundle_file(data: &[u8]) -> bool {
         return false;
     }
     assert!(rep.first_failure.is_none());
-    assert!(rep.events.windows(2).all(|w| w[0] < w[1]), "events not increasing");
+    assert!(
+        rep.events.windows(2).all(|w| w[0] < w[1]),
+        "events not increasing"
+    );
     for (seq, _) in &rep.opened {
         assert!(rep.events.contains(seq), "opened event {seq} not disclosed");
     }

@@ -413,7 +413,10 @@ fn honest_files(sizes: &[usize], tail: usize) -> (Vec<u8>, Vec<Vec<u8>>) {
         headers.push(h);
         for i in [0, n / 2, n - 1] {
             let (record, payload, key) = recs[i].clone();
-            if disclosed.last().is_some_and(|(r, _, _, _): &(Vec<u8>, _, _, _)| *r == record) {
+            if disclosed
+                .last()
+                .is_some_and(|(r, _, _, _): &(Vec<u8>, _, _, _)| *r == record)
+            {
                 continue;
             }
             let proof = merkle::inclusion_proof(&leaves, i).unwrap();
@@ -447,7 +450,10 @@ fn honest_files(sizes: &[usize], tail: usize) -> (Vec<u8>, Vec<Vec<u8>>) {
         .encode()
     };
     let n = disclosed.len();
-    (w.take(), vec![bundle(true, n), bundle(false, n), bundle(true, 1)])
+    (
+        w.take(),
+        vec![bundle(true, n), bundle(false, n), bundle(true, 1)],
+    )
 }
 
 #[test]
