@@ -8,7 +8,8 @@
 //!
 //! ```text
 //!  local sealed epochs 0 ..= L        chain head H (rootOf, head: plain eth_call)
-//!  ├─ e ≤ H: rootOf(e) == local root?  yes → anchored (store a receipt if missing)
+//!  ├─ e ≤ H: rootOf(e) == local root?  yes → anchored (no local receipt: recover it from the
+//!  │                                          Anchored event and store it)
 //!  │                                   no  → FORK ALARM: another history was anchored
 //!  └─ H < e ≤ L: pending → anchorBatch(H+1, roots[H+1..], backPointer(root(H)))
 //! ```
@@ -141,6 +142,29 @@ pub struct Pass {
     pub transactions: u64,
     /// Receipts dropped because their block left the canonical chain.
     pub reorged: Vec<u64>,
+    /// Epochs found anchored on chain without a local receipt (a crash after sending), whose
+    /// receipt was recovered from the contract's `Anchored` event.
+    pub recovered: Vec<u64>,
+}
+
+/// The `Anchored` event of (`recorder`, `epoch`), if the node still has it.
+async fn anchored_log<P: Provider>(
+    provider: &P,
+    contract: Address,
+    recorder: Address,
+    epoch: u64,
+) -> Result<Option<alloy::rpc::types::Log>, AnchorError> {
+    let filter = Filter::new()
+        .address(contract)
+        .event_signature(IAfrAnchor::Anchored::SIGNATURE_HASH)
+        .topic1(recorder.into_word())
+        .topic2(B256::from(alloy::primitives::U256::from(epoch)))
+        .from_block(0);
+    let logs = retry("logs", || async {
+        provider.get_logs(&filter).await.map_err(rpc)
+    })
+    .await?;
+    Ok(logs.into_iter().next())
 }
 
 fn sealed_headers(store: &Store) -> Result<Vec<EpochHeader>, AnchorError> {
@@ -314,17 +338,10 @@ pub async fn anchor_pending(
             let local = h.root();
             if onchain.0 != local.0 {
                 // Best effort: find the transaction that anchored the other root.
-                let filter = Filter::new()
-                    .address(s.contract)
-                    .event_signature(IAfrAnchor::Anchored::SIGNATURE_HASH)
-                    .topic1(me.into_word())
-                    .topic2(B256::from(alloy::primitives::U256::from(h.epoch)))
-                    .from_block(0);
-                let log = provider
-                    .get_logs(&filter)
+                let log = anchored_log(&provider, s.contract, me, h.epoch)
                     .await
                     .ok()
-                    .and_then(|logs| logs.into_iter().next());
+                    .flatten();
                 store.put_fork_alarm(&ForkAlarm {
                     epoch: h.epoch,
                     local: local.0,
@@ -342,6 +359,38 @@ pub async fn anchor_pending(
                 });
             }
             pass.already += 1;
+            if store.anchor(h.epoch)?.is_none() {
+                // Sent and mined, but the receipt never reached the store (a crash in
+                // between): recover it from the event, so the epoch counts as anchored.
+                let Some(log) = anchored_log(&provider, s.contract, me, h.epoch).await? else {
+                    eprintln!(
+                        "anchorer: epoch {} is anchored on chain but the node has no Anchored \
+                         event for it; its receipt cannot be recovered",
+                        h.epoch
+                    );
+                    continue;
+                };
+                let Some(tx) = log.transaction_hash else {
+                    continue;
+                };
+                let receipt = retry("receipt", || async {
+                    provider.get_transaction_receipt(tx).await.map_err(rpc)
+                })
+                .await?
+                .ok_or_else(|| AnchorError::Rpc(format!("no receipt for transaction {tx}")))?;
+                store.put_anchor(&AnchorReceipt {
+                    epoch: h.epoch,
+                    chain_id,
+                    contract: s.contract.0.0,
+                    tx: tx.0,
+                    block: receipt.block_number.unwrap_or_default(),
+                    block_hash: receipt.block_hash.map(|b| b.0).unwrap_or_default(),
+                    gas_used: receipt.gas_used,
+                    effective_gas_price: u64::try_from(receipt.effective_gas_price)
+                        .unwrap_or(u64::MAX),
+                })?;
+                pass.recovered.push(h.epoch);
+            }
         }
     }
     let first = chain_head.map_or(0, |c| c + 1) as usize;
@@ -372,8 +421,7 @@ pub async fn anchor_pending(
                 .send()
                 .await
         } else {
-            let roots: Vec<FixedBytes<32>> =
-                batch.iter().map(|h| FixedBytes(h.root().0)).collect();
+            let roots: Vec<FixedBytes<32>> = batch.iter().map(|h| FixedBytes(h.root().0)).collect();
             contract
                 .anchorBatch(batch[0].epoch, roots, FixedBytes(bp.0))
                 .send()

@@ -228,6 +228,11 @@ pub fn anchor(dir: &Path, password_file: Option<&Path>, args: &AnchorArgs) -> Re
         };
         match result {
             Ok(p) => {
+                for e in &p.recovered {
+                    println!(
+                        "epoch {e}: found anchored on chain without a local receipt; receipt recovered"
+                    );
+                }
                 for e in &p.reorged {
                     println!(
                         "epoch {e}: anchoring transaction left the canonical chain; re-posting"

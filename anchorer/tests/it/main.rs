@@ -31,20 +31,34 @@ impl Drop for Anvil {
     }
 }
 
-fn anvil() -> Anvil {
-    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/bin/anvil");
+fn tool(name: &str) -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../.tools/bin")
+        .join(name);
     assert!(
         bin.exists(),
         "{} missing: run scripts/install-tools.sh",
         bin.display()
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+    bin
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
-    let child = Command::new(bin)
+        .port()
+}
+
+fn anvil() -> Anvil {
+    anvil_on(free_port(), &[])
+}
+
+fn anvil_on(port: u16, extra: &[&str]) -> Anvil {
+    let child = Command::new(tool("anvil"))
         .args(["--port", &port.to_string(), "--silent"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -146,12 +160,19 @@ fn anchors_exactly_once_through_restarts_reorgs_and_forks() {
     record(&r, 5, 2); // epoch 9 seals
     let snapshot = rpc(&chain.url, "evm_snapshot", serde_json::json!([]));
     run(&r).unwrap();
+    let lost = r.store().anchor(9).unwrap().unwrap();
     r.store().delete_anchor(9).unwrap(); // the crash lost the receipt
     let p = run(&r).unwrap();
     assert_eq!(
         (p.already, p.transactions),
         (10, 0),
         "no duplicate transaction"
+    );
+    assert_eq!(p.recovered, vec![9]);
+    assert_eq!(
+        r.store().anchor(9).unwrap(),
+        Some(lost),
+        "receipt recovered"
     );
 
     // A reorg drops the anchoring transaction: the receipt is dropped and the epoch re-posted.
@@ -220,4 +241,178 @@ fn anchors_exactly_once_through_restarts_reorgs_and_forks() {
     let e = run(&r).unwrap_err();
     assert!(matches!(e, AnchorError::Rpc(_)), "{e}");
     assert!(r.store().anchor(10).unwrap().is_none());
+}
+
+/// `cast ARGS... --rpc-url URL`, trimmed stdout.
+fn cast(url: &str, args: &[&str]) -> String {
+    let out = Command::new(tool("cast"))
+        .args(args)
+        .args(["--rpc-url", url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cast {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// The chain holds exactly the local log's roots: head is the last sealed epoch, every root
+/// matches, each epoch has exactly one `Anchored` event, and every epoch has a stored receipt
+/// whose transaction is on the chain.
+fn assert_chain_equals_local(url: &str, contract: &str, r: &Recorder) {
+    let me = signer_from_hex(KEY).unwrap().address().to_string();
+    let last = r.last_sealed().unwrap().epoch;
+    let head = cast(url, &["call", contract, "head(address)(bool,uint64)", &me]);
+    assert_eq!(
+        head.split_whitespace().collect::<Vec<_>>(),
+        ["true", &last.to_string()],
+        "chain head"
+    );
+    let logs = cast(
+        url,
+        &[
+            "logs",
+            "--json",
+            "--from-block",
+            "0",
+            "--address",
+            contract,
+            "Anchored(address indexed,uint64 indexed,bytes32,bytes32)",
+            &me,
+        ],
+    );
+    let logs: Vec<serde_json::Value> = serde_json::from_str(&logs).unwrap();
+    let mut events: Vec<(u64, String)> = logs
+        .iter()
+        .map(|l| {
+            let e = l["topics"][2].as_str().unwrap().trim_start_matches("0x");
+            let root = &l["data"].as_str().unwrap()[..66];
+            (u64::from_str_radix(e, 16).unwrap(), root.to_owned())
+        })
+        .collect();
+    events.sort();
+    assert_eq!(
+        events.len() as u64,
+        last + 1,
+        "one Anchored event per epoch"
+    );
+    for e in 0..=last {
+        let local = format!("0x{}", r.store().epoch(e).unwrap().unwrap().root().to_hex());
+        assert_eq!(events[e as usize], (e, local.clone()), "event of epoch {e}");
+        let onchain = cast(
+            url,
+            &[
+                "call",
+                contract,
+                "rootOf(address,uint64)(bytes32)",
+                &me,
+                &e.to_string(),
+            ],
+        );
+        assert_eq!(onchain, local, "rootOf epoch {e}");
+        let a = r.store().anchor(e).unwrap().expect("receipt stored");
+        let tx = format!("0x{}", hex::encode(a.tx));
+        assert_eq!(
+            cast(url, &["receipt", &tx, "blockNumber"]),
+            a.block.to_string(),
+            "receipt of epoch {e} names a mined transaction"
+        );
+    }
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig}");
+}
+
+#[test]
+fn anvil_stopped_mid_flight_and_brought_back_ends_with_chain_equal_to_local() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("anvil-state.json");
+    let state_arg = state.to_str().unwrap().to_owned();
+    let port = free_port();
+    // --state: load at start, dump on exit; --state-interval 1: also dump every second, so a
+    // hard kill loses at most the last second of blocks.
+    let args = ["--state", &state_arg, "--state-interval", "1"];
+    let mut chain = anvil_on(port, &args);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let contract = rt
+        .block_on(deploy(&chain.url, signer_from_hex(KEY).unwrap()))
+        .unwrap();
+    let settings = Settings {
+        rpc_url: chain.url.clone(),
+        contract,
+        max_batch: 1, // one transaction per epoch: a long pass to stop anvil in
+        max_gas_price_wei: 100_000_000_000,
+        confirmations: 1,
+    };
+    let r = recorder(&tmp.path().join("a"), 400); // 40 sealed epochs
+    let contract_s = contract.to_string();
+    let mut reorged = 0;
+
+    for (round, (sig, first_mark)) in [("-TERM", 5u64), ("-KILL", 45)].into_iter().enumerate() {
+        // Anchor in the background; stop anvil once a few of this round's epochs are in.
+        let result = std::thread::scope(|sc| {
+            let pass = sc.spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(anchor_pending(
+                    r.store(),
+                    signer_from_hex(KEY).unwrap(),
+                    &settings,
+                ))
+            });
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while r.store().anchor(first_mark).unwrap().is_none() {
+                assert!(Instant::now() < deadline, "round {round}: no progress");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            signal(&chain.child, sig);
+            chain.child.wait().unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            // Bring it back on the same port from the saved state, while the pass retries.
+            chain = anvil_on(port, &args);
+            pass.join().unwrap()
+        });
+        // The interrupted pass either finished through its retries or failed cleanly;
+        // further passes complete the job.
+        let mut passes = 0;
+        let mut outcome = result;
+        loop {
+            match outcome {
+                Ok(p) => {
+                    reorged += p.reorged.len();
+                    if p.transactions == 0 {
+                        break;
+                    }
+                }
+                Err(AnchorError::Rpc(e)) => eprintln!("round {round}: pass failed: {e}"),
+                Err(e) => panic!("round {round}: {e}"),
+            }
+            passes += 1;
+            assert!(passes < 10, "round {round}: not converging");
+            outcome = rt.block_on(anchor_pending(
+                r.store(),
+                signer_from_hex(KEY).unwrap(),
+                &settings,
+            ));
+        }
+        assert_chain_equals_local(&chain.url, &contract_s, &r);
+        if round == 0 {
+            // More epochs for the hard-kill round.
+            record(&r, 200, 4);
+        }
+    }
+    eprintln!("hard kill: {reorged} receipts pointed at blocks the restarted chain no longer had");
 }

@@ -431,3 +431,129 @@ fn cost_measures_gas_on_a_real_chain_and_prices_the_rq2_table() {
     let l2_10 = rows[0]["l2_usd_per_100k"].as_f64().unwrap();
     assert!((l2_10 / l2 - 10.0).abs() < 1e-9);
 }
+
+/// Anvil's first dev account (test ether on a throwaway local chain only).
+const DEV_KEY: &str = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+
+#[test]
+fn afr_anchor_killed_at_random_points_never_duplicates_or_skips_an_epoch() {
+    let chain = anvil();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    let with_key = |c: &mut Command| {
+        c.env("AFR_ANCHOR_KEY", DEV_KEY);
+    };
+    let mut c = afr_clean(&dir);
+    with_key(&mut c);
+    assert!(c.arg("init").output().unwrap().status.success());
+    let mut c = afr_clean(&dir);
+    with_key(&mut c);
+    let out = c
+        .args(["deploy", "--json", "--rpc", &chain.url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let contract = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["contract"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The recorder id is the key's address (anvil's first dev account).
+    let recorder = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266";
+    let st = afr_clean(&dir).args(["status", "--json"]).output().unwrap();
+    let id = serde_json::from_slice::<serde_json::Value>(&st.stdout).unwrap()["recorder"].clone();
+    assert_eq!(id.as_str().unwrap(), recorder.to_lowercase());
+
+    let mut rng = super::Lcg(0x5eed_cafe);
+    let (mut killed_running, mut seq) = (0, 0u64);
+    for round in 0..12 {
+        {
+            let r = Recorder::open(
+                &dir,
+                Config {
+                    epoch_size: 5,
+                    ..Config::default()
+                },
+            )
+            .unwrap();
+            for _ in 0..40 {
+                let line = format!(r#"{{"category":"shell","intent":{{"tool":"t{seq}"}}}}"#);
+                seq += 1;
+                r.record(afr_core::EventInput::from_json(line.as_bytes(), 1 << 20).unwrap())
+                    .unwrap();
+            }
+        }
+        let batch = 1 + rng.next(3);
+        let mut c = afr_clean(&dir);
+        with_key(&mut c);
+        let mut child = c
+            .args(["anchor", "--rpc", &chain.url, "--contract", &contract])
+            .args(["--max-batch", &batch.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(rng.next(400)));
+        if child.try_wait().unwrap().is_none() {
+            killed_running += 1;
+        }
+        child.kill().unwrap(); // SIGKILL
+        let status = child.wait().unwrap();
+        eprintln!("round {round}: max batch {batch}, exit {status:?}");
+    }
+    assert!(
+        killed_running >= 6,
+        "only {killed_running} kills hit a running anchorer"
+    );
+
+    let mut c = afr_clean(&dir);
+    with_key(&mut c);
+    let out = c
+        .args(["anchor", "--rpc", &chain.url, "--contract", &contract])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_chain_equals_local(&chain.url, &contract, recorder, &dir);
+    let (code, v, _) = status(&dir);
+    assert_eq!(code, Some(0));
+    assert_eq!(v["sealed_epochs"], 96);
+    assert_eq!(v["anchored_epochs"], 96);
+    assert_eq!(v["pending_epochs"], 0);
+    // Every anchoring transaction succeeded: none was a duplicate that reverted.
+    let sent = cast(&chain.url, &["nonce", recorder])
+        .parse::<u64>()
+        .unwrap();
+    let mined_ok = {
+        let logs = cast(
+            &chain.url,
+            &[
+                "logs",
+                "--json",
+                "--from-block",
+                "0",
+                "--address",
+                &contract,
+            ],
+        );
+        let logs: Vec<serde_json::Value> = serde_json::from_str(&logs).unwrap();
+        let mut txs: Vec<String> = logs
+            .iter()
+            .map(|l| l["transactionHash"].as_str().unwrap().to_owned())
+            .collect();
+        txs.sort();
+        txs.dedup();
+        txs.len() as u64
+    };
+    assert_eq!(
+        sent,
+        1 + mined_ok,
+        "deploy plus one successful transaction per send"
+    );
+}
