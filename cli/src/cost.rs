@@ -31,7 +31,8 @@ use clap::Args;
 use zeroize::Zeroizing;
 
 /// Anvil's first dev account: test ether on local development chains only.
-const DEV_KEY: &str = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+pub(crate) const DEV_KEY: &str =
+    "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
 
 /// Epoch sizes of the paper's RQ2 table.
 const EPOCH_SIZES: [u64; 5] = [10, 50, 100, 500, 1000];
@@ -54,13 +55,13 @@ pub struct CostArgs {
     rpc: Option<String>,
     /// The anvil binary to start (default: .tools/bin/anvil if present, else anvil on PATH).
     #[arg(long)]
-    anvil: Option<PathBuf>,
+    pub(crate) anvil: Option<PathBuf>,
     /// Epochs in the measured anchorBatch (the amortised columns).
     #[arg(long, default_value_t = 10)]
     batch: u64,
     /// Event rate for the compromise window, events per second.
     #[arg(long, default_value_t = 100.0)]
-    rate: f64,
+    pub(crate) rate: f64,
     /// ETH price, US dollars.
     #[arg(long, default_value_t = 3000.0)]
     eth_usd: f64,
@@ -99,7 +100,8 @@ struct Measured {
     l1_size: f64,
 }
 
-struct Started(Child);
+/// A child process killed when dropped (an anvil started for a measurement).
+pub(crate) struct Started(Child);
 
 impl Drop for Started {
     fn drop(&mut self) {
@@ -108,7 +110,9 @@ impl Drop for Started {
     }
 }
 
-fn start_anvil(bin: Option<PathBuf>) -> Result<(Started, String)> {
+/// Starts anvil (`bin`, else `.tools/bin/anvil`, else `anvil` on PATH) on a free port; returns
+/// it and its URL.
+pub(crate) fn start_anvil(bin: Option<PathBuf>) -> Result<(Started, String)> {
     let bin = bin.unwrap_or_else(|| {
         let local = PathBuf::from(".tools/bin/anvil");
         if local.exists() {
@@ -266,6 +270,18 @@ fn secs(s: f64) -> String {
 
 /// `afr cost`.
 pub fn run(a: &CostArgs) -> Result<ExitCode> {
+    let v = report(a)?;
+    if a.json {
+        println!("{v}");
+    } else {
+        print_table(a, &v);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Measures gas on a real chain and prices the RQ2 table: one JSON object with `source`,
+/// `chain_id`, `contract`, `single`, `batched`, `presets` and `rows` (one per epoch size).
+pub fn report(a: &CostArgs) -> Result<serde_json::Value> {
     if a.batch < 2 {
         anyhow::bail!("--batch must be at least 2 (epochs in one anchorBatch)");
     }
@@ -331,28 +347,37 @@ pub fn run(a: &CostArgs) -> Result<ExitCode> {
             "l2_data_fee_gwei_per_epoch": p.l1_data_fee_gwei(m),
         })
     };
-    if a.json {
-        let v = serde_json::json!({
-            "source": source, "chain_id": chain_id, "contract": contract,
-            "single": m(&single), "batched": m(&batch), "presets": presets, "rows": rows,
-        });
-        println!("{v}");
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!("gas measured on chain {chain_id} ({source}), contract {contract}, from receipts:");
+    Ok(serde_json::json!({
+        "source": source, "chain_id": chain_id, "contract": contract,
+        "single": m(&single), "batched": m(&batch), "presets": presets, "rows": rows,
+    }))
+}
+
+/// The text form of [`report`]'s object.
+fn print_table(a: &CostArgs, v: &serde_json::Value) {
+    let num = |x: &serde_json::Value| x.as_f64().unwrap_or(f64::NAN);
+    println!(
+        "gas measured on chain {} ({}), contract {}, from receipts:",
+        v["chain_id"],
+        v["source"].as_str().unwrap_or_default(),
+        v["contract"].as_str().unwrap_or_default()
+    );
     for (what, x) in [
         (
-            format!("anchor, steady state ({} txs)", single.transactions),
-            &single,
+            format!("anchor, steady state ({} txs)", v["single"]["transactions"]),
+            &v["single"],
         ),
-        (format!("anchorBatch of {}, per epoch", a.batch), &batch),
+        (
+            format!("anchorBatch of {}, per epoch", a.batch),
+            &v["batched"],
+        ),
     ] {
         println!(
             "  {what:<34} {:>7.0} gas  {:>5.1} signed bytes  L1 {}  L2 {} per epoch",
-            x.gas,
-            x.tx_bytes,
-            usd(p.l1(x)),
-            usd(p.l2(x))
+            num(&x["gas_per_epoch"]),
+            num(&x["tx_bytes_per_epoch"]),
+            usd(num(&x["l1_usd_per_epoch"])),
+            usd(num(&x["l2_usd_per_epoch"]))
         );
     }
     println!(
@@ -386,7 +411,7 @@ pub fn run(a: &CostArgs) -> Result<ExitCode> {
         "single",
         "batched"
     );
-    for r in &rows {
+    for r in v["rows"].as_array().into_iter().flatten() {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         let paper = match &r["paper"] {
             serde_json::Value::Null => String::new(),
@@ -408,7 +433,6 @@ pub fn run(a: &CostArgs) -> Result<ExitCode> {
             usd(f("l2_batched_usd_per_100k")),
         );
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -160,7 +160,10 @@ impl Chained {
     }
 }
 
-fn time_each(events: Vec<EventInput>, mut log: impl FnMut(EventInput) -> Result<()>) -> Result<Vec<f64>> {
+fn time_each(
+    events: Vec<EventInput>,
+    mut log: impl FnMut(EventInput) -> Result<()>,
+) -> Result<Vec<f64>> {
     let mut lat = Vec::with_capacity(events.len());
     for ev in events {
         let t = Instant::now();
@@ -260,7 +263,10 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
 
 /// Summarises the runs of one configuration at one size.
 pub fn summarise(config: &'static str, runs: &[Run]) -> Cell {
-    let mut all: Vec<f64> = runs.iter().flat_map(|r| r.latencies_us.iter().copied()).collect();
+    let mut all: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.latencies_us.iter().copied())
+        .collect();
     all.sort_by(f64::total_cmp);
     let medians: Vec<f64> = runs
         .iter()

@@ -38,10 +38,18 @@ impl Axis {
 
     fn ticks(&self) -> Vec<f64> {
         if self.log {
-            let (a, b) = (self.lo.log10().floor() as i32, self.hi.log10().ceil() as i32);
-            (a..=b).map(|e| 10f64.powi(e)).filter(|t| *t >= self.lo && *t <= self.hi).collect()
+            let (a, b) = (
+                self.lo.log10().floor() as i32,
+                self.hi.log10().ceil() as i32,
+            );
+            (a..=b)
+                .map(|e| 10f64.powi(e))
+                .filter(|t| *t >= self.lo && *t <= self.hi)
+                .collect()
         } else {
-            (0..=4).map(|i| self.lo + (self.hi - self.lo) * f64::from(i) / 4.0).collect()
+            (0..=4)
+                .map(|i| self.lo + (self.hi - self.lo) * f64::from(i) / 4.0)
+                .collect()
         }
     }
 }
@@ -57,7 +65,9 @@ fn label(v: f64) -> String {
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 fn chart(title: &str, xl: &str, yl: &str, x: &Axis, y: &Axis, series: &[Series]) -> String {
@@ -207,12 +217,5 @@ pub fn loglog(title: &str, xl: &str, yl: &str, series: &[Series]) -> String {
             log: true,
         }
     };
-    chart(
-        title,
-        xl,
-        yl,
-        &bounds(xlo, xhi),
-        &bounds(ylo, yhi),
-        series,
-    )
+    chart(title, xl, yl, &bounds(xlo, xhi), &bounds(ylo, yhi), series)
 }

@@ -17,6 +17,7 @@ use afr_core::verify::{Outcome, verify_log};
 use afr_recorder::{Config, Recorder, export_log};
 
 mod anchoring;
+mod eval;
 mod import;
 
 fn afr(dir: &Path) -> Command {
