@@ -122,7 +122,8 @@ pub fn disclose(
 
 impl Recorder {
     /// Destroys the key material of sealed epoch `epoch` so its payloads can never be
-    /// decrypted again, records the erasure as an event, and rewrites the store's files so
+    /// decrypted again, deletes the query-index terms derived from them (in the same batch as
+    /// the salt), records the erasure as an event, and rewrites the store's files so
     /// no file under the store still holds the material: the salt's delete is synced, every
     /// column family flushed (so the write-ahead log that held the salt becomes obsolete and
     /// is deleted), and the key column family compacted to the bottom level (so no SST file
@@ -142,6 +143,11 @@ impl Recorder {
         }
         self.flush()?;
         let mut b = WriteBatch::default();
+        // The index holds plaintext terms of the epoch's payloads: they go with the salt.
+        let header = store
+            .epoch(epoch)?
+            .ok_or_else(|| RecordError::Corrupt(format!("epoch {epoch} header vanished")))?;
+        crate::index::delete_epoch_terms(store, self.master_key(), &header, &mut b)?;
         b.delete_cf(store.cf(CF_KEYS)?, epoch.to_be_bytes());
         b.put_cf(
             store.cf(CF_META)?,

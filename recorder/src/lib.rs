@@ -47,13 +47,15 @@ use afr_core::{
 };
 pub use rocksdb::WriteBatch;
 pub use store::{
-    AnchorReceipt, CF_ANCHORS, CF_EPOCHS, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS, ForkAlarm,
-    META_FORK_ALARM, Store,
+    AnchorReceipt, CF_ANCHORS, CF_EPOCHS, CF_INDEX, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS,
+    ForkAlarm, META_FORK_ALARM, Store,
 };
 
 mod disclose;
 mod export;
+pub mod index;
 mod keyfile;
+pub mod query;
 pub mod synth;
 pub use disclose::{META_ERASED, disclose};
 pub use export::{ExportSummary, export_log};
@@ -176,6 +178,9 @@ struct State {
     prev_root: Hash32,
     epoch_key: Option<EpochKey>,
     pending: WriteBatch,
+    /// `(seq, epoch, category, payload)` of the events in `pending`: the thread that writes
+    /// the batch derives their index terms (off the caller's thread; see [`index`]).
+    pending_terms: Vec<(u64, u64, afr_core::Category, Payload)>,
     /// Highest sequence number in `pending`, if any event is in it.
     pending_last: Option<u64>,
     /// Whether `pending` holds anything (events, headers, salts).
@@ -284,6 +289,7 @@ impl Recorder {
         }
         let recorder = store.recorder_id()?;
         let state = recover(&store, &master, &recorder)?;
+        index::catch_up(&store, &master, state.next_seq)?;
         let written = state.next_seq;
         let shared = Arc::new(Shared {
             store,
@@ -403,6 +409,8 @@ impl Recorder {
         let (cf_r, cf_p) = (sh.store.cf(CF_RECORDS)?, sh.store.cf(CF_PAYLOADS)?);
         st.pending.put_cf(cf_r, key, &bytes);
         st.pending.put_cf(cf_p, key, sealed.encode());
+        let epoch = st.epoch;
+        st.pending_terms.push((seq, epoch, env.category, payload));
         st.pending_last = Some(seq);
         st.pending_dirty = true;
         if st.tree.size() == 0 {
@@ -530,17 +538,43 @@ fn seal_locked(sh: &Shared, st: &mut State) -> EpochHeader {
 /// Writes the pending batch; `io` keeps batches in submission order on disk.
 fn write_pending(sh: &Shared, sync: bool) -> Result<(), RecordError> {
     let _io = lock(&sh.io);
-    let (batch, last) = {
+    let (mut batch, terms, last) = {
         let mut st = lock(&sh.state);
         if !st.pending_dirty {
             return Ok(());
         }
         st.pending_dirty = false;
-        (std::mem::take(&mut st.pending), st.pending_last.take())
+        (
+            std::mem::take(&mut st.pending),
+            std::mem::take(&mut st.pending_terms),
+            st.pending_last.take(),
+        )
     };
-    let res = sh.store.write(batch, sync);
+    let res =
+        add_index_terms(sh, &mut batch, &terms, last).and_then(|()| sh.store.write(batch, sync));
     publish(sh, last, &res);
     res
+}
+
+/// Adds the index keys of the batch's events, and the new index watermark, to the batch, off
+/// the sequencer lock (see [`index`] for why the index never lags the records).
+fn add_index_terms(
+    sh: &Shared,
+    batch: &mut WriteBatch,
+    events: &[(u64, u64, afr_core::Category, Payload)],
+    last: Option<u64>,
+) -> Result<(), RecordError> {
+    let mut blocks = index::Blocks::default();
+    let mut terms = index::Terms::default();
+    for (seq, epoch, category, payload) in events {
+        terms.fill(*category, payload, &sh.recorder);
+        blocks.add(*seq, *epoch, &terms);
+    }
+    blocks.put(batch, sh.store.cf(CF_INDEX)?);
+    if let Some(l) = last {
+        index::put_watermark(&sh.store, batch, l + 1)?;
+    }
+    Ok(())
 }
 
 fn publish(sh: &Shared, last: Option<u64>, res: &Result<(), RecordError>) {
@@ -662,6 +696,7 @@ fn recover(store: &Store, master: &MasterKey, recorder: &RecorderId) -> Result<S
         prev_root,
         epoch_key,
         pending: WriteBatch::default(),
+        pending_terms: Vec::new(),
         pending_last: None,
         pending_dirty: false,
         last_sealed: last,

@@ -8,8 +8,9 @@
 //! | `anchors`     | `u64be(epoch)` | anchor receipt (written by the anchorer)|
 //! | `keys`        | `u64be(epoch)` | 32-byte epoch salt (erasable)           |
 //! | `meta`        | ASCII name     | format version, recorder id, erasures, fork alarm |
+//! | `index`       | see [`crate::index`] | query index terms (plaintext, erasable) |
 //!
-//! Query indexes will get column families of their own. Every write the recorder makes is
+//! Every write the recorder makes is
 //! one atomic `WriteBatch`, appended in sequence order, so after a crash the store holds a
 //! prefix of what was submitted: never a gap, never half an event.
 
@@ -35,14 +36,17 @@ pub const CF_ANCHORS: &str = "anchors";
 pub const CF_KEYS: &str = "keys";
 /// Column family of metadata.
 pub const CF_META: &str = "meta";
+/// Column family of query index terms (see [`crate::index`]).
+pub const CF_INDEX: &str = "index";
 
-const ALL_CFS: [&str; 6] = [
+const ALL_CFS: [&str; 7] = [
     CF_RECORDS,
     CF_PAYLOADS,
     CF_EPOCHS,
     CF_ANCHORS,
     CF_KEYS,
     CF_META,
+    CF_INDEX,
 ];
 
 /// Metadata key of the store format version.
@@ -76,7 +80,9 @@ impl Store {
     pub fn open(path: &Path, create: bool) -> Result<Store, RecordError> {
         let mut opts = Options::default();
         opts.create_if_missing(create);
-        opts.create_missing_column_families(create);
+        // Always: a store created before the query index gains its column family on open
+        // (the recorder then builds the index; see `crate::index::catch_up`).
+        opts.create_missing_column_families(true);
         opts.set_compression_type(DBCompressionType::Lz4);
         opts.increase_parallelism(2);
         // Larger memtable: fewer flushes on the record path.
@@ -101,6 +107,10 @@ impl Store {
     /// Where the store lives.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    pub(crate) fn db(&self) -> &DB {
+        &self.db
     }
 
     pub(crate) fn cf(&self, name: &str) -> Result<&ColumnFamily, RecordError> {
@@ -259,14 +269,17 @@ impl Store {
         Ok(())
     }
 
-    /// Flushes every column family and compacts the key column family to the bottom level,
-    /// so deleted key material survives in no WAL or SST file (crypto-erasure).
+    /// Flushes every column family and compacts the key and index column families to the
+    /// bottom level, so deleted key material and index terms survive in no WAL or SST file
+    /// (crypto-erasure).
     pub fn scrub_keys(&self) -> Result<(), RecordError> {
         self.flush()?;
         let mut co = rocksdb::CompactOptions::default();
         co.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
-        self.db
-            .compact_range_cf_opt(self.cf(CF_KEYS)?, None::<&[u8]>, None::<&[u8]>, &co);
+        for cf in [CF_KEYS, CF_INDEX] {
+            self.db
+                .compact_range_cf_opt(self.cf(cf)?, None::<&[u8]>, None::<&[u8]>, &co);
+        }
         Ok(())
     }
 

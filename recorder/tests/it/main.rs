@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+mod query;
+
 use afr_core::{
     EventInput,
     crypto::{MasterKey, Slot, open},
@@ -279,20 +281,27 @@ mod disclosure {
     use afr_core::bundle::verify_bundle;
     use afr_recorder::disclose;
 
-    fn recorded(
-        n: u64,
-        epoch_size: u64,
-    ) -> (
+    type Recorded = (
         tempfile::TempDir,
         std::path::PathBuf,
         Recorder,
         Vec<EventInput>,
-    ) {
+    );
+
+    fn recorded(n: u64, epoch_size: u64) -> Recorded {
+        recorded_with(n, epoch_size, |_, _| {})
+    }
+
+    /// Records `n` synthetic events, each first passed to `edit` with its sequence number.
+    fn recorded_with(n: u64, epoch_size: u64, edit: impl Fn(u64, &mut EventInput)) -> Recorded {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("afr");
         init(&dir, [0xcd; 20]).unwrap();
         let r = Recorder::open(&dir, cfg(epoch_size, Durability::Group)).unwrap();
-        let events = synth::generate(n, 21);
+        let mut events = synth::generate(n, 21);
+        for (i, e) in events.iter_mut().enumerate() {
+            edit(i as u64, e);
+        }
         for ev in events.clone() {
             r.record(ev).unwrap();
         }
@@ -419,7 +428,29 @@ mod disclosure {
 
     #[test]
     fn erasure_destroys_key_material_on_disk_and_integrity_still_verifies() {
-        let (_tmp, dir, r, _) = recorded(300, 100);
+        // A marker only epoch 1's events carry, in indexed fields (approver, environment):
+        // the query index holds it in plaintext until the epoch is erased.
+        const MARKER: &str = "erasure-marker-7c41d9";
+        let (_tmp, dir, r, _) = recorded_with(300, 100, |seq, e| {
+            if (100..200).contains(&seq) && seq % 10 == 3 {
+                e.human_approval = Some(afr_core::event::HumanApproval {
+                    approver: format!("{MARKER}@acme.example"),
+                    prompt: "Allow?".into(),
+                    decision: afr_core::event::Decision::Approved,
+                    decided_at_us: 1,
+                    signature: None,
+                });
+                if let Some(c) = e.context_provenance.as_mut() {
+                    c.environment = Some(format!("{MARKER}-env"));
+                }
+            }
+        });
+        let marked = afr_recorder::query::Query::parse(&format!(
+            "human_approval.approver = \"{MARKER}@acme.example\""
+        ))
+        .unwrap();
+        let hits = afr_recorder::query::run(r.store(), r.master_key(), &marked).unwrap();
+        assert_eq!(hits.matches.len(), 10, "{hits:?}");
         let salt = r.store().epoch_salt(1).unwrap().unwrap();
         let other = r.store().epoch_salt(2).unwrap().unwrap();
         // Push the salt into SST files too, as a long-running store would have.
@@ -428,19 +459,38 @@ mod disclosure {
             !files_containing(&dir, &salt).is_empty(),
             "the test must see the salt before erasure"
         );
+        assert!(
+            !files_containing(&dir, MARKER.as_bytes()).is_empty(),
+            "the test must see the index's plaintext marker before erasure"
+        );
         r.erase_epoch(1).unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
-            let hits = files_containing(&dir, &salt);
+            let hits = [
+                files_containing(&dir, &salt),
+                files_containing(&dir, MARKER.as_bytes()),
+            ]
+            .concat();
             if hits.is_empty() {
                 break;
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "salt still in {hits:?}"
+                "salt or index marker still in {hits:?}"
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+        // No index term of the erased epoch remains, and queries say what they cannot see.
+        assert!(
+            !afr_recorder::index::indexed_seqs(r.store())
+                .unwrap()
+                .iter()
+                .any(|s| (100..200).contains(s))
+        );
+        let after = afr_recorder::query::run(r.store(), r.master_key(), &marked).unwrap();
+        assert!(after.matches.is_empty());
+        assert_eq!(after.unknown, (100..200).collect::<Vec<_>>());
+        assert_eq!(after.erased_epochs, [1]);
         // Other epochs keep their keys.
         assert_eq!(r.store().epoch_salt(2).unwrap(), Some(other));
         // The erasure is itself an event.
