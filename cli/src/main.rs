@@ -17,6 +17,8 @@ mod bench;
 mod cost;
 mod eval;
 mod import;
+mod query;
+pub mod scenarios;
 
 /// Agent Flight Recorder: tamper-evident, selectively disclosable records of what an AI agent did.
 #[derive(Parser, Debug)]
@@ -163,6 +165,21 @@ enum Cmd {
     /// The paper's RQ2 cost table beside ours: gas measured from real receipts (on an anvil it
     /// starts, or --rpc), dollars per 100K events on L1 and an OP-stack L2, compromise window.
     Cost(cost::CostArgs),
+    /// Forensic query over this recorder's events (syntax: docs/query.md): a table, JSON lines,
+    /// or a disclosure bundle of the matches.
+    Query(query::QueryArgs),
+    /// The paper's RQ4: structured queries vs grep on three synthetic incidents.
+    EvalRq4 {
+        /// Background events around the scenarios.
+        #[arg(long, default_value_t = scenarios::DEFAULT_BACKGROUND)]
+        background: u64,
+        /// Seed of the background traffic.
+        #[arg(long, default_value_t = afr_recorder::synth::DEFAULT_SEED)]
+        seed: u64,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -174,6 +191,8 @@ enum Cmd {
 enum BenchCmd {
     /// Per-event latency, throughput and bytes per event of the real recorder and store.
     Record(bench::RecordBench),
+    /// Indexed lookups and a full scan on a store of recorded events (default 1,000,000).
+    Query(query::QueryBench),
 }
 
 /// Settings of an open recorder.
@@ -290,6 +309,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Bench {
             what: BenchCmd::Record(b),
         } => bench::record(&b),
+        Cmd::Bench {
+            what: BenchCmd::Query(b),
+        } => query::bench(&b),
+        Cmd::Query(a) => query::run(&cli.dir, &a),
+        Cmd::EvalRq4 {
+            background,
+            seed,
+            json,
+        } => {
+            let rep = scenarios::rq4(background, seed)?;
+            if json {
+                println!("{}", serde_json::to_string(&rep)?);
+            } else {
+                scenarios::print(&rep);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Import { what } => import::run(&cli.dir, what),
     }
 }

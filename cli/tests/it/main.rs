@@ -19,6 +19,7 @@ use afr_recorder::{Config, Recorder, export_log};
 mod anchoring;
 mod eval;
 mod import;
+mod query;
 
 fn afr(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_afr"));

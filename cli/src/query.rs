@@ -1,0 +1,384 @@
+//! `afr query`: forensic questions over the operator's own store, answered as a table, as JSON
+//! lines, or as a disclosure bundle a third party verifies; and `afr bench query`.
+//!
+//! The language is `afr_recorder::query` (syntax and examples in `docs/query.md`).
+
+use std::{
+    io::{BufWriter, Write},
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::Instant,
+};
+
+use afr_recorder::{
+    Config, Durability, Recorder,
+    index::Opener,
+    query::{self, Query, QueryResult},
+};
+use anyhow::{Context, Result};
+use clap::Args;
+
+/// Exit code of a query that does not parse (sysexits `EX_USAGE`).
+const EXIT_USAGE: u8 = 64;
+
+/// Options of `afr query`.
+#[derive(Args, Debug)]
+pub struct QueryArgs {
+    /// The query, e.g. 'intent.tool = "psql" and policy_evaluation[].verdict = "deny"'
+    /// (syntax: docs/query.md).
+    expr: String,
+    /// One JSON object per matching event: seq, epoch, and the decrypted event.
+    #[arg(long)]
+    json: bool,
+    /// Also write the matching events into this disclosure bundle (`afr verify-bundle` and
+    /// `afr-verify bundle` check it). The events must be in sealed epochs.
+    #[arg(long)]
+    disclose: Option<PathBuf>,
+    /// With --disclose: include each event's sealed payload and per-event key.
+    #[arg(long, requires = "disclose")]
+    with_keys: bool,
+    /// Show at most this many events (the bundle still holds every match).
+    #[arg(long)]
+    limit: Option<usize>,
+}
+
+/// Runs `afr query`.
+pub fn run(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
+    let q = match Query::parse(&a.expr) {
+        Ok(q) => q,
+        Err(e) => {
+            eprintln!("afr: query: {e}");
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    };
+    let r = Recorder::open(dir, Config::default())?;
+    let started = Instant::now();
+    let res = query::run(r.store(), r.master_key(), &q)?;
+    let took = started.elapsed();
+    let out = std::io::stdout();
+    let mut out = BufWriter::new(out.lock());
+    let mut opener = Opener::new(r.store(), r.master_key())?;
+    let shown = &res.matches[..a.limit.unwrap_or(usize::MAX).min(res.matches.len())];
+    if a.json {
+        for &seq in shown {
+            let ev = query::load(&mut opener, r.store(), seq)?;
+            let v = serde_json::json!({
+                "seq": seq,
+                "epoch": ev.record.epoch,
+                "erased": ev.payload.is_none(),
+                "event": ev.event_json(),
+            });
+            writeln!(out, "{v}")?;
+        }
+    } else {
+        print_table(&mut out, &mut opener, r.store(), shown)?;
+    }
+    out.flush()?;
+    drop(out);
+    // In --json mode stdout is for jq: the summary goes to stderr.
+    let summary = summary(&res, took, shown.len());
+    if a.json {
+        eprint!("{summary}");
+    } else {
+        print!("{summary}");
+    }
+    if let Some(file) = &a.disclose {
+        if res.matches.is_empty() {
+            anyhow::bail!("no events matched: nothing to disclose");
+        }
+        let bundle = afr_recorder::disclose(r.store(), r.master_key(), &res.matches, a.with_keys)?;
+        let bytes = bundle.encode();
+        std::fs::write(file, &bytes).with_context(|| format!("cannot write {}", file.display()))?;
+        let msg = format!(
+            "disclosed {} events ({}) in {} bytes to {}\n",
+            bundle.events.len(),
+            if a.with_keys {
+                "with per-event keys"
+            } else {
+                "no keys"
+            },
+            bytes.len(),
+            file.display()
+        );
+        if a.json {
+            eprint!("{msg}");
+        } else {
+            print!("{msg}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn summary(res: &QueryResult, took: std::time::Duration, shown: usize) -> String {
+    let mut s = format!(
+        "{} event{} matched{} ({}; {} examined, {} decrypted, {:.1} ms)\n",
+        res.matches.len(),
+        if res.matches.len() == 1 { "" } else { "s" },
+        if shown < res.matches.len() {
+            format!(", {shown} shown")
+        } else {
+            String::new()
+        },
+        if res.indexed { "narrowed" } else { "full scan" },
+        res.examined,
+        res.decrypted,
+        took.as_secs_f64() * 1e3
+    );
+    if !res.unknown.is_empty() {
+        s += &format!(
+            "{} events of erased epochs could not be examined (their payloads are destroyed): {}\n",
+            res.unknown.len(),
+            ranges(&res.unknown)
+        );
+    } else if !res.erased_epochs.is_empty() {
+        s += &format!(
+            "erased epochs {:?} hold no readable payloads; their events match no payload field\n",
+            res.erased_epochs
+        );
+    }
+    for n in &res.notes {
+        s += &format!("note: {n}\n");
+    }
+    s
+}
+
+/// `1,2,3,7,9,10` → `1-3, 7, 9-10`.
+fn ranges(seqs: &[u64]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < seqs.len() {
+        let mut j = i;
+        while j + 1 < seqs.len() && seqs[j + 1] == seqs[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            seqs[i].to_string()
+        } else {
+            format!("{}-{}", seqs[i], seqs[j])
+        });
+        i = j + 1;
+    }
+    parts.join(", ")
+}
+
+fn clip(s: &str, n: usize) -> String {
+    let s = s.replace(['\n', '\t'], " ");
+    if s.chars().count() <= n {
+        s
+    } else {
+        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+fn print_table(
+    out: &mut impl Write,
+    opener: &mut Opener<'_>,
+    store: &afr_recorder::Store,
+    seqs: &[u64],
+) -> Result<()> {
+    if seqs.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:>8}  {:<24}  {:<10}  {:<22}  summary",
+        "seq", "time", "category", "tool"
+    )?;
+    for &seq in seqs {
+        let ev = query::load(opener, store, seq)?;
+        let (tool, what) = match &ev.payload {
+            None => (
+                "(erased)".to_owned(),
+                format!("payload destroyed by erasure of epoch {}", ev.record.epoch),
+            ),
+            Some(p) => {
+                let what = p
+                    .execution
+                    .as_ref()
+                    .map(|e| e.command.clone())
+                    .or_else(|| {
+                        p.effects
+                            .as_ref()
+                            .and_then(|f| f.state_changes.first().cloned())
+                    })
+                    .or_else(|| {
+                        p.human_approval.as_ref().map(|h| {
+                            format!(
+                                "{} by {}",
+                                serde_json::to_value(h.decision)
+                                    .ok()
+                                    .and_then(|v| v.as_str().map(str::to_owned))
+                                    .unwrap_or_default(),
+                                h.approver
+                            )
+                        })
+                    })
+                    .unwrap_or_else(|| {
+                        if p.intent.args.is_null() {
+                            String::new()
+                        } else {
+                            p.intent.args.to_string()
+                        }
+                    });
+                (p.intent.tool.clone(), what)
+            }
+        };
+        writeln!(
+            out,
+            "{seq:>8}  {:<24}  {:<10}  {:<22}  {}",
+            query::format_time_us(ev.record.timestamp_us),
+            ev.record.category.name(),
+            clip(&tool, 22),
+            clip(&what, 70)
+        )?;
+    }
+    Ok(())
+}
+
+/// Options of `afr bench query`.
+#[derive(Args, Debug)]
+pub struct QueryBench {
+    /// Events in the store (recorded with the synthetic workload, buffered durability).
+    #[arg(long, default_value_t = 1_000_000)]
+    events: u64,
+    /// Epoch size.
+    #[arg(long, default_value_t = 1000)]
+    epoch_size: u64,
+    /// Runs of each indexed query (the median is reported).
+    #[arg(long, default_value_t = 7)]
+    runs: usize,
+    /// Workload seed.
+    #[arg(long, default_value_t = afr_recorder::synth::DEFAULT_SEED)]
+    seed: u64,
+    /// Use (or keep) the store in this directory: an existing store is queried as it is.
+    #[arg(long)]
+    keep: Option<PathBuf>,
+    /// One JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `afr bench query`: builds a store, then times indexed lookups and a full scan.
+pub fn bench(b: &QueryBench) -> Result<ExitCode> {
+    let tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let dir = b.keep.clone().unwrap_or_else(|| tmp.path().join("afr"));
+    let mut build_s = None;
+    if !dir.join(afr_recorder::DB_DIR).exists() {
+        afr_recorder::init(&dir, [0x42; 20])?;
+        let r = Recorder::open(
+            &dir,
+            Config {
+                epoch_size: b.epoch_size,
+                durability: Durability::Buffered,
+                ..Config::default()
+            },
+        )?;
+        if !b.json {
+            eprintln!(
+                "recording {} synthetic events (buffered durability)...",
+                b.events
+            );
+        }
+        let t0 = Instant::now();
+        // Generate in slices: the workload is seeded as one sequence, so generate it whole
+        // once, then record and drop it slice by slice.
+        let mut events = afr_recorder::synth::generate(b.events, b.seed);
+        events.reverse();
+        while let Some(ev) = events.pop() {
+            r.record(ev)?;
+        }
+        r.seal()?;
+        r.store().flush()?;
+        build_s = Some(t0.elapsed().as_secs_f64());
+    }
+    let r = Recorder::open(&dir, Config::default())?;
+    let n = r.next_seq();
+    // A delegation event with children, for the selective lookups.
+    let parent = {
+        let q = Query::parse(r#"category = "delegation" and seq >= 1000"#)?;
+        let res = query::run(r.store(), r.master_key(), &q)?;
+        let mut pick = None;
+        for s in res.matches.iter().take(50) {
+            let kids = query::run(
+                r.store(),
+                r.master_key(),
+                &Query::parse(&format!("delegation_provenance.parent_event.seq = {s}"))?,
+            )?;
+            if kids.matches.len() >= 2 {
+                pick = Some(*s);
+                break;
+            }
+        }
+        pick.unwrap_or(0)
+    };
+    let indexed = [
+        format!("delegation_provenance.parent_event.seq = {parent}"),
+        format!("descendants({parent})"),
+        r#"policy_evaluation[].verdict = "escalate" and context_provenance.environment = "production""#.to_owned(),
+        r#"human_approval.approver = "oncall@acme-corp.example""#.to_owned(),
+        r#"intent.tool = "psql""#.to_owned(),
+    ];
+    let scans = [r#"intent.args.input ~ "credentials""#.to_owned()];
+    let mut rows = Vec::new();
+    for (text, runs) in indexed
+        .iter()
+        .map(|t| (t, b.runs.max(1)))
+        .chain(scans.iter().map(|t| (t, 1)))
+    {
+        let q = Query::parse(text)?;
+        let mut times = Vec::new();
+        let mut last = None;
+        for _ in 0..runs {
+            let t0 = Instant::now();
+            let res = query::run(r.store(), r.master_key(), &q)?;
+            times.push(t0.elapsed().as_secs_f64() * 1e3);
+            last = Some(res);
+        }
+        times.sort_by(f64::total_cmp);
+        let res = last.unwrap_or_default();
+        rows.push(serde_json::json!({
+            "query": text,
+            "matches": res.matches.len(),
+            "indexed": res.indexed,
+            "decrypted": res.decrypted,
+            "median_ms": (times[times.len() / 2] * 100.0).round() / 100.0,
+            "runs": runs,
+        }));
+    }
+    let out = serde_json::json!({
+        "events": n,
+        "epoch_size": b.epoch_size,
+        "build_s": build_s.map(|s| (s * 10.0).round() / 10.0),
+        "store_bytes": r.store().disk_bytes(),
+        "queries": rows,
+    });
+    if b.json {
+        println!("{out}");
+    } else {
+        println!(
+            "afr bench query: {n} events{}",
+            build_s.map_or(String::new(), |s| format!(", store built in {s:.1} s"))
+        );
+        println!(
+            "  {:>10}  {:>9}  {:>10}  {:<8}  query",
+            "median ms", "matches", "decrypted", "plan"
+        );
+        for row in &rows {
+            println!(
+                "  {:>10.2}  {:>9}  {:>10}  {:<8}  {}",
+                row["median_ms"].as_f64().unwrap_or(0.0),
+                row["matches"],
+                row["decrypted"],
+                if row["indexed"].as_bool() == Some(true) {
+                    "index"
+                } else {
+                    "scan"
+                },
+                row["query"].as_str().unwrap_or("")
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
