@@ -369,8 +369,8 @@ pub fn bench(b: &QueryBench) -> Result<ExitCode> {
             println!(
                 "  {:>10.2}  {:>9}  {:>10}  {:<8}  {}",
                 row["median_ms"].as_f64().unwrap_or(0.0),
-                row["matches"],
-                row["decrypted"],
+                row["matches"].as_u64().unwrap_or(0),
+                row["decrypted"].as_u64().unwrap_or(0),
                 if row["indexed"].as_bool() == Some(true) {
                     "index"
                 } else {

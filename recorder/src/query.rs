@@ -1410,7 +1410,8 @@ impl<'a> Exec<'a> {
 
     fn pred(&mut self, p: &Pred, ev: &mut EventState) -> Result<Tri, RecordError> {
         let t = p.target();
-        let root = match t.root {
+        let envelope;
+        let root: &Json = match t.root {
             Root::Envelope => {
                 if ev.record.is_none() {
                     ev.record = Some(self.record(ev.seq)?);
@@ -1418,14 +1419,15 @@ impl<'a> Exec<'a> {
                 let Some(r) = &ev.record else {
                     return Ok(Tri::F);
                 };
-                serde_json::json!({
+                envelope = serde_json::json!({
                     "seq": r.seq,
                     "epoch": r.epoch,
                     "timestamp_us": r.timestamp_us,
                     "category": r.category.name(),
                     "lane": r.lane,
                     "concurrent_with": r.concurrent_with,
-                })
+                });
+                &envelope
             }
             Root::Payload => {
                 if ev.payload.is_none() {
@@ -1442,12 +1444,12 @@ impl<'a> Exec<'a> {
                     ev.payload = Some(p.map(|p| serde_json::to_value(p).unwrap_or(Json::Null)));
                 }
                 match &ev.payload {
-                    Some(Some(j)) => j.clone(),
+                    Some(Some(j)) => j,
                     _ => return Ok(Tri::U),
                 }
             }
         };
-        let vals = resolve(&root, &t.segs);
+        let vals = resolve(root, &t.segs);
         Ok(Tri::from_bool(match p {
             Pred::Exists(_) => vals.iter().any(|v| !v.is_null()),
             Pred::Cmp(_, op, lit) => vals.iter().any(|v| compare(v, *op, lit)),
