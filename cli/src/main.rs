@@ -318,7 +318,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             seed,
             json,
         } => {
-            let rep = scenarios::rq4(background, seed)?;
+            let rep = scenarios::rq4(background, seed, None)?;
             if json {
                 println!("{}", serde_json::to_string(&rep)?);
             } else {

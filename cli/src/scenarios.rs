@@ -98,8 +98,54 @@ pub struct Rq4Bundle {
     pub opened_matching: usize,
     /// Whether the opened payloads' parent pointers link the disputed refund to the root.
     pub chain_reconstructed: bool,
-    /// What was not checked here.
+    /// With a chain: the outcome of `afr-verify`'s anchored check of the bundle (contract code,
+    /// then every epoch root against `rootOf`), after the store was anchored there.
+    pub anchored_outcome: Option<String>,
+    /// Epoch roots of the bundle found anchored with the same root.
+    pub anchored_roots: u64,
+    /// How the bundle was checked.
     pub note: String,
+}
+
+/// Deploys the contract on `url`, anchors every sealed epoch of `r`, and checks the bundle
+/// report against the chain with `afr-verify`'s code: (outcome, anchored roots matched).
+fn anchor_and_check(
+    url: &str,
+    r: &Recorder,
+    signer: afr_anchorer::PrivateKeySigner,
+    rep: &afr_core::bundle::BundleReport,
+) -> Result<(String, u64)> {
+    r.flush()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let contract = rt.block_on(afr_anchorer::deploy(url, signer.clone()))?;
+    let settings = afr_anchorer::Settings {
+        rpc_url: url.to_owned(),
+        contract,
+        max_batch: 64,
+        max_gas_price_wei: u128::MAX,
+        confirmations: 1,
+    };
+    rt.block_on(afr_anchorer::anchor_pending(r.store(), signer, &settings))?;
+    let contract = format!("{contract}");
+    let chain = afr_verify::anchors::Rpc::new(url);
+    let block = chain.latest_block()?;
+    anyhow::ensure!(
+        chain.code_is_afr_anchor(&contract, block)?,
+        "the deployed contract's code is not AfrAnchor"
+    );
+    let mut v = afr_verify::Verdict::from_bundle(rep);
+    let epochs: Vec<u64> = v.epoch_roots.iter().map(|(e, _)| *e).collect();
+    let a = chain.fetch(&contract, &r.recorder_id(), Some(block), Some(&epochs))?;
+    afr_verify::check_anchors(&mut v, &a, false)?;
+    v.settle();
+    let n = v
+        .checks
+        .iter()
+        .find(|(k, _)| k == "anchored-root")
+        .map_or(0, |(_, n)| *n);
+    Ok((v.outcome.name().to_owned(), n))
 }
 
 /// The RQ4 evaluation.
@@ -786,7 +832,11 @@ struct Question {
 
 /// Runs the RQ4 evaluation: `background_events` of seeded synthetic traffic around the three
 /// scenarios, recorded in a temporary store (buffered durability, epochs of 100).
-pub fn rq4(background_events: u64, seed: u64) -> Result<Rq4Report> {
+///
+/// With `rpc` (a dev chain such as anvil, whose first account signs), the store is anchored
+/// on a freshly deployed contract and scenario C's bundle is also checked the way `afr-verify
+/// bundle --rpc` checks it.
+pub fn rq4(background_events: u64, seed: u64, rpc: Option<&str>) -> Result<Rq4Report> {
     let mixed = mix(background_events, seed);
     let ev = &mixed.events;
     let s = |id: &str| -> Result<u64> {
@@ -805,7 +855,12 @@ pub fn rq4(background_events: u64, seed: u64) -> Result<Rq4Report> {
 
     let tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
     let dir = tmp.path().join("afr");
-    afr_recorder::init(&dir, [0x44; 20])?;
+    let signer = afr_anchorer::signer_from_hex(crate::cost::DEV_KEY)?;
+    let recorder_id = match rpc {
+        Some(_) => signer.address().0.0,
+        None => [0x44; 20],
+    };
+    afr_recorder::init(&dir, recorder_id)?;
     let r = Recorder::open(
         &dir,
         Config {
@@ -1002,7 +1057,16 @@ pub fn rq4(background_events: u64, seed: u64) -> Result<Rq4Report> {
             _ => break false,
         }
     };
+    let (anchored_outcome, anchored_roots) = match rpc {
+        Some(url) => {
+            let (o, n) = anchor_and_check(url, &r, signer, &rep)?;
+            (Some(o), n)
+        }
+        None => (None, 0),
+    };
     let bundle = Rq4Bundle {
+        anchored_outcome,
+        anchored_roots,
         query: chain_query,
         events: rep.events.clone(),
         bytes: bytes.len(),
@@ -1014,10 +1078,17 @@ pub fn rq4(background_events: u64, seed: u64) -> Result<Rq4Report> {
             .collect(),
         opened_matching,
         chain_reconstructed,
-        note: "checked by afr_core::bundle::verify_bundle (header chain, inclusion proofs, \
-               commitments, decryption with the disclosed keys); its epoch roots are not checked \
-               against anchored roots here, which needs a chain: afr-verify bundle --rpc"
-            .into(),
+        note: if rpc.is_some() {
+            "checked by afr_core::bundle::verify_bundle (header chain, inclusion proofs, \
+             commitments, decryption with the disclosed keys), then, after the store was \
+             anchored on the chain, by afr-verify's anchored check (contract code, rootOf of \
+             every epoch the bundle commits to)"
+        } else {
+            "checked by afr_core::bundle::verify_bundle (header chain, inclusion proofs, \
+             commitments, decryption with the disclosed keys); its epoch roots are not checked \
+             against anchored roots here, which needs a chain: afr-verify bundle --rpc"
+        }
+        .into(),
     };
     if rep.outcome != Outcome::Verified {
         anyhow::bail!(
