@@ -471,6 +471,20 @@ impl<'a> Opener<'a> {
         })
     }
 
+    /// An opener for a store whose recorder id the caller already read.
+    pub fn with_recorder(
+        store: &'a Store,
+        master: &'a MasterKey,
+        recorder: RecorderId,
+    ) -> Opener<'a> {
+        Opener {
+            store,
+            master,
+            recorder,
+            keys: HashMap::new(),
+        }
+    }
+
     /// The store's recorder id.
     pub fn recorder(&self) -> &RecorderId {
         &self.recorder
@@ -496,6 +510,23 @@ impl<'a> Opener<'a> {
 
     /// The payload of `record`, or `None` if its epoch was erased.
     pub fn payload(&mut self, record: &Record) -> Result<Option<Payload>, RecordError> {
+        self.decode(record)
+    }
+
+    /// The payload of `record` as JSON (the shape `serde_json::to_value` gives a [`Payload`]),
+    /// decoded straight from CBOR, or `None` if its epoch was erased. Full scans use this: it
+    /// skips building the typed payload.
+    pub fn payload_json(
+        &mut self,
+        record: &Record,
+    ) -> Result<Option<serde_json::Value>, RecordError> {
+        self.decode(record)
+    }
+
+    fn decode<T: serde::de::DeserializeOwned>(
+        &mut self,
+        record: &Record,
+    ) -> Result<Option<T>, RecordError> {
         let seq = record.seq;
         let sealed = self
             .store
@@ -514,7 +545,7 @@ impl<'a> Opener<'a> {
             .map_err(|_| RecordError::Corrupt(format!("payload {seq}: decryption failed")))?;
         // Our own store: the commitment was checked when it was written, so the lenient
         // decoder suffices (the strict one re-encodes to compare, twice the cost).
-        afr_core::cbor::from_slice::<Payload>(&plain)
+        afr_core::cbor::from_slice::<T>(&plain)
             .map(Some)
             .map_err(|e| RecordError::Corrupt(format!("payload {seq}: {e}")))
     }

@@ -1171,21 +1171,6 @@ pub fn run(store: &Store, master: &MasterKey, query: &Query) -> Result<QueryResu
         ..QueryResult::default()
     };
     let count = ex.count;
-    let mut check =
-        |ex: &mut Exec<'_>, seq: u64, record: Option<Record>| -> Result<(), RecordError> {
-            let mut ev = EventState {
-                seq,
-                record,
-                payload: None,
-            };
-            res.examined += 1;
-            match ex.eval(&node, &mut ev)? {
-                Tri::T => res.matches.push(seq),
-                Tri::U => res.unknown.push(seq),
-                Tri::F => {}
-            }
-            Ok(())
-        };
     match cand {
         Some(c) => {
             let c = match c {
@@ -1193,15 +1178,38 @@ pub fn run(store: &Store, master: &MasterKey, query: &Query) -> Result<QueryResu
                 Cand::List(v) => Cand::List(v.into_iter().filter(|s| *s < count).collect()),
             };
             for seq in c.into_list() {
-                check(&mut ex, seq, None)?;
+                ex.check(&node, seq, None, &mut res)?;
             }
         }
         None => {
-            for kv in store.records_from(0)? {
-                let (seq, bytes) = kv?;
-                let r = Record::decode(&bytes)
-                    .map_err(|e| RecordError::Corrupt(format!("record {seq}: {e}")))?;
-                check(&mut ex, seq, Some(r))?;
+            // A full scan decrypts every payload: split the log across the cores.
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8)) as u64;
+            let chunk = count.div_ceil(threads).max(1);
+            let parts = std::thread::scope(|sc| {
+                let handles: Vec<_> = (0..threads)
+                    .map(|i| {
+                        let (node, ex) = (&node, &ex);
+                        sc.spawn(move || {
+                            ex.fork()
+                                .scan(node, i * chunk, ((i + 1) * chunk).min(count))
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(RecordError::Corrupt("scan thread panicked".into()))
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            });
+            for part in parts {
+                let part = part?;
+                res.matches.extend(part.matches);
+                res.unknown.extend(part.unknown);
+                res.examined += part.examined;
+                res.decrypted += part.decrypted;
             }
         }
     }
@@ -1209,7 +1217,7 @@ pub fn run(store: &Store, master: &MasterKey, query: &Query) -> Result<QueryResu
         res.erased_epochs = ex.erased_epochs.clone();
     }
     res.notes = std::mem::take(&mut ex.notes);
-    res.decrypted = ex.decrypted;
+    res.decrypted += ex.decrypted;
     Ok(res)
 }
 
@@ -1222,6 +1230,7 @@ struct EventState {
 
 struct Exec<'a> {
     store: &'a Store,
+    master: &'a MasterKey,
     opener: Opener<'a>,
     count: u64,
     watermark: u64,
@@ -1247,6 +1256,7 @@ impl<'a> Exec<'a> {
         }
         Ok(Exec {
             store,
+            master,
             opener: Opener::new(store, master)?,
             count: store.record_count()?,
             watermark: index::watermark(store)?,
@@ -1255,6 +1265,62 @@ impl<'a> Exec<'a> {
             notes: Vec::new(),
             decrypted: 0,
         })
+    }
+
+    /// An executor for another thread: same view of the log, its own key cache.
+    fn fork(&self) -> Exec<'a> {
+        Exec {
+            store: self.store,
+            master: self.master,
+            opener: Opener::with_recorder(self.store, self.master, *self.opener.recorder()),
+            count: self.count,
+            watermark: self.watermark,
+            erased: self.erased.clone(),
+            erased_epochs: self.erased_epochs.clone(),
+            notes: Vec::new(),
+            decrypted: 0,
+        }
+    }
+
+    /// Checks one event against the plan, adding it to `res` if it matches or is unknown.
+    fn check(
+        &mut self,
+        node: &Node,
+        seq: u64,
+        record: Option<Record>,
+        res: &mut QueryResult,
+    ) -> Result<(), RecordError> {
+        let mut ev = EventState {
+            seq,
+            record,
+            payload: None,
+        };
+        res.examined += 1;
+        match self.eval(node, &mut ev)? {
+            Tri::T => res.matches.push(seq),
+            Tri::U => res.unknown.push(seq),
+            Tri::F => {}
+        }
+        Ok(())
+    }
+
+    /// Checks every event in `[from, to)`, reading records in order.
+    fn scan(mut self, node: &Node, from: u64, to: u64) -> Result<QueryResult, RecordError> {
+        let mut res = QueryResult::default();
+        if from >= to {
+            return Ok(res);
+        }
+        for kv in self.store.records_from(from)? {
+            let (seq, bytes) = kv?;
+            if seq >= to {
+                break;
+            }
+            let r = Record::decode(&bytes)
+                .map_err(|e| RecordError::Corrupt(format!("record {seq}: {e}")))?;
+            self.check(node, seq, Some(r), &mut res)?;
+        }
+        res.decrypted = self.decrypted;
+        Ok(res)
     }
 
     fn is_erased(&self, seq: u64) -> bool {
@@ -1437,11 +1503,11 @@ impl<'a> Exec<'a> {
                     let p = match &ev.record {
                         Some(r) => {
                             self.decrypted += 1;
-                            self.opener.payload(r)?
+                            self.opener.payload_json(r)?
                         }
                         None => None,
                     };
-                    ev.payload = Some(p.map(|p| serde_json::to_value(p).unwrap_or(Json::Null)));
+                    ev.payload = Some(p);
                 }
                 match &ev.payload {
                     Some(Some(j)) => j,
