@@ -988,6 +988,24 @@ pub fn format_time_us(us: u64) -> String {
 // ---------------------------------------------------------------------------------------------
 // Results
 
+/// Why a parsed query could not be answered.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// A relation names an event the log does not hold.
+    #[error("{relation}({seq}): no event {seq} in the log (it holds {count} events)")]
+    NoEvent {
+        /// The relation, e.g. `ancestors`.
+        relation: &'static str,
+        /// The event it named.
+        seq: u64,
+        /// Events in the log.
+        count: u64,
+    },
+    /// The store failed or holds something it should not.
+    #[error(transparent)]
+    Store(#[from] RecordError),
+}
+
 /// The answer to a query.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct QueryResult {
@@ -1162,7 +1180,7 @@ fn reads_payload(n: &Node) -> bool {
 }
 
 /// Runs `query` over `store`, decrypting with `master` where needed.
-pub fn run(store: &Store, master: &MasterKey, query: &Query) -> Result<QueryResult, RecordError> {
+pub fn run(store: &Store, master: &MasterKey, query: &Query) -> Result<QueryResult, QueryError> {
     let mut ex = Exec::new(store, master)?;
     let node = ex.plan(&query.expr)?;
     let cand = ex.candidates(&node);
@@ -1339,7 +1357,7 @@ impl<'a> Exec<'a> {
         self.opener.payload(&r)
     }
 
-    fn plan(&mut self, e: &Expr) -> Result<Node, RecordError> {
+    fn plan(&mut self, e: &Expr) -> Result<Node, QueryError> {
         Ok(match e {
             Expr::And(v) => {
                 let mut n = v
@@ -1527,18 +1545,18 @@ impl<'a> Exec<'a> {
 
     // -- relations ------------------------------------------------------------------------
 
-    fn check_seq(&self, rel: Relation, seq: u64) -> Result<(), RecordError> {
+    fn check_seq(&self, rel: Relation, seq: u64) -> Result<(), QueryError> {
         if seq >= self.count {
-            return Err(RecordError::Invalid(format!(
-                "{}({seq}): no event {seq} in the log (it holds {} events)",
-                rel.name(),
-                self.count
-            )));
+            return Err(QueryError::NoEvent {
+                relation: rel.name(),
+                seq,
+                count: self.count,
+            });
         }
         Ok(())
     }
 
-    fn relation(&mut self, rel: Relation, seq: u64) -> Result<Vec<u64>, RecordError> {
+    fn relation(&mut self, rel: Relation, seq: u64) -> Result<Vec<u64>, QueryError> {
         self.check_seq(rel, seq)?;
         let mut out = match rel {
             Relation::Ancestors => self.ancestors(seq)?,
