@@ -266,6 +266,47 @@ pub async fn raw_transaction(rpc_url: &str, tx: [u8; 32]) -> Result<Vec<u8>, Anc
     Ok(raw.to_vec())
 }
 
+/// How long a pass waits for transactions an earlier run left in the mempool.
+pub const PENDING_WAIT: Duration = Duration::from_secs(120);
+
+/// Waits until no transaction from `me` is pending. A run killed after sending leaves its
+/// transaction in the mempool; reading the contract before it is mined would send the same
+/// epochs again (and the node's gas estimate, taken on the pending state, reverts). The nonce
+/// is the node's: `latest` counts mined transactions, `pending` also the waiting ones.
+async fn wait_for_own_pending<P: Provider>(provider: &P, me: Address) -> Result<(), AnchorError> {
+    let start = std::time::Instant::now();
+    loop {
+        let latest = retry("nonce", || async {
+            provider
+                .get_transaction_count(me)
+                .latest()
+                .await
+                .map_err(rpc)
+        })
+        .await?;
+        let pending = retry("pending nonce", || async {
+            provider
+                .get_transaction_count(me)
+                .pending()
+                .await
+                .map_err(rpc)
+        })
+        .await?;
+        if pending <= latest {
+            return Ok(());
+        }
+        if start.elapsed() > PENDING_WAIT {
+            return Err(AnchorError::Rpc(format!(
+                "{} transaction(s) from the anchoring key {me} are still pending after {} s \
+                 (nonces {latest}..{pending}); not sending until they are mined or dropped",
+                pending - latest,
+                PENDING_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// One anchoring pass: reconcile with the chain, then post every sealed, unanchored epoch in
 /// order, in batches. Returns what it did; a fork is an error, never papered over.
 pub async fn anchor_pending(
@@ -300,6 +341,7 @@ pub async fn anchor_pending(
         provider.get_chain_id().await.map_err(rpc)
     })
     .await?;
+    wait_for_own_pending(&provider, me).await?;
     let headers = sealed_headers(store)?;
     let local_head = headers.last().map(|h| h.epoch);
     let mut pass = Pass::default();

@@ -32,7 +32,7 @@ fn eval_quick_writes_every_section_and_both_plots() {
     }
     // Every configuration appears at every quick size, with numbers in it.
     for size in ["| 100 |", "| 1000 |"] {
-        assert_eq!(md.matches(size).count() >= 5, true, "{size}\n{md}");
+        assert!(md.matches(size).count() >= 5, "{size}\n{md}");
     }
     assert!(md.contains("(38 steps)"), "{md}");
     assert!(
