@@ -7,72 +7,17 @@
 )]
 
 use std::{
-    path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    path::Path,
+    process::{Child, Command},
     time::{Duration, Instant},
 };
 
 use afr_anchorer::{AnchorError, Settings, anchor_pending, deploy, signer_from_hex};
 use afr_core::EventInput;
 use afr_recorder::{Config, Recorder, init};
+use afr_testkit::{anvil, anvil_on, free_port};
 
-/// Anvil's first dev account (test ether on a throwaway local chain only).
-const KEY: &str = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
-
-struct Anvil {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Anvil {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn tool(name: &str) -> PathBuf {
-    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../.tools/bin")
-        .join(name);
-    assert!(
-        bin.exists(),
-        "{} missing: run scripts/install-tools.sh",
-        bin.display()
-    );
-    bin
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn anvil() -> Anvil {
-    anvil_on(free_port(), &[])
-}
-
-fn anvil_on(port: u16, extra: &[&str]) -> Anvil {
-    let child = Command::new(tool("anvil"))
-        .args(["--port", &port.to_string(), "--silent"])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "anvil did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Anvil {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    }
-}
+const KEY: &str = afr_testkit::DEV_KEY;
 
 fn rpc(url: &str, method: &str, params: serde_json::Value) -> serde_json::Value {
     let out = Command::new("curl")
@@ -243,20 +188,7 @@ fn anchors_exactly_once_through_restarts_reorgs_and_forks() {
     assert!(r.store().anchor(10).unwrap().is_none());
 }
 
-/// `cast ARGS... --rpc-url URL`, trimmed stdout.
-fn cast(url: &str, args: &[&str]) -> String {
-    let out = Command::new(tool("cast"))
-        .args(args)
-        .args(["--rpc-url", url])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cast {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
+use afr_testkit::cast_at as cast;
 
 /// The chain holds exactly the local log's roots: head is the last sealed epoch, every root
 /// matches, each epoch has exactly one `Anchored` event, and every epoch has a stored receipt

@@ -1,83 +1,21 @@
 //! `afr` anchoring commands: fork alarm, keystore, and killing `afr anchor` mid-flight.
 
 use std::{
-    path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    path::Path,
+    process::{Command, Stdio},
+    time::Duration,
 };
 
 use afr_recorder::{Config, ForkAlarm, Recorder};
+use afr_testkit::{Anvil, anvil, anvil_on, free_port, tool};
 
 use super::afr;
 
-fn tool(name: &str) -> PathBuf {
-    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../.tools/bin")
-        .join(name);
-    assert!(
-        bin.exists(),
-        "{} missing: run scripts/install-tools.sh",
-        bin.display()
-    );
-    bin
-}
-
-/// An anvil on a free port, stopped on drop.
-struct Anvil {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Anvil {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn anvil() -> Anvil {
-    anvil_with(&[])
-}
-
-/// An anvil with extra flags (for example `--block-time 1`).
 fn anvil_with(extra: &[&str]) -> Anvil {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(tool("anvil"))
-        .args(["--port", &port.to_string(), "--silent"])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "anvil did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Anvil {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    }
+    anvil_on(free_port(), extra)
 }
 
-/// `cast ARGS... --rpc-url URL`, trimmed stdout.
-fn cast(url: &str, args: &[&str]) -> String {
-    let out = Command::new(tool("cast"))
-        .args(args)
-        .args(["--rpc-url", url])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cast {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
+use afr_testkit::cast_at as cast;
 
 /// `afr` with no anchoring key or passphrase from the test's own environment.
 fn afr_clean(dir: &Path) -> Command {
@@ -439,7 +377,7 @@ fn cost_measures_gas_on_a_real_chain_and_prices_the_rq2_table() {
 }
 
 /// Anvil's first dev account (test ether on a throwaway local chain only).
-const DEV_KEY: &str = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+use afr_testkit::DEV_KEY;
 
 #[test]
 fn afr_anchor_killed_at_random_points_never_duplicates_or_skips_an_epoch() {

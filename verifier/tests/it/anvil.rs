@@ -3,77 +3,19 @@
 //! by the recorder's own key, then every way of reading anchors: `--rpc` at the latest block,
 //! `--block` in the past, and `afr-verify anchors` fetched once for `--anchors`.
 
-use std::{
-    path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    time::{Duration, Instant},
-};
+use std::{path::Path, process::Command};
 
 use afr_core::{Hash32, epoch::back_pointer};
+use afr_testkit::anvil;
 use afr_verify::tamper::{History, Rng};
 
-/// anvil's first default account (a public test key, funded on every anvil).
-const KEY: &str = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
-const ADDR: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
+const KEY: &str = afr_testkit::DEV_KEY;
+const ADDR: &str = afr_testkit::DEV_ADDR;
 
-fn tool(name: &str) -> PathBuf {
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../.tools/bin")
-        .join(name);
-    assert!(
-        bin.exists(),
-        "{} missing: run scripts/install-tools.sh",
-        bin.display()
-    );
-    bin
-}
-
-struct Anvil {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Anvil {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn anvil() -> Anvil {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(tool("anvil"))
-        .args(["--port", &port.to_string(), "--silent"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "anvil did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Anvil {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    }
-}
-
-/// Runs `cast` and returns its stdout as JSON.
+/// Runs `cast` and returns its stdout as JSON (or as a JSON string if it is not JSON).
 fn cast(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(tool("cast")).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "cast {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
-        serde_json::Value::String(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    })
+    let out = afr_testkit::cast(args);
+    serde_json::from_str(&out).unwrap_or(serde_json::Value::String(out))
 }
 
 fn send(url: &str, args: &[&str]) -> serde_json::Value {
@@ -279,8 +221,7 @@ fn verifies_against_roots_anchored_on_a_real_chain() {
         anchors.as_os_str(),
     ]);
     assert_eq!(code, 0);
-    let _ = chain.child.kill();
-    let _ = chain.child.wait();
+    chain.kill();
     let (code, v) = run(&[
         "log".as_ref(),
         file.as_os_str(),
