@@ -220,18 +220,11 @@ fn rq1_synthetic(seeds: u64, sizes: &[usize]) -> Result<(Vec<rq1::Cell>, Cdf)> {
     }
     let mut cells = Vec::new();
     let mut cdf = Vec::new();
-    let mut n = 0;
     for &size in sizes {
         for (ci, c) in rq1::CONFIGS.iter().enumerate() {
-            let mut runs = Vec::new();
-            for seed in 0..seeds {
-                let d = tmp.path().join(format!("r{n}"));
-                n += 1;
-                std::fs::create_dir_all(&d)?;
-                let events = afr_recorder::synth::generate(size as u64, 1_000 + seed);
-                runs.push(rq1::run(c, events, &d)?);
-                std::fs::remove_dir_all(&d)?;
-            }
+            let runs = rq1::repeat(c, seeds, tmp.path(), |seed| {
+                afr_recorder::synth::generate(size as u64, 1_000 + seed)
+            })?;
             if Some(&size) == sizes.last() {
                 let mut all: Vec<f64> = runs
                     .iter()
@@ -262,33 +255,11 @@ fn rq1_section(md: &mut String, cells: &[rq1::Cell], seeds: u64) {
          files after a flush), per event. Median and P99 pool every event of the {seeds} \
          runs; the range is of the per-run medians.\n"
     );
-    let _ = writeln!(
-        md,
-        "| configuration | events | median µs | P99 µs | run medians µs | bytes/event | paper |"
-    );
-    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---|");
-    for c in cells {
-        let i = rq1::CONFIGS
-            .iter()
-            .position(|x| *x == c.config)
-            .unwrap_or(0);
-        let paper = match c.config {
-            "json" => "272 B/event",
-            "full" => "48 µs median, 512 B/event",
-            _ => "",
-        };
-        let _ = writeln!(
-            md,
-            "| {} | {} | {:.2} | {:.2} | {:.2}–{:.2} | {:.1} | {paper} |",
-            rq1::CONFIG_NAMES[i],
-            c.events,
-            c.median_us,
-            c.p99_us,
-            c.run_median_range_us.0,
-            c.run_median_range_us.1,
-            c.bytes_per_event
-        );
-    }
+    rq1_table(md, cells, true, |c| match c {
+        "json" => "272 B/event",
+        "full" => "48 µs median, 512 B/event",
+        _ => "",
+    });
     if let (Some(base), Some(full)) = (
         cells.iter().rev().find(|c| c.config == "json"),
         cells.iter().rev().find(|c| c.config == "full"),
@@ -338,19 +309,54 @@ fn rq1_traces(dir: &Path, reps: u64) -> Result<(Vec<rq1::Cell>, usize, usize)> {
     let (events, files) = trace_events(dir)?;
     let tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
     let mut cells = Vec::new();
-    let mut n = 0;
     for c in rq1::CONFIGS {
-        let mut runs = Vec::new();
-        for _ in 0..reps {
-            let d = tmp.path().join(format!("t{n}"));
-            n += 1;
-            std::fs::create_dir_all(&d)?;
-            runs.push(rq1::run(c, events.clone(), &d)?);
-            std::fs::remove_dir_all(&d)?;
-        }
+        let runs = rq1::repeat(c, reps, tmp.path(), |_| events.clone())?;
         cells.push(rq1::summarise(c, &runs));
     }
     Ok((cells, events.len(), files))
+}
+
+/// One RQ1 table: a row per cell, with the events column if `sizes`, and the paper's figure
+/// for a configuration from `paper`.
+fn rq1_table(
+    md: &mut String,
+    cells: &[rq1::Cell],
+    sizes: bool,
+    paper: impl Fn(&str) -> &'static str,
+) {
+    let (head, rule) = if sizes {
+        (
+            "| configuration | events | median µs | P99 µs | run medians µs | bytes/event | paper |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        )
+    } else {
+        (
+            "| configuration | median µs | P99 µs | run medians µs | bytes/event | paper |",
+            "|---|---:|---:|---:|---:|---|",
+        )
+    };
+    let _ = writeln!(md, "{head}\n{rule}");
+    for c in cells {
+        let name = rq1::CONFIGS
+            .iter()
+            .position(|x| *x == c.config)
+            .map_or(c.config, |i| rq1::CONFIG_NAMES[i]);
+        let events = if sizes {
+            format!(" {} |", c.events)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            md,
+            "| {name} |{events} {:.2} | {:.2} | {:.2}–{:.2} | {:.1} | {} |",
+            c.median_us,
+            c.p99_us,
+            c.run_median_range_us.0,
+            c.run_median_range_us.1,
+            c.bytes_per_event,
+            paper(c.config)
+        );
+    }
 }
 
 fn rq1_traces_section(
@@ -371,30 +377,11 @@ fn rq1_traces_section(
          14 µs for the full recorder over a 2.4 µs baseline.\n",
         dir.display()
     );
-    let _ = writeln!(
-        md,
-        "| configuration | median µs | P99 µs | bytes/event | paper |"
-    );
-    let _ = writeln!(md, "|---|---:|---:|---:|---|");
-    for c in cells {
-        let i = rq1::CONFIGS
-            .iter()
-            .position(|x| *x == c.config)
-            .unwrap_or(0);
-        let paper = match c.config {
-            "json" => "2.4 µs",
-            "full" => "14 µs",
-            _ => "",
-        };
-        let _ = writeln!(
-            md,
-            "| {} | {:.2} | {:.2} | {:.1} | {paper} |",
-            rq1::CONFIG_NAMES[i],
-            c.median_us,
-            c.p99_us,
-            c.bytes_per_event
-        );
-    }
+    rq1_table(md, cells, false, |c| match c {
+        "json" => "2.4 µs",
+        "full" => "14 µs",
+        _ => "",
+    });
 }
 
 /// Paced full-recorder runs without and with the anchorer: (cells, epochs anchored while

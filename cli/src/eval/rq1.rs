@@ -252,6 +252,24 @@ pub fn run(config: &str, events: Vec<EventInput>, dir: &Path) -> Result<Run> {
     }
 }
 
+/// Runs configuration `config` `reps` times, each in a fresh directory under `tmp` (removed
+/// after), on the events `events(rep)` gives.
+pub fn repeat(
+    config: &str,
+    reps: u64,
+    tmp: &Path,
+    events: impl Fn(u64) -> Vec<EventInput>,
+) -> Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    for rep in 0..reps {
+        let d = tmp.join(format!("{config}-{rep}"));
+        std::fs::create_dir_all(&d)?;
+        runs.push(run(config, events(rep), &d)?);
+        std::fs::remove_dir_all(&d)?;
+    }
+    Ok(runs)
+}
+
 /// The value at quantile `q` of sorted `v`.
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
