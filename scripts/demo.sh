@@ -4,18 +4,20 @@
 # Records a realistic incident (docs/examples/incident.jsonl) plus a synthetic background
 # workload, seals it into epochs, exports the log, deploys the real AfrAnchor contract on a
 # fresh anvil with `afr deploy`, anchors every epoch root with `afr anchor`, verifies the export
-# with `afr-verify` against the roots it reads back by eth_call, discloses the incident's events
-# with their keys and verifies that bundle alone, then tampers a copy of the log and shows the
-# verifier catching it. Does its own set-up on a fresh machine.
+# with `afr-verify` against the roots it reads back by eth_call, answers the investigator's
+# questions with `afr query` (the destructive call, its guardrails, who approved and delegated
+# it, what it read), discloses the incident's events with their keys and verifies that bundle
+# against the chain, then tampers a copy of the log and shows the verifier catching it. Does
+# its own set-up on a fresh machine.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bin="$root/.tools/bin"
 step() { printf '\n\033[1m[%s] %s\033[0m\n' "$1" "$2"; }
 
-step 1/9 "set-up (libclang, pinned Foundry from npm; quick when already done)"
+step 1/10 "set-up (libclang, pinned Foundry from npm; quick when already done)"
 scripts/setup.sh
-step 2/9 "build (release; the first build compiles RocksDB, ~10 minutes on 2 cores)"
+step 2/10 "build (release; the first build compiles RocksDB, ~10 minutes on 2 cores)"
 cargo build --release --quiet -p afr-cli -p afr-verify
 target="${CARGO_TARGET_DIR:-$root/target}"
 afr="$target/release/afr"
@@ -32,33 +34,41 @@ trap 'kill "$anvil_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 pk=0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80
 
 export AFR_ANCHOR_KEY="$pk"
-step 3/9 "record the incident and 993 background tool calls (epochs of 100)"
+step 3/10 "record the incident and 993 background tool calls (epochs of 100)"
 "$afr" --dir "$work/afr" init
 { cat docs/examples/incident.jsonl; "$afr" gen --events 993 --seed 42; } > "$work/events.jsonl"
 "$afr" --dir "$work/afr" record --epoch-size 100 "$work/events.jsonl"
 "$afr" --dir "$work/afr" seal --epoch-size 100
 
-step 4/9 "export the log"
+step 4/10 "export the log"
 "$afr" --dir "$work/afr" export --out "$work/log.afr"
 
-step 5/9 "deploy AfrAnchor on a local anvil ($rpc)"
+step 5/10 "deploy AfrAnchor on a local anvil ($rpc)"
 for _ in $(seq 100); do "$bin/cast" chain-id --rpc-url "$rpc" >/dev/null 2>&1 && break; sleep 0.1; done
 contract="$("$afr" --dir "$work/afr" deploy --rpc "$rpc" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["contract"])')"
 echo "contract $contract"
 
-step 6/9 "anchor every sealed epoch root (32 bytes + back-pointer per epoch; no content on chain)"
+step 6/10 "anchor every sealed epoch root (32 bytes + back-pointer per epoch; no content on chain)"
 "$afr" --dir "$work/afr" anchor --rpc "$rpc" --contract "$contract"
 "$afr" --dir "$work/afr" anchor --rpc "$rpc" --contract "$contract"   # a second run posts nothing
 "$afr" --dir "$work/afr" status
 
-step 7/9 "afr-verify the exported log against the anchored roots (eth_call; no keys, no operator service)"
+step 7/10 "afr-verify the exported log against the anchored roots (eth_call; no keys, no operator service)"
 "$verify" log "$work/log.afr" --rpc "$rpc" --contract "$contract"
 
-step 8/9 "disclose the incident's 7 events with their keys, and verify the bundle on its own"
-"$afr" --dir "$work/afr" disclose --seq 0-6 --with-keys --out "$work/incident.bundle"
-"$verify" bundle "$work/incident.bundle" --rpc "$rpc" --contract "$contract"
+step 8/10 "investigate with structured queries over the recorder's store (docs/query.md)"
+q() { printf "\n\$ afr query '%s'\n" "$1"; "$afr" --dir "$work/afr" query "$1"; }
+q 'execution.command ~ "DROP"'                                       # what ran
+q 'policy_evaluation[].guardrail exists and intent.args.sql ~ "DROP"' # which guardrails judged it
+q 'ancestors(5)'                                                     # who delegated and approved it
+q 'influences(2)'                                                    # what the agent had read
 
-step 9/9 "tamper a copy of the log (flip one bit inside the first epoch) and verify again"
+step 9/10 "disclose the incident's 7 events with their keys; verify the bundle against the chain, pinning the recorder"
+"$afr" --dir "$work/afr" disclose --seq 0-6 --with-keys --out "$work/incident.bundle"
+recorder="$("$afr" --dir "$work/afr" status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["recorder"])')"
+"$verify" bundle "$work/incident.bundle" --rpc "$rpc" --contract "$contract" --recorder "$recorder"
+
+step 10/10 "tamper a copy of the log (flip one bit inside the first epoch) and verify again"
 python3 - "$work/log.afr" "$work/tampered.afr" <<'PY'
 import sys
 b = bytearray(open(sys.argv[1], "rb").read())
