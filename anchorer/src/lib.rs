@@ -171,6 +171,14 @@ fn sealed_headers(store: &Store) -> Result<Vec<EpochHeader>, AnchorError> {
     let mut out = Vec::new();
     for kv in store.epochs_from(0)? {
         let (e, b) = kv?;
+        // Header i must be epoch i: every index below relies on it.
+        if e != out.len() as u64 {
+            return Err(afr_recorder::RecordError::Corrupt(format!(
+                "epoch header {} missing (next stored header is epoch {e})",
+                out.len()
+            ))
+            .into());
+        }
         out.push(
             EpochHeader::decode(&b)
                 .map_err(|err| afr_recorder::RecordError::Corrupt(format!("epoch {e}: {err}")))?,
@@ -222,9 +230,9 @@ where
 
 /// Deploys the contract from the artifact; returns its address.
 pub async fn deploy(rpc_url: &str, signer: PrivateKeySigner) -> Result<Address, AnchorError> {
-    let url = rpc_url
-        .parse()
-        .map_err(|_| AnchorError::Config(format!("bad rpc url {rpc_url}")))?;
+    let url = rpc_url.parse().map_err(|_| {
+        AnchorError::Config(format!("bad rpc url {}", afr_core::redact_url(rpc_url)))
+    })?;
     let provider = ProviderBuilder::new()
         .wallet(EthereumWallet::from(signer))
         .connect_http(url);
@@ -252,9 +260,9 @@ pub async fn deploy(rpc_url: &str, signer: PrivateKeySigner) -> Result<Address, 
 /// The signed bytes of a mined transaction (EIP-2718 envelope), by `eth_getRawTransactionByHash`:
 /// what an OP-stack chain charges the L1 data fee on.
 pub async fn raw_transaction(rpc_url: &str, tx: [u8; 32]) -> Result<Vec<u8>, AnchorError> {
-    let url = rpc_url
-        .parse()
-        .map_err(|_| AnchorError::Config(format!("bad rpc url {rpc_url}")))?;
+    let url = rpc_url.parse().map_err(|_| {
+        AnchorError::Config(format!("bad rpc url {}", afr_core::redact_url(rpc_url)))
+    })?;
     let provider = ProviderBuilder::new().connect_http(url);
     let raw: Bytes = retry("raw transaction", || async {
         provider
@@ -329,10 +337,9 @@ pub async fn anchor_pending(
             hex::encode(recorder)
         )));
     }
-    let url = s
-        .rpc_url
-        .parse()
-        .map_err(|_| AnchorError::Config(format!("bad rpc url {}", s.rpc_url)))?;
+    let url = s.rpc_url.parse().map_err(|_| {
+        AnchorError::Config(format!("bad rpc url {}", afr_core::redact_url(&s.rpc_url)))
+    })?;
     let provider = ProviderBuilder::new()
         .wallet(EthereumWallet::from(signer))
         .connect_http(url);
@@ -372,7 +379,13 @@ pub async fn anchor_pending(
                 local_head,
             });
         }
-        for h in &headers[..=ch as usize] {
+        let Some(anchored) = headers.get(..=ch as usize) else {
+            return Err(AnchorError::ChainAhead {
+                chain_head: ch,
+                local_head,
+            });
+        };
+        for h in anchored {
             let onchain = retry("rootOf", || async {
                 contract.rootOf(me, h.epoch).call().await.map_err(rpc)
             })
@@ -404,13 +417,26 @@ pub async fn anchor_pending(
             if store.anchor(h.epoch)?.is_none() {
                 // Sent and mined, but the receipt never reached the store (a crash in
                 // between): recover it from the event, so the epoch counts as anchored.
-                let Some(log) = anchored_log(&provider, s.contract, me, h.epoch).await? else {
-                    eprintln!(
-                        "anchorer: epoch {} is anchored on chain but the node has no Anchored \
-                         event for it; its receipt cannot be recovered",
-                        h.epoch
-                    );
-                    continue;
+                // Best effort: a node that limits log queries (many hosted RPCs refuse a
+                // range from block 0) must not stop anchoring of the epochs after this one.
+                let log = match anchored_log(&provider, s.contract, me, h.epoch).await {
+                    Ok(Some(log)) => log,
+                    Ok(None) => {
+                        eprintln!(
+                            "anchorer: epoch {} is anchored on chain but the node has no \
+                             Anchored event for it; its receipt cannot be recovered",
+                            h.epoch
+                        );
+                        continue;
+                    }
+                    Err(e) => {
+                        eprintln!(
+                            "anchorer: epoch {} is anchored on chain; recovering its receipt \
+                             failed ({e}); it stays pending in `afr status` until a pass recovers it",
+                            h.epoch
+                        );
+                        continue;
+                    }
                 };
                 let Some(tx) = log.transaction_hash else {
                     continue;

@@ -257,7 +257,10 @@ pub fn anchor(dir: &Path, password_file: Option<&Path>, args: &AnchorArgs) -> Re
                 }
                 return Ok(ExitCode::from(EXIT_FORK));
             }
-            Err(e) if args.watch => eprintln!("afr: anchoring pass failed, will retry: {e}"),
+            Err(e) if args.watch => eprintln!(
+                "afr: anchoring pass failed, will retry: {}",
+                afr_core::redact_urls_in(&e.to_string())
+            ),
             Err(e) => return Err(e.into()),
         }
         if !args.watch {

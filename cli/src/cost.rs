@@ -293,7 +293,12 @@ pub fn report(a: &CostArgs) -> Result<serde_json::Value> {
             let key = Zeroizing::new(
                 std::env::var(crate::anchoring::ANCHOR_KEY_ENV).unwrap_or_else(|_| DEV_KEY.into()),
             );
-            (None, url.clone(), key, format!("--rpc {url}"))
+            (
+                None,
+                url.clone(),
+                key,
+                format!("--rpc {}", afr_core::redact_url(url)),
+            )
         }
         None => {
             let (child, url) = start_anvil(a.anvil.clone())?;

@@ -371,7 +371,9 @@ fn step_event(
     let parent = match (opts.first_seq, i) {
         (Some(first), 1..) => Some(EventRef {
             recorder: None,
-            seq: first + i as u64 - 1,
+            seq: first
+                .checked_add(i as u64 - 1)
+                .ok_or_else(|| step_err(i, "sequence numbers past 2^64 - 1 (--first-seq)"))?,
         }),
         _ => None,
     };
@@ -674,7 +676,7 @@ pub fn run(dir: &Path, cmd: ImportCmd) -> Result<ExitCode> {
                     out.write_all(b"\n")?;
                 }
                 if let Some(s) = &mut base.first_seq {
-                    *s += n;
+                    *s = s.saturating_add(n);
                 }
             }
             Some(r) => {

@@ -240,7 +240,10 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("afr: error: {e:#}");
+            eprintln!(
+                "afr: error: {}",
+                afr_core::redact_urls_in(&format!("{e:#}"))
+            );
             ExitCode::FAILURE
         }
     }

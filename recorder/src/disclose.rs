@@ -17,6 +17,24 @@ use crate::{CF_KEYS, CF_META, RecordError, Recorder, Store, now_us};
 /// Metadata key prefix marking an erased epoch: `erased/` ‖ u64be(epoch).
 pub const META_ERASED: &[u8] = b"erased/";
 
+/// Metadata key set in the same batch as an erasure and cleared once the store's files have
+/// been rewritten without the destroyed material; while it is set, opening the store scrubs.
+pub const META_SCRUB_PENDING: &[u8] = b"scrub-pending";
+
+/// Finishes an erasure that a crash or an error interrupted after its batch was written:
+/// rewrites the store's files (see [`Store::scrub_keys`]) and clears the flag. Returns whether
+/// there was one to finish.
+pub(crate) fn finish_pending_scrub(store: &Store) -> Result<bool, RecordError> {
+    if store.meta(META_SCRUB_PENDING)?.is_none() {
+        return Ok(false);
+    }
+    store.scrub_keys()?;
+    let mut b = WriteBatch::default();
+    b.delete_cf(store.cf(CF_META)?, META_SCRUB_PENDING);
+    store.write(b, true)?;
+    Ok(true)
+}
+
 fn erased_key(epoch: u64) -> Vec<u8> {
     [META_ERASED, &epoch.to_be_bytes()].concat()
 }
@@ -66,7 +84,8 @@ pub fn disclose(
         let leaves = match leaves_of.entry(h.epoch) {
             std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::btree_map::Entry::Vacant(slot) => {
-                let mut leaves = Vec::with_capacity(h.count as usize);
+                // The header's count comes from disk: reserve no more than the log holds.
+                let mut leaves = Vec::with_capacity(h.count.min(1 << 20) as usize);
                 for s in h.first_seq..h.end_seq() {
                     let b = store
                         .record_bytes(s)?
@@ -123,8 +142,8 @@ pub fn disclose(
 impl Recorder {
     /// Destroys the key material of sealed epoch `epoch` so its payloads can never be
     /// decrypted again, deletes the query-index terms derived from them (in the same batch as
-    /// the salt), records the erasure as an event, and rewrites the store's files so
-    /// no file under the store still holds the material: the salt's delete is synced, every
+    /// the salt), rewrites the store's files so no file under the store still holds the
+    /// material, and records the erasure as an event. The salt's delete is synced, every
     /// column family flushed (so the write-ahead log that held the salt becomes obsolete and
     /// is deleted), and the key column family compacted to the bottom level (so no SST file
     /// keeps the old value). Integrity verification is unaffected: records, ciphertexts and
@@ -154,7 +173,11 @@ impl Recorder {
             erased_key(epoch),
             now_us().to_be_bytes(),
         );
+        b.put_cf(store.cf(CF_META)?, META_SCRUB_PENDING, [1u8]);
         store.write(b, true)?;
+        // From here the material is gone logically; the files still hold it until the scrub,
+        // which runs now and, if anything below fails or the process dies, on the next open.
+        finish_pending_scrub(store)?;
         let ev = EventInput {
             category: Category::Other,
             timestamp_us: None,
@@ -177,7 +200,6 @@ impl Recorder {
             delegation_provenance: None,
         };
         self.record(ev)?;
-        self.flush()?;
-        store.scrub_keys()
+        self.flush()
     }
 }

@@ -62,7 +62,7 @@ pub mod index;
 mod keyfile;
 pub mod query;
 pub mod synth;
-pub use disclose::{META_ERASED, disclose};
+pub use disclose::{META_ERASED, META_SCRUB_PENDING, disclose};
 pub use export::{ExportSummary, export_log};
 pub use keyfile::{read_key_file, write_key_file};
 
@@ -293,6 +293,7 @@ impl Recorder {
             _ => return Err(RecordError::Corrupt("unknown store format".into())),
         }
         let recorder = store.recorder_id()?;
+        disclose::finish_pending_scrub(&store)?;
         let state = recover(&store, &master, &recorder)?;
         index::catch_up(&store, &master, state.next_seq)?;
         let written = state.next_seq;

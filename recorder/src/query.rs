@@ -498,6 +498,7 @@ impl Query {
             toks,
             pos: 0,
             query: text,
+            depth: 0,
         };
         if p.peek().tok == Tok::Eof {
             return Err(p.err_at(0, 1, "empty query (try `all`, or see docs/query.md)"));
@@ -523,7 +524,13 @@ struct Parser<'a> {
     toks: Vec<Token>,
     pos: usize,
     query: &'a str,
+    /// Open `not`s and parentheses: parsing, planning and evaluation recurse this deep.
+    depth: usize,
 }
+
+/// Deepest nesting of `not` and parentheses a query may have. Parsing, planning and the
+/// scan all recurse once per level, and the scan runs on threads with small stacks.
+pub const MAX_DEPTH: usize = 64;
 
 fn describe(t: &Tok) -> String {
     match t {
@@ -597,6 +604,25 @@ impl<'a> Parser<'a> {
 
     fn unary(&mut self) -> Result<Expr, ParseError> {
         let t = self.bump();
+        let nests = matches!(&t.tok, Tok::LParen) || matches!(&t.tok, Tok::Word(w) if w == "not");
+        if nests {
+            self.depth += 1;
+            if self.depth > MAX_DEPTH {
+                return Err(self.err(
+                    &t,
+                    format!("nested more than {MAX_DEPTH} deep (`not` and parentheses)"),
+                ));
+            }
+        }
+        let e = self.unary_inner(&t);
+        if nests {
+            self.depth -= 1;
+        }
+        e
+    }
+
+    fn unary_inner(&mut self, t: &Token) -> Result<Expr, ParseError> {
+        let t = t.clone();
         match &t.tok {
             Tok::Word(w) if w == "not" => Ok(Expr::Not(Box::new(self.unary()?))),
             Tok::Word(w) if w == "all" => Ok(Expr::All),
@@ -1099,6 +1125,14 @@ enum Cand {
 }
 
 impl Cand {
+    /// Keeps only sequence numbers below `count`.
+    fn clip(self, count: u64) -> Cand {
+        match self {
+            Cand::Range(a, b) => Cand::Range(a.min(count), b.min(count)),
+            Cand::List(v) => Cand::List(v.into_iter().filter(|s| *s < count).collect()),
+        }
+    }
+
     fn into_list(self) -> Vec<u64> {
         match self {
             Cand::Range(a, b) => (a..b).collect(),
@@ -1397,15 +1431,21 @@ impl<'a> Exec<'a> {
         })
     }
 
-    /// Candidate events of a node, or `None` for "every event".
+    /// Candidate events of a node, or `None` for "every event". Ranges are clipped to the log
+    /// (`0..count`) before they are combined, so `seq > 10 or ...` never expands a range
+    /// reaching `u64::MAX` into a list.
     fn candidates(&self, n: &Node) -> Option<Cand> {
+        self.candidates_unclipped(n).map(|c| c.clip(self.count))
+    }
+
+    fn candidates_unclipped(&self, n: &Node) -> Option<Cand> {
         match n {
             Node::Set(v) => Some(Cand::List(v.clone())),
             Node::Indexed(hits, _) => {
                 // Erased and un-indexed events are candidates too: the index cannot speak for them.
                 let mut c = Cand::List(hits.clone());
                 for (a, b) in &self.erased {
-                    c = c.or(Cand::Range(*a, *b));
+                    c = c.or(Cand::Range(*a, *b).clip(self.count));
                 }
                 if self.watermark < self.count {
                     c = c.or(Cand::Range(self.watermark, self.count));
@@ -1418,14 +1458,14 @@ impl<'a> Exec<'a> {
                     Op::Eq => Cand::Range(v, v.saturating_add(1)),
                     Op::Lt => Cand::Range(0, v),
                     Op::Le => Cand::Range(0, v.saturating_add(1)),
-                    Op::Gt => Cand::Range(v.saturating_add(1), u64::MAX),
-                    Op::Ge => Cand::Range(v, u64::MAX),
+                    Op::Gt => Cand::Range(v.saturating_add(1), self.count),
+                    Op::Ge => Cand::Range(v, self.count),
                     Op::Ne | Op::Contains => return None,
                 })
             }
             Node::Pred(Pred::Range(t, lo, hi, inc)) if t.canon == "seq" => {
                 let (a, b) = (lo.as_u64()?, hi.as_u64()?);
-                Some(Cand::Range(a, if *inc { b.saturating_add(1) } else { b }))
+                Some(Cand::Range(a, if *inc { b.saturating_add(1) } else { b }).clip(self.count))
             }
             Node::And(v) => v
                 .iter()
@@ -1571,6 +1611,7 @@ impl<'a> Exec<'a> {
 
     fn ancestors(&mut self, seq: u64) -> Result<Vec<u64>, RecordError> {
         let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let mut cur = seq;
         loop {
             let Some(p) = self.payload(cur)? else {
@@ -1599,7 +1640,7 @@ impl<'a> Exec<'a> {
                 ));
                 break;
             }
-            if parent.seq == seq || out.contains(&parent.seq) {
+            if parent.seq == seq || !seen.insert(parent.seq) {
                 self.notes.push(format!(
                     "ancestors({seq}): event {cur} names parent {}, closing a cycle",
                     parent.seq

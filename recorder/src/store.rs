@@ -113,7 +113,8 @@ impl Store {
         &self.db
     }
 
-    pub(crate) fn cf(&self, name: &str) -> Result<&ColumnFamily, RecordError> {
+    /// A column family handle by name (`CF_*`), for batches passed to [`Store::write`].
+    pub fn cf(&self, name: &str) -> Result<&ColumnFamily, RecordError> {
         self.db
             .cf_handle(name)
             .ok_or_else(|| corrupt(format!("column family {name} missing")))

@@ -22,6 +22,9 @@ fn selector(signature: &str) -> Result<[u8; 4]> {
     Ok(out)
 }
 
+/// Most roots `afr-verify anchors` fetches in one file (one `rootOf` call each).
+pub const MAX_EPOCHS: u64 = 10_000_000;
+
 /// The runtime code of the AfrAnchor artifact, `0x`-prefixed hex.
 fn deployed_code() -> Result<String> {
     let v: serde_json::Value = serde_json::from_str(ARTIFACT).context("contract artifact")?;
@@ -92,7 +95,7 @@ impl Rpc {
             .post(&self.url)
             .header("content-type", "application/json")
             .send(&body)
-            .with_context(|| format!("rpc {method} to {}", self.url))?;
+            .with_context(|| format!("rpc {method} to {}", afr_core::redact_url(&self.url)))?;
         let text = resp.body_mut().read_to_string().context("rpc response")?;
         let v: serde_json::Value =
             serde_json::from_str(&text).context("rpc response is not json")?;
@@ -119,7 +122,13 @@ impl Rpc {
                 .post(&self.url)
                 .header("content-type", "application/json")
                 .send(&serde_json::Value::Array(body).to_string())
-                .with_context(|| format!("rpc batch of {} calls to {}", chunk.len(), self.url))?;
+                .with_context(|| {
+                    format!(
+                        "rpc batch of {} calls to {}",
+                        chunk.len(),
+                        afr_core::redact_url(&self.url)
+                    )
+                })?;
             let text = resp.body_mut().read_to_string().context("rpc response")?;
             let v: serde_json::Value =
                 serde_json::from_str(&text).context("rpc response is not json")?;
@@ -140,7 +149,9 @@ impl Rpc {
                 if let Some(e) = item.get("error") {
                     bail!("rpc {} failed: {e}", chunk[id].0);
                 }
-                results[id] = Some(item["result"].clone());
+                if results[id].replace(item["result"].clone()).is_some() {
+                    bail!("rpc batch answered call {} twice", base + id);
+                }
             }
             for r in results {
                 out.push(r.context("rpc batch answer is missing a result")?);
@@ -217,7 +228,16 @@ impl Rpc {
         let mut roots = BTreeMap::new();
         let wanted: Vec<u64> = match (epochs, head) {
             (Some(list), Some(h)) => list.iter().copied().filter(|e| *e <= h).collect(),
-            (None, Some(h)) => (0..=h).collect(),
+            (None, Some(h)) => {
+                if h >= MAX_EPOCHS {
+                    bail!(
+                        "the contract reports head epoch {h} for this recorder; fetching more than \
+                         {MAX_EPOCHS} roots at once is refused (verify the file with --rpc instead, \
+                         which reads only the file's epochs)"
+                    );
+                }
+                (0..=h).collect()
+            }
             (_, None) => Vec::new(),
         };
         let calls: Vec<(&str, serde_json::Value)> = wanted

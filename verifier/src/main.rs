@@ -110,7 +110,10 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("afr-verify: error: {e:#}");
+            eprintln!(
+                "afr-verify: error: {}",
+                afr_core::redact_urls_in(&format!("{e:#}"))
+            );
             ExitCode::from(EXIT_IO)
         }
     }

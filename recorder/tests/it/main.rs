@@ -427,6 +427,45 @@ mod disclosure {
     }
 
     #[test]
+    fn an_erasure_interrupted_before_its_scrub_is_finished_when_the_store_opens() {
+        let (_tmp, dir, r, _) = recorded(300, 100);
+        let salt = r.store().epoch_salt(1).unwrap().unwrap();
+        r.store().flush().unwrap();
+        // What erase_epoch's batch does, then the process dies before the scrub: the salt is
+        // deleted logically, the flag is set, and the files still hold the salt.
+        let mut b = afr_recorder::WriteBatch::default();
+        b.delete_cf(
+            r.store().cf(afr_recorder::CF_KEYS).unwrap(),
+            1u64.to_be_bytes(),
+        );
+        b.put_cf(
+            r.store().cf(afr_recorder::CF_META).unwrap(),
+            afr_recorder::META_SCRUB_PENDING,
+            [1u8],
+        );
+        r.store().write(b, true).unwrap();
+        drop(r);
+        assert!(
+            !files_containing(&dir, &salt).is_empty(),
+            "before reopening, the files still hold the salt"
+        );
+        let r = Recorder::open(&dir, cfg(100, Durability::Group)).unwrap();
+        assert_eq!(
+            r.store().meta(afr_recorder::META_SCRUB_PENDING).unwrap(),
+            None
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !files_containing(&dir, &salt).is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "salt still in {:?} after reopening",
+                files_containing(&dir, &salt)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    #[test]
     fn erasure_destroys_key_material_on_disk_and_integrity_still_verifies() {
         // A marker only epoch 1's events carry, in indexed fields (approver, environment):
         // the query index holds it in plaintext until the epoch is erased.

@@ -383,3 +383,36 @@ fn erased_epochs_are_reported_not_matched_and_leave_no_index_terms() {
     .unwrap();
     assert!(loaded.payload.is_none() && loaded.event_json().is_none());
 }
+
+#[test]
+fn open_ended_seq_ranges_and_deep_nesting_are_answered_or_refused_not_fatal() {
+    let (_tmp, _dir, r) = store_with(&incident(), 100);
+    // Open-ended ranges combined with `or` are clipped to the log, never expanded to u64::MAX.
+    assert_eq!(
+        seqs(&r, r#"seq > 4 or intent.tool = "read_file""#),
+        [0, 5, 6]
+    );
+    assert_eq!(seqs(&r, "seq < 1 or seq >= 6"), [0, 6]);
+    assert_eq!(
+        seqs(&r, r#"seq < 1000000000000 or intent.tool = "psql""#),
+        [0, 1, 2, 3, 4, 5, 6]
+    );
+    assert_eq!(
+        seqs(&r, "seq in 5..=18446744073709551615 or seq = 0"),
+        [0, 5, 6]
+    );
+    // Nesting is bounded: deep enough is fine, deeper is a parse error pointing at the token.
+    let ok = format!(
+        "{}all{}",
+        "(".repeat(afr_recorder::query::MAX_DEPTH),
+        ")".repeat(afr_recorder::query::MAX_DEPTH)
+    );
+    assert_eq!(seqs(&r, &ok).len(), 7);
+    for deep in [
+        format!("{}all", "not ".repeat(20_000)),
+        format!("{}all{}", "(".repeat(100_000), ")".repeat(100_000)),
+    ] {
+        let e = Query::parse(&deep).unwrap_err().to_string();
+        assert!(e.contains("nested more than"), "{e}");
+    }
+}
