@@ -1170,8 +1170,9 @@ enum Node {
     Or(Vec<Node>),
     Not(Box<Node>),
     All,
-    /// A definite set (relations).
-    Set(Vec<u64>),
+    /// A relation's members; with `true`, events of erased epochs may belong too (the walk
+    /// could not look inside them), so for them non-membership is unknown, not false.
+    Set(Vec<u64>, bool),
     /// Index hits for `pred`; events past the watermark are checked by `pred` itself, and
     /// non-hits in erased epochs are unknown.
     Indexed(Vec<u64>, Pred),
@@ -1195,7 +1196,7 @@ impl Pred {
 
 fn cost(n: &Node) -> u8 {
     match n {
-        Node::All | Node::Set(_) | Node::Indexed(..) => 0,
+        Node::All | Node::Set(..) | Node::Indexed(..) => 0,
         Node::Pred(p) if p.target().root == Root::Envelope => 1,
         Node::Pred(_) => 2,
         Node::Not(x) => cost(x),
@@ -1209,7 +1210,7 @@ fn reads_payload(n: &Node) -> bool {
         Node::Pred(p) => p.target().root == Root::Payload,
         Node::Not(x) => reads_payload(x),
         Node::And(v) | Node::Or(v) => v.iter().any(reads_payload),
-        Node::All | Node::Set(_) => false,
+        Node::All | Node::Set(..) => false,
     }
 }
 
@@ -1290,6 +1291,8 @@ struct Exec<'a> {
     erased: Vec<(u64, u64)>,
     erased_epochs: Vec<u64>,
     notes: Vec<String>,
+    /// Set by the ancestor walk when an erased epoch cut it.
+    walk_cut: bool,
     decrypted: u64,
 }
 
@@ -1315,6 +1318,7 @@ impl<'a> Exec<'a> {
             erased,
             erased_epochs,
             notes: Vec::new(),
+            walk_cut: false,
             decrypted: 0,
         })
     }
@@ -1330,6 +1334,7 @@ impl<'a> Exec<'a> {
             erased: self.erased.clone(),
             erased_epochs: self.erased_epochs.clone(),
             notes: Vec::new(),
+            walk_cut: false,
             decrypted: 0,
         }
     }
@@ -1404,7 +1409,10 @@ impl<'a> Exec<'a> {
             Expr::Or(v) => Node::Or(v.iter().map(|x| self.plan(x)).collect::<Result<_, _>>()?),
             Expr::Not(x) => Node::Not(Box::new(self.plan(x)?)),
             Expr::All => Node::All,
-            Expr::Rel(r, seq) => Node::Set(self.relation(*r, *seq)?),
+            Expr::Rel(r, seq) => {
+                let (members, uncertain) = self.relation(*r, *seq)?;
+                Node::Set(members, uncertain)
+            }
             Expr::Cmp(t, op, lit) => {
                 let pred = Pred::Cmp(t.clone(), *op, lit.clone());
                 match (op, Field::for_path(&t.canon)) {
@@ -1440,7 +1448,15 @@ impl<'a> Exec<'a> {
 
     fn candidates_unclipped(&self, n: &Node) -> Option<Cand> {
         match n {
-            Node::Set(v) => Some(Cand::List(v.clone())),
+            Node::Set(v, uncertain) => {
+                let mut c = Cand::List(v.clone());
+                if *uncertain {
+                    for (a, b) in &self.erased {
+                        c = c.or(Cand::Range(*a, *b).clip(self.count));
+                    }
+                }
+                Some(c)
+            }
             Node::Indexed(hits, _) => {
                 // Erased and un-indexed events are candidates too: the index cannot speak for them.
                 let mut c = Cand::List(hits.clone());
@@ -1489,7 +1505,15 @@ impl<'a> Exec<'a> {
     fn eval(&mut self, n: &Node, ev: &mut EventState) -> Result<Tri, RecordError> {
         Ok(match n {
             Node::All => Tri::T,
-            Node::Set(v) => Tri::from_bool(v.binary_search(&ev.seq).is_ok()),
+            Node::Set(v, uncertain) => {
+                if v.binary_search(&ev.seq).is_ok() {
+                    Tri::T
+                } else if *uncertain && self.is_erased(ev.seq) {
+                    Tri::U
+                } else {
+                    Tri::F
+                }
+            }
             Node::Indexed(hits, pred) => {
                 if ev.seq >= self.watermark {
                     self.pred(pred, ev)?
@@ -1596,8 +1620,10 @@ impl<'a> Exec<'a> {
         Ok(())
     }
 
-    fn relation(&mut self, rel: Relation, seq: u64) -> Result<Vec<u64>, QueryError> {
+    /// A relation's members, and whether events of erased epochs may be members too.
+    fn relation(&mut self, rel: Relation, seq: u64) -> Result<(Vec<u64>, bool), QueryError> {
         self.check_seq(rel, seq)?;
+        self.walk_cut = false;
         let mut out = match rel {
             Relation::Ancestors => self.ancestors(seq)?,
             Relation::Descendants => self.descendants(seq)?,
@@ -1606,7 +1632,13 @@ impl<'a> Exec<'a> {
         };
         out.sort_unstable();
         out.dedup();
-        Ok(out)
+        // An ancestor walk that reached its root saw every event it depends on; the other
+        // relations search the whole log, erased payloads included.
+        let uncertain = match rel {
+            Relation::Ancestors => self.walk_cut,
+            _ => !self.erased.is_empty(),
+        };
+        Ok((out, uncertain))
     }
 
     fn ancestors(&mut self, seq: u64) -> Result<Vec<u64>, RecordError> {
@@ -1618,6 +1650,7 @@ impl<'a> Exec<'a> {
                 self.notes.push(format!(
                     "ancestors({seq}): the chain is cut at event {cur}, whose epoch was erased"
                 ));
+                self.walk_cut = true;
                 break;
             };
             let Some(parent) = p.delegation_provenance.and_then(|d| d.parent_event) else {

@@ -375,6 +375,29 @@ fn erased_epochs_are_reported_not_matched_and_leave_no_index_terms() {
     // Full scans and relations pass over erased events without failing.
     let res = q(&r, r#"intent.args.input ~ "pytest""#);
     assert!(!res.unknown.is_empty() && !res.matches.is_empty());
+    // A relation cannot look inside erased payloads: their events are unknown members, so
+    // neither the relation nor its negation matches them.
+    let root = (0..100u64)
+        .find(|s| {
+            events[*s as usize + 1..].iter().any(|e| {
+                e.delegation_provenance
+                    .as_ref()
+                    .and_then(|d| d.parent_event.as_ref())
+                    .is_some_and(|p| p.seq == *s)
+            })
+        })
+        .expect("the workload has a delegation root in epoch 0");
+    for text in [
+        format!("descendants({root})"),
+        format!("not descendants({root})"),
+    ] {
+        let res = q(&r, &text);
+        assert!(
+            !res.matches.iter().any(|s| (100..200).contains(s)),
+            "{text} matched erased events"
+        );
+        assert_eq!(res.unknown, (100..200).collect::<Vec<_>>(), "{text}");
+    }
     let loaded = afr_recorder::query::load(
         &mut index::Opener::new(r.store(), r.master_key()).unwrap(),
         r.store(),
