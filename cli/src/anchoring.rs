@@ -113,7 +113,8 @@ pub fn prepare_identity(
     Ok(s.address().0.0)
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+/// The single-threaded runtime every anchoring call runs on.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
@@ -135,23 +136,32 @@ pub fn deploy(dir: &Path, password_file: Option<&Path>, rpc: &str, json: bool) -
 pub const EXIT_FORK: u8 = 3;
 
 /// The flags of `afr anchor`.
-#[derive(Debug)]
+#[derive(clap::Args, Debug)]
 pub struct AnchorArgs {
     /// JSON-RPC endpoint.
+    #[arg(long)]
     pub rpc: String,
-    /// Contract address (0x hex).
+    /// Contract address.
+    #[arg(long)]
     pub contract: String,
-    /// Keep running.
+    /// Keep running and anchor epochs as they seal.
+    #[arg(long)]
     pub watch: bool,
-    /// Pause between passes with `watch`.
+    /// With --watch, how often to look for sealed epochs.
+    #[arg(long, default_value_t = 5_000)]
     pub interval_ms: u64,
-    /// Most epochs per transaction.
+    /// Most epochs per transaction (a backlog goes out through anchorBatch).
+    #[arg(long, default_value_t = 64)]
     pub max_batch: usize,
-    /// Gas price cap.
+    /// Do not send while the gas price is above this many gwei.
+    #[arg(long, default_value_t = 200)]
     pub max_gas_price_gwei: u64,
     /// Confirmations to wait for.
+    #[arg(long, default_value_t = 1)]
     pub confirmations: u64,
-    /// Clear the fork alarm of this epoch first.
+    /// Clear the fork alarm of this epoch (after investigating it), then anchor: the pass
+    /// checks the chain again and raises the alarm again if the fork is still there.
+    #[arg(long, value_name = "EPOCH")]
     pub clear_fork_alarm: Option<u64>,
 }
 

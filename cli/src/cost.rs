@@ -24,7 +24,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use afr_anchorer::{Settings, anchor_pending, deploy, raw_transaction, signer_from_hex};
+use afr_anchorer::{Address, Settings, anchor_pending, deploy, raw_transaction, signer_from_hex};
 use afr_recorder::{Config, Durability, Recorder};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -33,6 +33,18 @@ use zeroize::Zeroizing;
 /// Anvil's first dev account: test ether on local development chains only.
 pub(crate) const DEV_KEY: &str =
     "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+
+/// Anchoring settings for a local development chain (the measurements here, `afr eval`):
+/// no gas-price cap, one confirmation.
+pub(crate) fn dev_settings(rpc: &str, contract: Address, max_batch: usize) -> Settings {
+    Settings {
+        rpc_url: rpc.to_owned(),
+        contract,
+        max_batch,
+        max_gas_price_wei: u128::MAX,
+        confirmations: 1,
+    }
+}
 
 /// Epoch sizes of the paper's RQ2 table.
 const EPOCH_SIZES: [u64; 5] = [10, 50, 100, 500, 1000];
@@ -155,9 +167,7 @@ fn ecotone_size(raw: &[u8]) -> f64 {
 /// Deploys, anchors `STEADY_ANCHORS + 1` epochs singly and `batch` epochs in one
 /// `anchorBatch`, and returns (chain id, contract, single, batch) from the receipts.
 fn measure(rpc: &str, key: &str, batch: u64) -> Result<(u64, String, Measured, Measured)> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = crate::anchoring::runtime()?;
     let signer = signer_from_hex(key)?;
     let contract = rt.block_on(deploy(rpc, signer.clone()))?;
     let tmp = tempfile::tempdir()?;
@@ -177,13 +187,7 @@ fn measure(rpc: &str, key: &str, batch: u64) -> Result<(u64, String, Measured, M
             r.record(ev)?;
         }
         r.flush()?;
-        let settings = Settings {
-            rpc_url: rpc.to_owned(),
-            contract,
-            max_batch: max_batch as usize,
-            max_gas_price_wei: u128::MAX,
-            confirmations: 1,
-        };
+        let settings = dev_settings(rpc, contract, max_batch as usize);
         let p = rt.block_on(anchor_pending(r.store(), signer.clone(), &settings))?;
         if p.posted.len() as u64 != epochs {
             anyhow::bail!(

@@ -65,33 +65,7 @@ enum Cmd {
         json: bool,
     },
     /// Post every sealed, unanchored epoch root to the contract, in order, then exit.
-    Anchor {
-        /// JSON-RPC endpoint.
-        #[arg(long)]
-        rpc: String,
-        /// Contract address.
-        #[arg(long)]
-        contract: String,
-        /// Keep running and anchor epochs as they seal.
-        #[arg(long)]
-        watch: bool,
-        /// With --watch, how often to look for sealed epochs.
-        #[arg(long, default_value_t = 5_000)]
-        interval_ms: u64,
-        /// Most epochs per transaction (a backlog goes out through anchorBatch).
-        #[arg(long, default_value_t = 64)]
-        max_batch: usize,
-        /// Do not send while the gas price is above this many gwei.
-        #[arg(long, default_value_t = 200)]
-        max_gas_price_gwei: u64,
-        /// Confirmations to wait for.
-        #[arg(long, default_value_t = 1)]
-        confirmations: u64,
-        /// Clear the fork alarm of this epoch (after investigating it), then anchor: the pass
-        /// checks the chain again and raises the alarm again if the fork is still there.
-        #[arg(long, value_name = "EPOCH")]
-        clear_fork_alarm: Option<u64>,
-    },
+    Anchor(anchoring::AnchorArgs),
     /// Print a seeded synthetic workload as JSON lines (the paper's evaluation mix).
     Gen {
         /// Number of events.
@@ -255,29 +229,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Deploy { rpc, json } => {
             anchoring::deploy(&cli.dir, cli.password_file.as_deref(), &rpc, json)
         }
-        Cmd::Anchor {
-            rpc,
-            contract,
-            watch,
-            interval_ms,
-            max_batch,
-            max_gas_price_gwei,
-            confirmations,
-            clear_fork_alarm,
-        } => anchoring::anchor(
-            &cli.dir,
-            cli.password_file.as_deref(),
-            &anchoring::AnchorArgs {
-                rpc,
-                contract,
-                watch,
-                interval_ms,
-                max_batch,
-                max_gas_price_gwei,
-                confirmations,
-                clear_fork_alarm,
-            },
-        ),
+        Cmd::Anchor(a) => anchoring::anchor(&cli.dir, cli.password_file.as_deref(), &a),
         Cmd::Gen { events, seed } => gen_events(events, seed),
         Cmd::Record {
             file,

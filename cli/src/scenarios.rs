@@ -116,17 +116,9 @@ fn anchor_and_check(
     rep: &afr_core::bundle::BundleReport,
 ) -> Result<(String, u64)> {
     r.flush()?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = crate::anchoring::runtime()?;
     let contract = rt.block_on(afr_anchorer::deploy(url, signer.clone()))?;
-    let settings = afr_anchorer::Settings {
-        rpc_url: url.to_owned(),
-        contract,
-        max_batch: 64,
-        max_gas_price_wei: u128::MAX,
-        confirmations: 1,
-    };
+    let settings = crate::cost::dev_settings(url, contract, 64);
     rt.block_on(afr_anchorer::anchor_pending(r.store(), signer, &settings))?;
     let contract = format!("{contract}");
     let chain = afr_verify::anchors::Rpc::new(url);

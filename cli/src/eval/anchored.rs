@@ -15,7 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use afr_anchorer::{Settings, anchor_pending, deploy, signer_from_hex};
+use afr_anchorer::{anchor_pending, deploy, signer_from_hex};
 use afr_recorder::{Config, Durability, Recorder};
 use anyhow::{Context, Result};
 
@@ -44,17 +44,9 @@ pub fn run(
     let anchorer = rpc.map(|rpc| {
         let (rec, stop, rpc, signer) = (rec.clone(), stop.clone(), rpc.to_owned(), signer.clone());
         std::thread::spawn(move || -> Result<(usize, u64)> {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
+            let rt = crate::anchoring::runtime()?;
             let contract = rt.block_on(deploy(&rpc, signer.clone()))?;
-            let settings = Settings {
-                rpc_url: rpc,
-                contract,
-                max_batch: 64,
-                max_gas_price_wei: u128::MAX,
-                confirmations: 1,
-            };
+            let settings = crate::cost::dev_settings(&rpc, contract, 64);
             let (mut posted, mut txs) = (0, 0);
             loop {
                 let done = stop.load(Ordering::Acquire);

@@ -9,7 +9,7 @@ use std::{
 use afr_recorder::{Config, ForkAlarm, Recorder};
 use afr_testkit::{Anvil, anvil, anvil_on, free_port, tool};
 
-use super::afr;
+use super::{afr, ok};
 
 fn anvil_with(extra: &[&str]) -> Anvil {
     anvil_on(free_port(), extra)
@@ -227,16 +227,9 @@ fn an_encrypted_keystore_signs_anchors_and_a_wrong_passphrase_is_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a passphrase"));
     assert!(!dir.exists());
 
-    let out = afr_clean(&dir)
+    let out = ok(afr_clean(&dir)
         .args(["init", "--keystore"])
-        .env("AFR_KEYSTORE_PASSWORD", pass)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .env("AFR_KEYSTORE_PASSWORD", pass));
     assert!(!String::from_utf8_lossy(&out.stdout).contains(pass));
     let ks = dir.join("anchor.keystore.json");
     assert_eq!(
@@ -264,17 +257,10 @@ fn an_encrypted_keystore_signs_anchors_and_a_wrong_passphrase_is_refused() {
     // The passphrase from a file (first line), for deploy.
     let pw_file = tmp.path().join("pw");
     std::fs::write(&pw_file, format!("{pass}\n")).unwrap();
-    let out = afr_clean(&dir)
+    let out = ok(afr_clean(&dir)
         .args(["deploy", "--json", "--rpc", &chain.url])
         .arg("--password-file")
-        .arg(&pw_file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .arg(&pw_file));
     let contract = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["contract"]
         .as_str()
         .unwrap()
@@ -331,17 +317,10 @@ fn an_encrypted_keystore_signs_anchors_and_a_wrong_passphrase_is_refused() {
 #[test]
 fn cost_measures_gas_on_a_real_chain_and_prices_the_rq2_table() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = afr_clean(&tmp.path().join("unused"))
+    let out = ok(afr_clean(&tmp.path().join("unused"))
         .args(["cost", "--json", "--batch", "8", "--rate", "50"])
         .arg("--anvil")
-        .arg(tool("anvil"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .arg(tool("anvil")));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["chain_id"], 31337);
     let single = v["single"]["gas_per_epoch"].as_f64().unwrap();
@@ -395,15 +374,7 @@ fn afr_anchor_killed_at_random_points_never_duplicates_or_skips_an_epoch() {
     assert!(c.arg("init").output().unwrap().status.success());
     let mut c = afr_clean(&dir);
     with_key(&mut c);
-    let out = c
-        .args(["deploy", "--json", "--rpc", &chain.url])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = ok(c.args(["deploy", "--json", "--rpc", &chain.url]));
     let contract = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["contract"]
         .as_str()
         .unwrap()
@@ -466,15 +437,7 @@ fn afr_anchor_killed_at_random_points_never_duplicates_or_skips_an_epoch() {
 
     let mut c = afr_clean(&dir);
     with_key(&mut c);
-    let out = c
-        .args(["anchor", "--rpc", &chain.url, "--contract", &contract])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(c.args(["anchor", "--rpc", &chain.url, "--contract", &contract]));
     assert_chain_equals_local(&chain.url, &contract, recorder, &dir);
     let (code, v, _) = status(&dir);
     assert_eq!(code, Some(0));

@@ -27,6 +27,26 @@ fn afr(dir: &Path) -> Command {
     c
 }
 
+/// Runs `c` and returns its output, failing the test with its stderr unless it succeeded.
+fn ok(c: &mut Command) -> std::process::Output {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `afr init`, then `n` events of `afr gen` recorded by `afr record` from a file.
+fn init_with_synthetic(dir: &Path, n: u64) {
+    ok(afr(dir).arg("init"));
+    let events = dir.with_extension("jsonl");
+    let lines = ok(afr(dir).args(["gen", "--events", &n.to_string()])).stdout;
+    std::fs::write(&events, lines).unwrap();
+    ok(afr(dir).arg("record").arg(&events));
+}
+
 fn export(dir: &Path) -> Vec<u8> {
     let r = Recorder::open(dir, Config::default()).unwrap();
     let mut out = Vec::new();
@@ -176,25 +196,7 @@ fn bad_lines_are_reported_by_line_and_field_and_skipped() {
 fn export_and_verify_commands_report_outcomes() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("afr");
-    assert!(afr(&dir).arg("init").status().unwrap().success());
-    let events = tmp.path().join("e.jsonl");
-    std::fs::write(
-        &events,
-        afr(&dir)
-            .args(["gen", "--events", "250"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    assert!(
-        afr(&dir)
-            .arg("record")
-            .arg(&events)
-            .status()
-            .unwrap()
-            .success()
-    );
+    init_with_synthetic(&dir, 250);
     let file = tmp.path().join("log.afr");
     assert!(
         afr(&dir)

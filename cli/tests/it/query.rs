@@ -3,7 +3,7 @@
 
 use std::{path::Path, process::Output};
 
-use super::afr;
+use super::{afr, init_with_synthetic, ok};
 
 fn incident_store(tmp: &Path) -> std::path::PathBuf {
     let dir = tmp.join("afr");
@@ -155,26 +155,7 @@ fn a_bad_query_is_a_usage_error_pointing_at_the_token() {
 fn erased_epochs_are_reported_by_queries_not_fatal() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("afr");
-    assert!(afr(&dir).arg("init").output().unwrap().status.success());
-    let events = tmp.path().join("e.jsonl");
-    std::fs::write(
-        &events,
-        afr(&dir)
-            .args(["gen", "--events", "300"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    assert!(
-        afr(&dir)
-            .arg("record")
-            .arg(&events)
-            .output()
-            .unwrap()
-            .status
-            .success()
-    );
+    init_with_synthetic(&dir, 300);
     assert!(
         afr(&dir)
             .args(["erase", "--epoch", "1"])
@@ -209,15 +190,8 @@ fn erased_epochs_are_reported_by_queries_not_fatal() {
 #[test]
 fn rq4_structured_queries_are_exact_and_the_chain_verifies() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = afr(&tmp.path().join("unused"))
-        .args(["eval-rq4", "--background", "3000", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out =
+        ok(afr(&tmp.path().join("unused")).args(["eval-rq4", "--background", "3000", "--json"]));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 10);
