@@ -61,23 +61,31 @@ fn record(r: &Recorder, n: u64, seed: u64) {
     }
 }
 
-#[test]
-fn anchors_exactly_once_through_restarts_reorgs_and_forks() {
-    let chain = anvil();
+/// A runtime, and settings for a freshly deployed contract on `url` posting at most
+/// `max_batch` epochs per transaction.
+fn deployed(url: &str, max_batch: usize) -> (tokio::runtime::Runtime, Settings) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let contract = rt
-        .block_on(deploy(&chain.url, signer_from_hex(KEY).unwrap()))
+        .block_on(deploy(url, signer_from_hex(KEY).unwrap()))
         .unwrap();
     let settings = Settings {
-        rpc_url: chain.url.clone(),
+        rpc_url: url.to_owned(),
         contract,
-        max_batch: 4,
+        max_batch,
         max_gas_price_wei: 100_000_000_000,
         confirmations: 1,
     };
+    (rt, settings)
+}
+
+#[test]
+fn anchors_exactly_once_through_restarts_reorgs_and_forks() {
+    let chain = anvil();
+    let (rt, settings) = deployed(&chain.url, 4);
+    let contract = settings.contract;
     let tmp = tempfile::tempdir().unwrap();
     let r = recorder(&tmp.path().join("a"), 95); // 9 sealed epochs, 5 events open
     let run = |r: &Recorder| {
@@ -273,20 +281,9 @@ fn anvil_stopped_mid_flight_and_brought_back_ends_with_chain_equal_to_local() {
     // hard kill loses at most the last second of blocks.
     let args = ["--state", &state_arg, "--state-interval", "1"];
     let mut chain = anvil_on(port, &args);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let contract = rt
-        .block_on(deploy(&chain.url, signer_from_hex(KEY).unwrap()))
-        .unwrap();
-    let settings = Settings {
-        rpc_url: chain.url.clone(),
-        contract,
-        max_batch: 1, // one transaction per epoch: a long pass to stop anvil in
-        max_gas_price_wei: 100_000_000_000,
-        confirmations: 1,
-    };
+    // One transaction per epoch: a long pass to stop anvil in.
+    let (rt, settings) = deployed(&chain.url, 1);
+    let contract = settings.contract;
     let r = recorder(&tmp.path().join("a"), 400); // 40 sealed epochs
     let contract_s = contract.to_string();
     let mut reorged = 0;
