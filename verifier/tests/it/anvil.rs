@@ -26,6 +26,17 @@ fn send(url: &str, args: &[&str]) -> serde_json::Value {
     r
 }
 
+/// Deploys the checked-in AfrAnchor artifact with `cast send --create`; returns its address.
+fn deploy(url: &str) -> String {
+    let artifact: serde_json::Value =
+        serde_json::from_str(include_str!("../../../anchorer/artifacts/AfrAnchor.json")).unwrap();
+    let code = artifact["bytecode"]["object"].as_str().unwrap();
+    send(url, &["--create", code])["contractAddress"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 fn run(args: &[&std::ffi::OsStr]) -> (i32, serde_json::Value) {
     let out = Command::new(env!("CARGO_BIN_EXE_afr-verify"))
         .args(args)
@@ -44,11 +55,7 @@ fn verifies_against_roots_anchored_on_a_real_chain() {
     let mut chain = anvil();
     let url = chain.url.clone();
     let url = url.as_str();
-    let artifact: serde_json::Value =
-        serde_json::from_str(include_str!("../../../anchorer/artifacts/AfrAnchor.json")).unwrap();
-    let code = artifact["bytecode"]["object"].as_str().unwrap();
-    let deployed = send(url, &["--create", code]);
-    let contract = deployed["contractAddress"].as_str().unwrap().to_owned();
+    let contract = deploy(url);
 
     // An honest history of at least three epochs, recorded by the anvil account's key.
     let mut recorder = [0u8; 20];
@@ -241,13 +248,7 @@ fn verifies_against_roots_anchored_on_a_real_chain() {
 fn reads_hundreds_of_anchored_roots_in_batched_calls() {
     let chain = anvil();
     let url = chain.url.as_str();
-    let artifact: serde_json::Value =
-        serde_json::from_str(include_str!("../../../anchorer/artifacts/AfrAnchor.json")).unwrap();
-    let code = artifact["bytecode"]["object"].as_str().unwrap();
-    let contract = send(url, &["--create", code])["contractAddress"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let contract = deploy(url);
     let mut recorder = [0u8; 20];
     hex::decode_to_slice(&ADDR[2..], &mut recorder).unwrap();
     // 600 epochs: more than two JSON-RPC batches of rootOf calls.
