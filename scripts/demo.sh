@@ -17,7 +17,7 @@ step() { printf '\n\033[1m[%s] %s\033[0m\n' "$1" "$2"; }
 
 step 1/10 "set-up (libclang, pinned Foundry from npm; quick when already done)"
 scripts/setup.sh
-step 2/10 "build (release; the first build compiles RocksDB, ~10 minutes on 2 cores)"
+step 2/10 "build (release; a cold first build compiles RocksDB's C++ and takes about 14 minutes on 2 cores, later runs seconds)"
 cargo build --release --quiet -p afr-cli -p afr-verify
 target="${CARGO_TARGET_DIR:-$root/target}"
 afr="$target/release/afr"
@@ -43,7 +43,7 @@ step 3/10 "record the incident and 993 background tool calls (epochs of 100)"
 step 4/10 "export the log"
 "$afr" --dir "$work/afr" export --out "$work/log.afr"
 
-step 5/10 "deploy AfrAnchor on a local anvil ($rpc)"
+step 5/10 "deploy AfrAnchor on a local anvil ($rpc) at its canonical CREATE2 address"
 for _ in $(seq 100); do "$bin/cast" chain-id --rpc-url "$rpc" >/dev/null 2>&1 && break; sleep 0.1; done
 contract="$("$afr" --dir "$work/afr" deploy --rpc "$rpc" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["contract"])')"
 echo "contract $contract"
@@ -53,8 +53,13 @@ step 6/10 "anchor every sealed epoch root (32 bytes + back-pointer per epoch; no
 "$afr" --dir "$work/afr" anchor --rpc "$rpc" --contract "$contract"   # a second run posts nothing
 "$afr" --dir "$work/afr" status
 
-step 7/10 "afr-verify the exported log against the anchored roots (eth_call; no keys, no operator service)"
-"$verify" log "$work/log.afr" --rpc "$rpc" --contract "$contract"
+# What the other party pins, from sources other than the files: the chain, the contract (the
+# canonical AfrAnchor address) and the recorder they know the operator records under.
+recorder="$("$afr" --dir "$work/afr" status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["recorder"])')"
+pins=(--rpc "$rpc" --chain-id 31337 --contract "$contract" --recorder "$recorder")
+
+step 7/10 "afr-verify the exported log, pinning chain, contract and recorder (each root proven by the recorder's own transaction)"
+"$verify" log "$work/log.afr" "${pins[@]}"
 
 step 8/10 "investigate with structured queries over the recorder's store (docs/query.md)"
 q() { printf "\n\$ afr query '%s'\n" "$1"; "$afr" --dir "$work/afr" query "$1"; }
@@ -65,8 +70,7 @@ q 'influences(2)'                                                    # what the 
 
 step 9/10 "disclose the incident's 7 events with their keys; verify the bundle against the chain, pinning the recorder"
 "$afr" --dir "$work/afr" disclose --seq 0-6 --with-keys --out "$work/incident.bundle"
-recorder="$("$afr" --dir "$work/afr" status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["recorder"])')"
-"$verify" bundle "$work/incident.bundle" --rpc "$rpc" --contract "$contract" --recorder "$recorder"
+"$verify" bundle "$work/incident.bundle" "${pins[@]}"
 
 step 10/10 "tamper a copy of the log (flip one bit inside the first epoch) and verify again"
 python3 - "$work/log.afr" "$work/tampered.afr" <<'PY'
@@ -76,7 +80,7 @@ i = len(b) // 20  # a byte inside the first epoch
 b[i] ^= 0x01
 open(sys.argv[2], "wb").write(b)
 PY
-if "$verify" log "$work/tampered.afr" --rpc "$rpc" --contract "$contract"; then
+if "$verify" log "$work/tampered.afr" "${pins[@]}"; then
     echo "demo: the tampered copy verified; this is a bug" >&2; exit 1
 fi
 printf '\n\033[1mdone:\033[0m honest log verified, every epoch root anchored and matched on chain, incident disclosed and verified, tampered copy caught.\n'

@@ -1,15 +1,66 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks: libclang (RocksDB's bindgen) from Debian, and the pinned
 # Solidity toolchain from npm (scripts/install-tools.sh). Idempotent and quick when done.
+#
+# libclang detection asks what bindgen (clang-sys) would load, not whether some library with
+# "clang" in its name exists: Debian images often carry libclang-cpp (the C++ API, useless to
+# bindgen) without libclang itself. bindgen also needs clang's resource headers (stddef.h), which
+# Debian ships in the libclang-N-dev packages, so on Debian the -dev package must be installed too.
+# scripts/test-setup.sh checks this against stubbed machine states.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-if ! ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 && ! ldconfig -p 2>/dev/null | grep -q libclang; then
-    echo "setup: installing libclang-dev (needed to build RocksDB)" >&2
-    sudo_cmd=""
-    [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
-    $sudo_cmd apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq libclang-dev >/dev/null
+# A file bindgen can load: libclang.so, libclang.so.N, libclang-N.so or libclang-N.so.M.
+is_libclang_name() { [[ "$1" =~ ^libclang(-[0-9][0-9.]*)?\.so(\.[0-9.]+)?$ ]]; }
+
+libclang_loadable() {
+    local f
+    if [[ -n "${LIBCLANG_PATH:-}" ]]; then
+        # bindgen looks only there when it is set; so do we.
+        for f in "$LIBCLANG_PATH"/libclang*.so*; do
+            [[ -f "$f" ]] && is_libclang_name "$(basename "$f")" && return 0
+        done
+        return 1
+    fi
+    for f in /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/libclang*.so* /usr/lib/aarch64-linux-gnu/libclang*.so* /usr/lib64/libclang*.so* /usr/local/lib/libclang*.so*; do
+        [[ -f "$f" ]] && is_libclang_name "$(basename "$f")" && return 0
+    done
+    local name
+    while read -r name _; do
+        is_libclang_name "$name" && return 0
+    done < <(ldconfig -p 2>/dev/null | sed -n 's/^[[:space:]]*\(libclang[^ ]*\).*/\1/p')
+    return 1
+}
+
+# On Debian: is libclang-dev or a versioned libclang-N-dev installed?
+debian_clang_dev_installed() {
+    dpkg-query -W -f='${Package} ${Status}\n' 'libclang-dev' 'libclang-*-dev' 2>/dev/null |
+        grep -Eq '^libclang(-[0-9]+)?-dev install ok installed$'
+}
+
+libclang_ready() {
+    libclang_loadable || return 1
+    if [[ -z "${LIBCLANG_PATH:-}" ]] && command -v dpkg-query >/dev/null; then
+        debian_clang_dev_installed || return 1
+    fi
+    return 0
+}
+
+if [[ -n "${LIBCLANG_PATH:-}" ]] && ! libclang_loadable; then
+    echo "setup: LIBCLANG_PATH=$LIBCLANG_PATH holds no libclang.so or libclang-N.so that bindgen can load; fix or unset it" >&2
+    exit 1
+fi
+if ! libclang_ready; then
+    echo "setup: installing libclang-dev from Debian (bindgen needs libclang to build RocksDB)" >&2
+    command -v apt-get >/dev/null || {
+        echo "setup: no libclang that bindgen can load, and no apt-get to install it; install libclang (or set LIBCLANG_PATH) and re-run" >&2
+        exit 1
+    }
+    sudo_cmd=()
+    [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq libclang-dev >/dev/null
+    libclang_ready || { echo "setup: libclang-dev installed, but no loadable libclang was found afterwards" >&2; exit 1; }
 fi
 command -v cargo >/dev/null || { echo "setup: cargo (Rust) is required" >&2; exit 1; }
 "$root/scripts/install-tools.sh"

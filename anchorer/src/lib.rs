@@ -21,10 +21,23 @@
 //! transaction on chain (the next run finds the head advanced and records it) or not (the next
 //! run posts it again): no duplicate, no gap. A stored receipt whose block is no longer on the
 //! canonical chain, with the root gone from the contract, is dropped and the epoch re-posted.
+//!
+//! Nothing is anchored on the word of a stored header alone: before sending, every epoch about
+//! to be posted is re-derived from the stored records (RFC 6962 root of their leaf hashes, the
+//! chain head, `first_seq` and `prev_epoch_root` continuing the previous header). A header
+//! that disagrees with its records is store corruption or tampering, and the pass stops with
+//! [`AnchorError::HeaderMismatch`] before anything is sent.
+//!
+//! [`deploy_canonical`] puts the contract at its one well-known address
+//! ([`afr_core::deployment::ANCHOR_ADDRESS`]) through the standard CREATE2 deployer, and is a
+//! no-op where it is already there; [`deploy`] makes a fresh copy with a plain CREATE.
 
 use std::time::Duration;
 
-use afr_core::{EpochHeader, Hash32, epoch::back_pointer};
+use afr_core::{
+    EpochHeader, Hash32, RecorderId, deployment, epoch::back_pointer, hash::leaf_hash,
+    merkle::CompactRange,
+};
 use afr_recorder::{AnchorReceipt, ForkAlarm, Store};
 use alloy::{
     network::{EthereumWallet, TransactionBuilder},
@@ -102,6 +115,54 @@ pub enum AnchorError {
     /// Bad configuration.
     #[error("{0}")]
     Config(String),
+    /// A sealed header disagrees with the stored records (or with the header before it): the
+    /// store is corrupt or was tampered with, and the epoch is not anchored.
+    #[error(
+        "epoch {epoch}: the stored header's {field} is {stored}, but the store gives {recomputed}; \
+         not anchoring anything (store corruption or tampering)"
+    )]
+    HeaderMismatch {
+        /// The epoch whose header is wrong.
+        epoch: u64,
+        /// The field that differs.
+        field: HeaderField,
+        /// The header's value.
+        stored: String,
+        /// The value recomputed from the records and the previous header.
+        recomputed: String,
+    },
+    /// A record a sealed epoch covers is not in the store.
+    #[error(
+        "epoch {epoch}: record {seq} is missing from the store; not anchoring anything \
+         (store corruption or tampering)"
+    )]
+    RecordMissing {
+        /// The epoch.
+        epoch: u64,
+        /// The missing record's sequence number.
+        seq: u64,
+    },
+    /// The chain has no code at the CREATE2 deployer's address.
+    #[error(
+        "the CREATE2 deployer {deployer} is not on this chain (chain id {chain_id}); it can be put \
+         on any chain with its pre-signed deployment transaction: fund {signer} with 0.01 ether \
+         and broadcast the transaction published at {howto} (anvil has it from genesis); or \
+         deploy a non-canonical copy with a plain CREATE (afr deploy --no-canonical)",
+        signer = deployment::CREATE2_DEPLOYER_SIGNER,
+        howto = deployment::CREATE2_DEPLOYER_HOWTO
+    )]
+    DeployerMissing {
+        /// The deployer's address.
+        deployer: Address,
+        /// The chain.
+        chain_id: u64,
+    },
+    /// The canonical address holds code that is not the artifact's runtime code.
+    #[error("{address} holds code that is not the AfrAnchor artifact's runtime code")]
+    NotAfrAnchor {
+        /// The address.
+        address: Address,
+    },
     /// The encrypted keystore cannot be written or opened (never says more about the secret).
     #[error("keystore {path}: {message}")]
     Keystore {
@@ -110,6 +171,36 @@ pub enum AnchorError {
         /// What is wrong.
         message: String,
     },
+}
+
+/// A field of [`EpochHeader`] that the anchorer re-derives before posting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderField {
+    /// `epoch`: header `i` of the store must be epoch `i`.
+    Epoch,
+    /// `recorder`: the store's recorder id.
+    Recorder,
+    /// `first_seq`: one past the previous epoch's last record (0 for epoch 0).
+    FirstSeq,
+    /// `merkle_root`: RFC 6962 root of the leaf hashes of the epoch's records.
+    MerkleRoot,
+    /// `chain_head`: leaf hash of the epoch's last record.
+    ChainHead,
+    /// `prev_epoch_root`: root of the previous epoch's header (zero for epoch 0).
+    PrevEpochRoot,
+}
+
+impl std::fmt::Display for HeaderField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HeaderField::Epoch => "epoch",
+            HeaderField::Recorder => "recorder",
+            HeaderField::FirstSeq => "first_seq",
+            HeaderField::MerkleRoot => "merkle_root",
+            HeaderField::ChainHead => "chain_head",
+            HeaderField::PrevEpochRoot => "prev_epoch_root",
+        })
+    }
 }
 
 fn rpc<E: std::fmt::Display>(e: E) -> AnchorError {
@@ -187,6 +278,84 @@ fn sealed_headers(store: &Store) -> Result<Vec<EpochHeader>, AnchorError> {
     Ok(out)
 }
 
+/// Re-derives header `h` from the store before it is anchored: its epoch number and first
+/// sequence number continue `prev` (the header before it, `None` for epoch 0), its
+/// `prev_epoch_root` is `prev`'s root, and its Merkle root and chain head are those of the
+/// stored records `first_seq .. first_seq + count`. Reads `count` records.
+pub fn recheck_header(
+    store: &Store,
+    recorder: &RecorderId,
+    prev: Option<&EpochHeader>,
+    h: &EpochHeader,
+) -> Result<(), AnchorError> {
+    let (epoch, first_seq, prev_root) = match prev {
+        // The contract accepts only head + 1, so `epoch` cannot overflow in practice; a
+        // saturated value still differs from any stored one but u64::MAX.
+        Some(p) => (p.epoch.saturating_add(1), p.end_seq(), p.root()),
+        None => (0, 0, Hash32::ZERO),
+    };
+    // Errors name the epoch by its place in the log, not by what a tampered header claims.
+    let mismatch = |field, stored: String, recomputed: String| AnchorError::HeaderMismatch {
+        epoch,
+        field,
+        stored,
+        recomputed,
+    };
+    if h.epoch != epoch {
+        return Err(mismatch(
+            HeaderField::Epoch,
+            h.epoch.to_string(),
+            epoch.to_string(),
+        ));
+    }
+    if h.recorder != *recorder {
+        return Err(mismatch(
+            HeaderField::Recorder,
+            format!("0x{}", hex::encode(h.recorder)),
+            format!("0x{}", hex::encode(recorder)),
+        ));
+    }
+    if h.first_seq != first_seq {
+        return Err(mismatch(
+            HeaderField::FirstSeq,
+            h.first_seq.to_string(),
+            first_seq.to_string(),
+        ));
+    }
+    let mut tree = CompactRange::new();
+    let mut head = Hash32::ZERO;
+    for seq in h.first_seq..h.end_seq() {
+        let bytes = store
+            .record_bytes(seq)?
+            .ok_or(AnchorError::RecordMissing { epoch, seq })?;
+        head = leaf_hash(&bytes);
+        tree.push(head);
+    }
+    let root = tree.root();
+    if h.merkle_root != root {
+        return Err(mismatch(
+            HeaderField::MerkleRoot,
+            format!("0x{}", h.merkle_root),
+            format!("0x{root}"),
+        ));
+    }
+    if h.chain_head != head {
+        return Err(mismatch(
+            HeaderField::ChainHead,
+            format!("0x{}", h.chain_head),
+            format!("0x{head}"),
+        ));
+    }
+    if h.prev_epoch_root != prev_root {
+        return Err(mismatch(
+            HeaderField::PrevEpochRoot,
+            format!("0x{}", h.prev_epoch_root),
+            format!("0x{prev_root}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Parses a 0x-prefixed 32-byte hex secret into a signer.
 pub fn signer_from_hex(s: &str) -> Result<PrivateKeySigner, AnchorError> {
     let mut k = [0u8; 32];
@@ -228,7 +397,148 @@ where
     )))
 }
 
-/// Deploys the contract from the artifact; returns its address.
+/// A JSON field of the artifact, as bytes (`bytecode` or `deployedBytecode`).
+fn artifact_code(field: &str) -> Result<Bytes, AnchorError> {
+    let v: serde_json::Value =
+        serde_json::from_str(ARTIFACT).map_err(|e| AnchorError::Config(e.to_string()))?;
+    v[field]["object"]
+        .as_str()
+        .ok_or_else(|| AnchorError::Config(format!("artifact has no {field}")))?
+        .parse()
+        .map_err(|_| AnchorError::Config(format!("artifact {field} is not hex")))
+}
+
+/// The artifact's creation bytecode: the CREATE2 init code (the contract has no constructor
+/// arguments).
+pub fn init_code() -> Result<Bytes, AnchorError> {
+    artifact_code("bytecode")
+}
+
+/// The artifact's runtime code: what the chain holds at a genuine `AfrAnchor`.
+pub fn runtime_code() -> Result<Bytes, AnchorError> {
+    artifact_code("deployedBytecode")
+}
+
+/// The CREATE2 deployer ([`afr_core::deployment::CREATE2_DEPLOYER`]).
+pub fn create2_deployer() -> Result<Address, AnchorError> {
+    deployment::CREATE2_DEPLOYER
+        .parse()
+        .map_err(|_| AnchorError::Config("CREATE2_DEPLOYER is not an address".into()))
+}
+
+/// The canonical address ([`afr_core::deployment::ANCHOR_ADDRESS`]).
+pub fn canonical_address() -> Result<Address, AnchorError> {
+    deployment::ANCHOR_ADDRESS
+        .parse()
+        .map_err(|_| AnchorError::Config("ANCHOR_ADDRESS is not an address".into()))
+}
+
+/// Where the artifact lands through the deployer: `keccak256(0xff ‖ deployer ‖ SALT ‖
+/// keccak256(init_code))[12..]`. Equal to [`canonical_address`] (a test checks it).
+pub fn create2_address() -> Result<Address, AnchorError> {
+    Ok(create2_deployer()?.create2_from_code(deployment::SALT, init_code()?))
+}
+
+/// What [`deploy_canonical`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deployed {
+    /// The contract's address (always the canonical one).
+    pub address: Address,
+    /// The deployment transaction, or `None` when the contract was already there.
+    pub tx: Option<B256>,
+}
+
+/// Deploys `AfrAnchor` at its canonical address through the CREATE2 deployer, with calldata
+/// `SALT ‖ init_code`. Idempotent: where the canonical address already holds the artifact's
+/// runtime code, returns it and sends nothing. Fails with [`AnchorError::DeployerMissing`] on
+/// a chain without the deployer, and with [`AnchorError::NotAfrAnchor`] if other code sits at
+/// the address.
+pub async fn deploy_canonical(
+    rpc_url: &str,
+    signer: PrivateKeySigner,
+) -> Result<Deployed, AnchorError> {
+    let url = rpc_url.parse().map_err(|_| {
+        AnchorError::Config(format!("bad rpc url {}", afr_core::redact_url(rpc_url)))
+    })?;
+    let provider = ProviderBuilder::new()
+        .wallet(EthereumWallet::from(signer))
+        .connect_http(url);
+    let address = canonical_address()?;
+    let computed = create2_address()?;
+    if computed != address {
+        return Err(AnchorError::Config(format!(
+            "the artifact lands at {computed} through the deployer, not at the canonical \
+             {address}: afr_core::deployment::ANCHOR_ADDRESS is out of date"
+        )));
+    }
+    let runtime = runtime_code()?;
+    let code_at = |a: Address| {
+        let provider = &provider;
+        async move {
+            retry("code", || async {
+                provider.get_code_at(a).await.map_err(rpc)
+            })
+            .await
+        }
+    };
+    let deployed = |code: &Bytes| -> Result<bool, AnchorError> {
+        match code {
+            c if c.is_empty() => Ok(false),
+            c if *c == runtime => Ok(true),
+            _ => Err(AnchorError::NotAfrAnchor { address }),
+        }
+    };
+    if deployed(&code_at(address).await?)? {
+        return Ok(Deployed { address, tx: None });
+    }
+    let deployer = create2_deployer()?;
+    if code_at(deployer).await?.is_empty() {
+        let chain_id = retry("chain id", || async {
+            provider.get_chain_id().await.map_err(rpc)
+        })
+        .await?;
+        return Err(AnchorError::DeployerMissing { deployer, chain_id });
+    }
+    let mut input = deployment::SALT.to_vec();
+    input.extend_from_slice(&init_code()?);
+    let tx = TransactionRequest::default()
+        .with_to(deployer)
+        .with_input(Bytes::from(input));
+    let sent = match provider.send_transaction(tx).await {
+        Ok(p) => p,
+        Err(e) => {
+            // Gas estimation reverts if someone deployed it in the meantime: then it is there.
+            if deployed(&code_at(address).await?)? {
+                return Ok(Deployed { address, tx: None });
+            }
+            return Err(rpc(e));
+        }
+    };
+    let receipt = sent
+        .with_timeout(Some(Duration::from_secs(120)))
+        .get_receipt()
+        .await
+        .map_err(rpc)?;
+    if !deployed(&code_at(address).await?)? {
+        return Err(AnchorError::Rpc(format!(
+            "deployment transaction {} ({}) left no code at {address}",
+            receipt.transaction_hash,
+            if receipt.status() {
+                "mined"
+            } else {
+                "reverted"
+            }
+        )));
+    }
+    Ok(Deployed {
+        address,
+        tx: receipt.status().then_some(receipt.transaction_hash),
+    })
+}
+
+/// Deploys a fresh, non-canonical copy of the contract with a plain CREATE; returns its
+/// address. For chains without the CREATE2 deployer, and for measurements and tests that need
+/// a contract of their own (every call makes a new one).
 pub async fn deploy(rpc_url: &str, signer: PrivateKeySigner) -> Result<Address, AnchorError> {
     let url = rpc_url.parse().map_err(|_| {
         AnchorError::Config(format!("bad rpc url {}", afr_core::redact_url(rpc_url)))
@@ -236,15 +546,7 @@ pub async fn deploy(rpc_url: &str, signer: PrivateKeySigner) -> Result<Address, 
     let provider = ProviderBuilder::new()
         .wallet(EthereumWallet::from(signer))
         .connect_http(url);
-    let v: serde_json::Value =
-        serde_json::from_str(ARTIFACT).map_err(|e| AnchorError::Config(e.to_string()))?;
-    let code = v["bytecode"]["object"]
-        .as_str()
-        .ok_or_else(|| AnchorError::Config("artifact has no bytecode".into()))?;
-    let code: Bytes = code
-        .parse()
-        .map_err(|_| AnchorError::Config("artifact bytecode is not hex".into()))?;
-    let tx = TransactionRequest::default().with_deploy_code(code);
+    let tx = TransactionRequest::default().with_deploy_code(init_code()?);
     let receipt = provider
         .send_transaction(tx)
         .await
@@ -462,6 +764,12 @@ pub async fn anchor_pending(
         }
     }
     let first = chain_head.map_or(0, |c| c + 1) as usize;
+    // Re-derive every header about to be posted before sending any: a header the records do
+    // not back is never anchored, and neither is anything after it.
+    for (i, h) in headers.iter().enumerate().skip(first) {
+        let prev = i.checked_sub(1).and_then(|p| headers.get(p));
+        recheck_header(store, &recorder, prev, h)?;
+    }
     let mut next = first;
     while next < headers.len() {
         let batch = &headers[next..headers.len().min(next + s.max_batch.max(1))];
@@ -531,6 +839,29 @@ pub async fn anchor_pending(
 mod tests {
     use super::*;
     use alloy::sol_types::SolCall;
+
+    /// The CREATE2 formula spelled out over the checked-in artifact gives the published
+    /// canonical address: a change of the contract that is not carried into
+    /// `afr_core::deployment::ANCHOR_ADDRESS` fails here.
+    #[test]
+    fn artifact_lands_at_the_canonical_address() {
+        use alloy::primitives::keccak256;
+        let init = init_code().unwrap();
+        let deployer = create2_deployer().unwrap();
+        let mut pre = vec![0xff];
+        pre.extend_from_slice(deployer.as_slice());
+        pre.extend_from_slice(&deployment::SALT);
+        pre.extend_from_slice(keccak256(&init).as_slice());
+        let by_hand = Address::from_slice(&keccak256(&pre)[12..]);
+        assert_eq!(by_hand, canonical_address().unwrap());
+        assert_eq!(create2_address().unwrap(), by_hand);
+        // The constants are written in their canonical forms.
+        assert_eq!(by_hand.to_checksum(None), deployment::ANCHOR_ADDRESS);
+        assert_eq!(format!("{deployer:#x}"), deployment::CREATE2_DEPLOYER);
+        // The init code carries the runtime code verbatim (no immutables to patch in).
+        let runtime = runtime_code().unwrap();
+        assert!(init.windows(runtime.len()).any(|w| w == &runtime[..]));
+    }
 
     #[test]
     fn interface_selectors_match_the_artifact() {

@@ -23,7 +23,11 @@ use std::{
 
 use afr_core::{bundle::verify_bundle, verify::Outcome, verify::verify_log};
 use afr_recorder::{Config, Durability, Recorder};
-use afr_verify::{Verdict, anchors::Anchors, check_anchors};
+use afr_verify::{
+    Verdict,
+    anchors::{ANCHORS_FILE_VERSION, AnchorProof, Anchors},
+    check_anchors,
+};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -98,6 +102,7 @@ fn main() {
         honest.first_failure
     );
     let anchors = Anchors {
+        version: ANCHORS_FILE_VERSION,
         chain_id: 31_337,
         contract: format!("0x{}", "11".repeat(20)),
         recorder: format!("0x{}", "42".repeat(20)),
@@ -106,7 +111,17 @@ fn main() {
         roots: honest
             .epoch_roots
             .iter()
-            .map(|(e, r)| (*e, r.to_string()))
+            .map(|(e, r)| {
+                (
+                    *e,
+                    AnchorProof {
+                        root: r.to_string(),
+                        tx: format!("0x{:064x}", e + 1),
+                        block: 1,
+                        log_index: *e,
+                    },
+                )
+            })
             .collect::<BTreeMap<_, _>>(),
     };
     let anchors_path = tmp.path().join("anchors.json");

@@ -120,14 +120,40 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// `afr deploy`.
-pub fn deploy(dir: &Path, password_file: Option<&Path>, rpc: &str, json: bool) -> Result<ExitCode> {
+/// `afr deploy`: AfrAnchor at its canonical address through the CREATE2 deployer (nothing is
+/// sent if it is already there), or with `no_canonical` a fresh copy by plain CREATE.
+pub fn deploy(
+    dir: &Path,
+    password_file: Option<&Path>,
+    rpc: &str,
+    json: bool,
+    no_canonical: bool,
+) -> Result<ExitCode> {
     let s = signer(dir, password_file)?;
-    let addr = runtime()?.block_on(afr_anchorer::deploy(rpc, s))?;
-    if json {
-        println!("{}", serde_json::json!({ "contract": addr.to_string() }));
+    let rt = runtime()?;
+    let (addr, tx) = if no_canonical {
+        (rt.block_on(afr_anchorer::deploy(rpc, s))?, None)
     } else {
-        println!("deployed AfrAnchor at {addr}");
+        let d = rt.block_on(afr_anchorer::deploy_canonical(rpc, s))?;
+        (d.address, d.tx)
+    };
+    let already = !no_canonical && tx.is_none();
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "contract": addr.to_string(),
+                "canonical": !no_canonical,
+                "already_deployed": already,
+                "tx": tx.map(|t| t.to_string()),
+            })
+        );
+    } else if already {
+        println!("AfrAnchor is already deployed at its canonical address {addr}; nothing sent");
+    } else if no_canonical {
+        println!("deployed a non-canonical AfrAnchor at {addr}");
+    } else {
+        println!("deployed AfrAnchor at its canonical address {addr}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -269,7 +295,7 @@ pub fn anchor(dir: &Path, password_file: Option<&Path>, args: &AnchorArgs) -> Re
             }
             Err(e) if args.watch => eprintln!(
                 "afr: anchoring pass failed, will retry: {}",
-                afr_core::redact_urls_in(&e.to_string())
+                crate::esc(afr_core::redact_urls_in(&e.to_string()))
             ),
             Err(e) => return Err(e.into()),
         }

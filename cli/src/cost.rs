@@ -368,8 +368,8 @@ fn print_table(a: &CostArgs, v: &serde_json::Value) {
     println!(
         "gas measured on chain {} ({}), contract {}, from receipts:",
         v["chain_id"],
-        v["source"].as_str().unwrap_or_default(),
-        v["contract"].as_str().unwrap_or_default()
+        crate::esc(v["source"].as_str().unwrap_or_default()),
+        crate::esc(v["contract"].as_str().unwrap_or_default())
     );
     for (what, x) in [
         (

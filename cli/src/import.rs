@@ -661,8 +661,9 @@ pub fn run(dir: &Path, cmd: ImportCmd) -> Result<ExitCode> {
             Ok(ev) => ev,
             Err(e) => {
                 eprintln!(
-                    "afr: {}: {e}; nothing imported from this file",
-                    file.display()
+                    "afr: {}: {}; nothing imported from this file",
+                    crate::esc(file.display()),
+                    crate::esc(e)
                 );
                 bad += 1;
                 continue;
@@ -697,7 +698,7 @@ pub fn run(dir: &Path, cmd: ImportCmd) -> Result<ExitCode> {
                 }
                 eprintln!(
                     "{}: {n} steps recorded as events {first}..={}",
-                    file.display(),
+                    crate::esc(file.display()),
                     first + n - 1
                 );
             }

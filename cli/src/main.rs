@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use afr_core::{EventInput, verify};
+use afr_core::{EventInput, text::escape, verify};
 use afr_recorder::{Config, Durability, Recorder};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -55,7 +55,8 @@ enum Cmd {
         #[arg(long)]
         keystore: bool,
     },
-    /// Deploy the AfrAnchor contract (the artifact built from contracts/) and print its address.
+    /// Deploy the AfrAnchor contract (the artifact built from contracts/) at its canonical
+    /// address through the CREATE2 deployer, and print its address; a no-op if it is there.
     Deploy {
         /// JSON-RPC endpoint.
         #[arg(long)]
@@ -63,6 +64,10 @@ enum Cmd {
         /// One JSON object.
         #[arg(long)]
         json: bool,
+        /// Deploy a fresh copy with a plain CREATE instead (for chains without the CREATE2
+        /// deployer); its address depends on the key and its nonce.
+        #[arg(long)]
+        no_canonical: bool,
     },
     /// Post every sealed, unanchored epoch root to the contract, in order, then exit.
     Anchor(anchoring::AnchorArgs),
@@ -128,6 +133,9 @@ enum Cmd {
         /// The epoch.
         #[arg(long)]
         epoch: u64,
+        /// Who ordered the erasure (recorded in the afr.erase event; default: the recorder).
+        #[arg(long)]
+        by: Option<String>,
     },
     /// Check a disclosure bundle on its own (keys optional).
     VerifyBundle {
@@ -206,6 +214,17 @@ impl RecordOpts {
     }
 }
 
+/// `x` rendered for a terminal: every control, DEL and bidi character escaped (see
+/// [`afr_core::text::escape`]). For any human-readable print of text that comes from a file,
+/// the store, an RPC answer or the command line; JSON output is left to serde_json.
+pub(crate) fn esc(x: impl std::fmt::Display) -> String {
+    let s = x.to_string();
+    match escape(&s) {
+        std::borrow::Cow::Borrowed(_) => s,
+        std::borrow::Cow::Owned(o) => o,
+    }
+}
+
 /// Exit code for input that was rejected (sysexits `EX_DATAERR`).
 const EXIT_DATAERR: u8 = 65;
 
@@ -216,7 +235,7 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!(
                 "afr: error: {}",
-                afr_core::redact_urls_in(&format!("{e:#}"))
+                escape(&afr_core::redact_urls_in(&format!("{e:#}")))
             );
             ExitCode::FAILURE
         }
@@ -226,9 +245,17 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
         Cmd::Init { keystore } => init(&cli.dir, keystore, cli.password_file.as_deref()),
-        Cmd::Deploy { rpc, json } => {
-            anchoring::deploy(&cli.dir, cli.password_file.as_deref(), &rpc, json)
-        }
+        Cmd::Deploy {
+            rpc,
+            json,
+            no_canonical,
+        } => anchoring::deploy(
+            &cli.dir,
+            cli.password_file.as_deref(),
+            &rpc,
+            json,
+            no_canonical,
+        ),
         Cmd::Anchor(a) => anchoring::anchor(&cli.dir, cli.password_file.as_deref(), &a),
         Cmd::Gen { events, seed } => gen_events(events, seed),
         Cmd::Record {
@@ -257,12 +284,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             with_keys,
             out,
         } => disclose(&cli.dir, &seq, with_keys, &out),
-        Cmd::Erase { epoch } => {
+        Cmd::Erase { epoch, by } => {
             let r = Recorder::open(&cli.dir, Config::default())?;
-            r.erase_epoch(epoch)?;
+            r.erase_epoch_by(epoch, by.as_deref())?;
+            let seq = r.store().erase_event(epoch)?.unwrap_or(r.next_seq() - 1);
             println!(
-                "erased the key material of epoch {epoch}; the erasure is recorded as event {}",
-                r.next_seq() - 1
+                "erased the key material of epoch {epoch}; the erasure is recorded as event {seq} \
+                 (seal and anchor it so disclosures can prove the erasure)"
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -299,11 +327,11 @@ fn init(dir: &Path, keystore: bool, password_file: Option<&Path>) -> Result<Exit
     println!(
         "initialised recorder 0x{} in {}",
         hex::encode(id),
-        dir.display()
+        esc(dir.display())
     );
     println!(
         "master key: {} (mode 0600; back it up, never share it)",
-        dir.join(afr_recorder::MASTER_KEY_FILE).display()
+        esc(dir.join(afr_recorder::MASTER_KEY_FILE).display())
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -345,7 +373,7 @@ fn record(dir: &Path, file: Option<&Path>, receipts: bool, opts: &RecordOpts) ->
         let ev = match EventInput::from_json(line, cap) {
             Ok(ev) => ev,
             Err(e) => {
-                eprintln!("afr: line {line_no}: {e}; event not recorded");
+                eprintln!("afr: line {line_no}: {}; event not recorded", esc(e));
                 bad += 1;
                 continue;
             }
@@ -365,7 +393,7 @@ fn record(dir: &Path, file: Option<&Path>, receipts: bool, opts: &RecordOpts) ->
                 }
             }
             Err(afr_recorder::RecordError::Invalid(e)) => {
-                eprintln!("afr: line {line_no}: {e}; event not recorded");
+                eprintln!("afr: line {line_no}: {}; event not recorded", esc(e));
                 bad += 1;
             }
             Err(e) => return Err(e).context(format!("line {line_no}")),
@@ -504,7 +532,7 @@ fn export(dir: &Path, out: &Path) -> Result<ExitCode> {
         s.epochs,
         s.unsealed,
         s.bytes,
-        out.display()
+        esc(out.display())
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -579,7 +607,7 @@ fn disclose(dir: &Path, spec: &str, with_keys: bool, out: &Path) -> Result<ExitC
             ", no keys"
         },
         bytes.len(),
-        out.display()
+        esc(out.display())
     );
     if !bundle.erased.is_empty() {
         println!(
@@ -617,8 +645,12 @@ fn verify_bundle(file: &Path, json: bool) -> Result<ExitCode> {
         }
         for (s, p) in &rep.opened {
             match &p.execution {
-                Some(e) => println!("  event {s}: {}: {}", p.intent.tool, e.command),
-                None => println!("  event {s}: {}", p.intent.tool),
+                Some(e) => println!(
+                    "  event {s}: {}: {}",
+                    escape(&p.intent.tool),
+                    escape(&e.command)
+                ),
+                None => println!("  event {s}: {}", escape(&p.intent.tool)),
             }
         }
         if !rep.erased.is_empty() {
@@ -640,12 +672,15 @@ fn outcome_exit(o: verify::Outcome) -> ExitCode {
 
 fn print_missing_and_failure(missing: &[String], failure: Option<&verify::Failure>) {
     for m in missing {
-        println!("  missing: {m}");
+        println!("  missing: {}", escape(m));
     }
     if let Some(f) = failure {
         println!(
             "  first failure at {}: {} ({}); consistent with {}",
-            f.location, f.check, f.detail, f.consistent_with
+            escape(&f.location),
+            escape(f.check),
+            escape(&f.detail),
+            escape(f.consistent_with)
         );
     }
 }

@@ -10,6 +10,7 @@ use std::{
     time::Instant,
 };
 
+use afr_core::text::escape;
 use afr_recorder::{
     Config, Durability, Recorder,
     index::Opener,
@@ -47,7 +48,7 @@ pub fn run(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
     let q = match Query::parse(&a.expr) {
         Ok(q) => q,
         Err(e) => {
-            eprintln!("afr: query: {e}");
+            eprintln!("afr: query: {}", parse_error_text(&e));
             return Ok(ExitCode::from(EXIT_USAGE));
         }
     };
@@ -98,7 +99,7 @@ pub fn run(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
                 "no keys"
             },
             bytes.len(),
-            file.display()
+            crate::esc(file.display())
         );
         if a.json {
             eprint!("{msg}");
@@ -107,6 +108,23 @@ pub fn run(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A parse error as `ParseError`'s `Display` lays it out (message, query, caret line), with
+/// the message and the query escaped and the caret moved under the bad token as shown.
+fn parse_error_text(e: &query::ParseError) -> String {
+    let chars: Vec<char> = e.query.chars().collect();
+    let start = e.column.saturating_sub(1).min(chars.len());
+    let end = (start + e.width.max(1)).min(chars.len());
+    let shown = |cs: &[char]| escape(&cs.iter().collect::<String>()).chars().count();
+    format!(
+        "{} (column {})\n  {}\n  {}{}",
+        escape(&e.message),
+        e.column,
+        escape(&e.query),
+        " ".repeat(shown(&chars[..start])),
+        "^".repeat(shown(&chars[start..end]).max(1))
+    )
 }
 
 fn summary(res: &QueryResult, took: std::time::Duration, shown: usize) -> String {
@@ -137,7 +155,7 @@ fn summary(res: &QueryResult, took: std::time::Duration, shown: usize) -> String
         );
     }
     for n in &res.notes {
-        s += &format!("note: {n}\n");
+        s += &format!("note: {}\n", escape(n));
     }
     s
 }
@@ -161,8 +179,10 @@ fn ranges(seqs: &[u64]) -> String {
     parts.join(", ")
 }
 
+/// `s` for one table cell: line breaks and tabs as spaces, every other unsafe character
+/// escaped (a recorded tool or command is untrusted text), cut to `n` characters.
 fn clip(s: &str, n: usize) -> String {
-    let s = s.replace(['\n', '\t'], " ");
+    let s = escape(&s.replace(['\n', '\t'], " ")).into_owned();
     if s.chars().count() <= n {
         s
     } else {

@@ -99,7 +99,8 @@ pub struct Rq4Bundle {
     /// Whether the opened payloads' parent pointers link the disputed refund to the root.
     pub chain_reconstructed: bool,
     /// With a chain: the outcome of `afr-verify`'s anchored check of the bundle (contract code,
-    /// then every epoch root against `rootOf`), after the store was anchored there.
+    /// then every epoch root against the recorder's own anchoring transactions), after the
+    /// store was anchored there.
     pub anchored_outcome: Option<String>,
     /// Epoch roots of the bundle found anchored with the same root.
     pub anchored_roots: u64,
@@ -128,9 +129,12 @@ fn anchor_and_check(
         "the deployed contract's code is not AfrAnchor"
     );
     let mut v = afr_verify::Verdict::from_bundle(rep);
-    let epochs: Vec<u64> = v.epoch_roots.iter().map(|(e, _)| *e).collect();
-    let a = chain.fetch(&contract, &r.recorder_id(), Some(block), Some(&epochs))?;
-    afr_verify::check_anchors(&mut v, &a, false)?;
+    let rec = format!("0x{}", hex::encode(r.recorder_id()));
+    let trust = afr_verify::Trust::new(None, Some(chain.chain_id()?), Some(&contract), Some(&rec))?;
+    afr_verify::check_recorder(&mut v, &trust);
+    let chain_id = chain.chain_id()?;
+    let a = chain.fetch(chain_id, &contract, &r.recorder_id(), 0, block)?;
+    afr_verify::check_anchors(&mut v, &a.anchors, false)?;
     v.settle();
     let n = v
         .checks

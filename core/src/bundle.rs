@@ -4,21 +4,37 @@
 //! A bundle is a CBOR sequence (RFC 8742) of canonical frames:
 //!
 //! ```text
-//! ["afr-bundle", 1, recorder: bstr(20), created_at_us: uint]        start
+//! ["afr-bundle", 2, recorder: bstr(20)]                                  start
 //! ["header", header]                       × every epoch 0 ..= the last disclosed epoch
-//! ["anchor", epoch, chain_id, contract: bstr(20), tx: bstr(32), block: uint]   × anchored ones
-//! ["erased", [* epoch]]                    epochs whose keys were destroyed
+//! ["erased", [* epoch]]                    epochs claimed crypto-erased, strictly ascending
 //! ["event", record, [* bstr(32)], sealed_payload / null, event_key: bstr(64) / null]  × events
 //! ["end", headers: uint, events: uint]
 //! ```
+//!
+//! Every byte is checked or absent: headers by their back-pointer chain (and, by the caller,
+//! their roots against the anchored ones), events by their inclusion proofs, payloads by their
+//! commitments and keys by opening them, totals by counting. Version 1 also carried a creation
+//! time and "anchor" frames naming transactions; nothing checked them, so a mutated bundle
+//! could still verify, and version 2 dropped both: where a root was anchored is read from the
+//! chain by the verifier, not from the file.
 //!
 //! Every header from epoch 0 is included so the back-pointer chain can be checked from the
 //! first epoch to the last disclosed one; headers are 165 bytes of public metadata. An event
 //! carries its record, its audit path inside its epoch, and, when disclosed with keys, its
 //! sealed payload and its 64-byte event key, which opens that event and no other.
+//!
+//! # Erasure claims
+//!
+//! An epoch in the `erased` frame explains why its events come without keys, but a claim alone
+//! proves nothing (anyone can write the frame). A claim counts only when the bundle also
+//! discloses, with its key, the recorder's own `afr.erase` event for that epoch
+//! ([`ERASE_TOOL`], `intent.args.epoch`), recorded after the epoch was sealed. That event is
+//! proven like any other (inclusion under its epoch's root, which the caller compares with the
+//! anchored one). An unproven claim leaves the withheld payloads missing: *incomplete*, never
+//! *verified*.
 
 use crate::{
-    EpochHeader, FORMAT_VERSION, Hash32, Record, RecorderId,
+    EpochHeader, Hash32, Record, RecorderId,
     cbor::{CborError, Reader, Writer},
     crypto::{self, EventKey, SealedPayload, Slot},
     event::Payload,
@@ -28,23 +44,14 @@ use crate::{
 
 /// Magic of the start frame.
 pub const BUNDLE_MAGIC: &str = "afr-bundle";
+/// Version of the bundle container (the records and headers inside keep
+/// [`crate::FORMAT_VERSION`]).
+pub const BUNDLE_VERSION: u64 = 2;
+/// Tool name of the event a recorder writes when it destroys an epoch's key material; its
+/// `intent.args` hold `{"epoch": E, ...}`.
+pub const ERASE_TOOL: &str = "afr.erase";
 /// Most hashes an audit path can hold (trees of up to 2^64 leaves).
 const MAX_PROOF: u64 = 64;
-
-/// Where an epoch root was anchored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnchorRef {
-    /// Epoch.
-    pub epoch: u64,
-    /// EVM chain id.
-    pub chain_id: u64,
-    /// Anchor contract address.
-    pub contract: [u8; 20],
-    /// Anchoring transaction hash.
-    pub tx: [u8; 32],
-    /// Block number of the transaction.
-    pub block: u64,
-}
 
 /// One disclosed event.
 #[derive(Debug, Clone)]
@@ -64,13 +71,10 @@ pub struct DisclosedEvent {
 pub struct Bundle {
     /// Recorder.
     pub recorder: RecorderId,
-    /// Creation time.
-    pub created_at_us: u64,
     /// Headers of epochs `0..headers.len()`.
     pub headers: Vec<EpochHeader>,
-    /// Anchor references.
-    pub anchors: Vec<AnchorRef>,
-    /// Erased epochs.
+    /// Epochs claimed erased (sorted and deduplicated when encoded); each needs its
+    /// `afr.erase` event among `events`, disclosed with its key, to count.
     pub erased: Vec<u64>,
     /// Disclosed events, in sequence order.
     pub events: Vec<DisclosedEvent>,
@@ -80,29 +84,22 @@ impl Bundle {
     /// Canonical bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(4096);
-        w.array(4);
+        w.array(3);
         w.text(BUNDLE_MAGIC);
-        w.uint(FORMAT_VERSION);
+        w.uint(BUNDLE_VERSION);
         w.bytes(&self.recorder);
-        w.uint(self.created_at_us);
         for h in &self.headers {
             w.array(2);
             w.text("header");
             w.raw(&h.encode());
         }
-        for a in &self.anchors {
-            w.array(6);
-            w.text("anchor");
-            w.uint(a.epoch);
-            w.uint(a.chain_id);
-            w.bytes(&a.contract);
-            w.bytes(&a.tx);
-            w.uint(a.block);
-        }
+        let mut erased = self.erased.clone();
+        erased.sort_unstable();
+        erased.dedup();
         w.array(2);
         w.text("erased");
-        w.array(self.erased.len() as u64);
-        for e in &self.erased {
+        w.array(erased.len() as u64);
+        for e in &erased {
             w.uint(*e);
         }
         for ev in &self.events {
@@ -145,14 +142,14 @@ pub struct BundleReport {
     pub missing: Vec<String>,
     /// `(epoch, root)` of every header, to compare with anchored roots.
     pub epoch_roots: Vec<(u64, Hash32)>,
-    /// Anchor references the bundle claims (to be checked against the chain).
-    pub anchors: Vec<AnchorRef>,
     /// Sequence numbers of events whose records checked out.
     pub events: Vec<u64>,
     /// Opened payloads: `(seq, payload)`, content-verified.
     pub opened: Vec<(u64, Payload)>,
-    /// Sequence numbers whose payloads were erased.
+    /// Sequence numbers whose payloads were erased, by a proven erasure.
     pub erased: Vec<u64>,
+    /// Erased epochs with their proof: `(epoch, seq of its afr.erase event)`.
+    pub erasures: Vec<(u64, u64)>,
 }
 
 fn fail(
@@ -179,10 +176,10 @@ pub fn verify_bundle(bytes: &[u8]) -> BundleReport {
         first_failure: None,
         missing: Vec::new(),
         epoch_roots: Vec::new(),
-        anchors: Vec::new(),
         events: Vec::new(),
         opened: Vec::new(),
         erased: Vec::new(),
+        erasures: Vec::new(),
     };
     match run(bytes, &mut rep) {
         Ok(()) if !rep.missing.is_empty() => rep.outcome = Outcome::Incomplete,
@@ -209,24 +206,25 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
     let m = |r: &Reader<'_>, e| malformed(r, e);
     // Start frame.
     let start = (|| -> Result<RecorderId, CborError> {
-        r.array_of(4, "bundle start")?;
+        let n = r.array()?;
         if r.text()? != BUNDLE_MAGIC {
             return Err(CborError::Malformed("not an afr bundle".into()));
         }
         let v = r.uint()?;
-        if v != FORMAT_VERSION {
+        if v != BUNDLE_VERSION || n != 3 {
             return Err(CborError::Malformed(format!(
-                "bundle version {v} unsupported"
+                "bundle version {v} unsupported (this verifier reads version {BUNDLE_VERSION}; \
+                 re-disclose with a current `afr disclose`)"
             )));
         }
-        let rec = r.fixed()?;
-        r.uint()?;
-        Ok(rec)
+        r.fixed()
     })();
     let recorder = start.map_err(|e| m(&r, e))?;
     rep.recorder = Some(recorder);
     let mut headers: Vec<EpochHeader> = Vec::new();
-    let mut erased: Vec<u64> = Vec::new();
+    let mut erased: Option<Vec<u64>> = None;
+    // Events without keys in an epoch claimed erased: settled once every event is read.
+    let mut pending_erased: Vec<(u64, u64)> = Vec::new();
     let mut prev_root = Hash32::ZERO;
     let mut last_seq: Option<u64> = None;
     loop {
@@ -252,9 +250,22 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                         "dropped or reordered epoch",
                     ));
                 }
-                if h.prev_epoch_root != prev_root
-                    || headers.last().is_some_and(|p| p.end_seq() != h.first_seq)
-                {
+                if erased.is_some() {
+                    return Err(m(
+                        &r,
+                        CborError::Malformed("header frame after the erased frame".into()),
+                    ));
+                }
+                if h.first_seq.checked_add(h.count).is_none() {
+                    return Err(fail(
+                        at,
+                        "epoch-range",
+                        "first_seq + count overflows",
+                        "edit of the header",
+                    ));
+                }
+                let expected_first = headers.last().map_or(0, EpochHeader::end_seq);
+                if h.prev_epoch_root != prev_root || h.first_seq != expected_first {
                     return Err(fail(
                         at,
                         "back-pointer",
@@ -267,26 +278,30 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                 rep.epoch_roots.push((h.epoch, prev_root));
                 headers.push(h);
             }
-            ("anchor", 6) => {
-                let a = (|| -> Result<AnchorRef, CborError> {
-                    Ok(AnchorRef {
-                        epoch: r.uint()?,
-                        chain_id: r.uint()?,
-                        contract: r.fixed()?,
-                        tx: r.fixed()?,
-                        block: r.uint()?,
-                    })
-                })()
-                .map_err(|e| m(&r, e))?;
-                rep.anchors.push(a);
-            }
-            ("erased", 2) => {
+            ("erased", 2) if erased.is_none() => {
                 let k = r.array().map_err(|e| m(&r, e))?;
+                let mut list: Vec<u64> = Vec::new();
                 for _ in 0..k.min(bytes.len() as u64) {
-                    erased.push(r.uint().map_err(|e| m(&r, e))?);
+                    let e = r.uint().map_err(|e| m(&r, e))?;
+                    if list.last().is_some_and(|l| *l >= e) || e >= headers.len() as u64 {
+                        return Err(m(
+                            &r,
+                            CborError::Malformed(format!(
+                                "erased epoch {e} out of order, repeated or without a header"
+                            )),
+                        ));
+                    }
+                    list.push(e);
                 }
+                erased = Some(list);
             }
             ("event", 5) => {
+                let Some(erased) = erased.as_deref() else {
+                    return Err(m(
+                        &r,
+                        CborError::Malformed("event frame before the erased frame".into()),
+                    ));
+                };
                 let start = r.position();
                 let rec_res = crate::export::skip_record(&mut r);
                 rec_res.map_err(|e| m(&r, e))?;
@@ -407,7 +422,9 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                                 *rep.checks.entry("payload-content").or_default() += 1;
                                 rep.opened.push((seq, pl));
                             }
-                            None if erased.contains(&record.epoch) => rep.erased.push(seq),
+                            None if erased.contains(&record.epoch) => {
+                                pending_erased.push((seq, record.epoch));
+                            }
                             None => rep.missing.push(format!("key of event {seq} withheld")),
                         }
                     }
@@ -419,7 +436,9 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                             "edit of the bundle",
                         ));
                     }
-                    (None, None) if erased.contains(&record.epoch) => rep.erased.push(seq),
+                    (None, None) if erased.contains(&record.epoch) => {
+                        pending_erased.push((seq, record.epoch));
+                    }
                     (None, None) => rep.missing.push(format!("payload of event {seq} withheld")),
                 }
             }
@@ -435,6 +454,12 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                     ));
                 }
                 r.finish().map_err(|e| m(&r, e))?;
+                settle_erasures(
+                    rep,
+                    &headers,
+                    erased.as_deref().unwrap_or_default(),
+                    &pending_erased,
+                );
                 if rep.events.is_empty() {
                     rep.missing.push("no events disclosed".into());
                 }
@@ -446,6 +471,47 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                     CborError::Malformed(format!("unknown frame `{t}` with {n} items")),
                 ));
             }
+        }
+    }
+}
+
+/// Accepts the erasure claims proven by an opened `afr.erase` event of the recorder, recorded
+/// after the erased epoch was sealed; every other claim, and every event it would excuse, is
+/// reported missing.
+fn settle_erasures(
+    rep: &mut BundleReport,
+    headers: &[EpochHeader],
+    claimed: &[u64],
+    pending: &[(u64, u64)],
+) {
+    for &epoch in claimed {
+        let end = headers
+            .get(usize::try_from(epoch).unwrap_or(usize::MAX))
+            .map_or(u64::MAX, EpochHeader::end_seq);
+        let proof = rep.opened.iter().find(|(seq, p)| {
+            p.intent.tool == ERASE_TOOL
+                && p.intent
+                    .args
+                    .get("epoch")
+                    .and_then(serde_json::Value::as_u64)
+                    == Some(epoch)
+                && *seq >= end
+        });
+        match proof {
+            Some((seq, _)) => rep.erasures.push((epoch, *seq)),
+            None => rep.missing.push(format!(
+                "epoch {epoch} is claimed erased, but its afr.erase event is not disclosed \
+                 with its key, so the claim is unproven"
+            )),
+        }
+    }
+    for &(seq, epoch) in pending {
+        if rep.erasures.iter().any(|(e, _)| *e == epoch) {
+            rep.erased.push(seq);
+        } else {
+            rep.missing.push(format!(
+                "payload of event {seq} withheld (erasure unproven)"
+            ));
         }
     }
 }
@@ -529,9 +595,7 @@ mod tests {
             .collect();
         Bundle {
             recorder,
-            created_at_us: 1,
             headers: vec![header],
-            anchors: Vec::new(),
             erased: Vec::new(),
             events,
         }
@@ -549,14 +613,14 @@ mod tests {
     }
 
     proptest! {
-        // Hostile input: random bytes and mutated bundles never panic, and a mutation after
-        // the start frame never verifies with the same epoch roots.
+        // Hostile input: random bytes and mutated bundles never panic, and a mutation anywhere
+        // never verifies with the same epoch roots: every byte of a bundle is checked.
         #[test]
         fn mutated_bundles_never_panic_or_pass(i in any::<prop::sample::Index>(), x in 1u8.., cut in any::<bool>()) {
             let good = sample(true).encode();
             let honest = verify_bundle(&good);
             let mut bad = good.clone();
-            let i = 43 + i.index(good.len() - 43);
+            let i = i.index(good.len());
             if cut { bad.truncate(i) } else { bad[i] ^= x }
             let rep = verify_bundle(&bad);
             prop_assert!(rep.outcome != Outcome::Verified || rep.epoch_roots != honest.epoch_roots);

@@ -11,6 +11,8 @@
 //! ciphertext = ChaCha20-Poly1305(enc_key, nonce[12], aad, plaintext)   (tag appended)
 //! key_commit = SHA-256("afr/v1/key-commit" ‖ commit_key ‖ plaintext)
 //! commitment = SHA-256("afr/v1/payload-commit" ‖ key_commit ‖ nonce ‖ ciphertext)
+//! index_key  = HKDF-SHA-256(salt = none, ikm = master[32],
+//!                           info = "afr/v1/index-key" ‖ recorder[20], L = 32)
 //! ```
 //!
 //! Why this shape:
@@ -26,6 +28,9 @@
 //!   and the plaintext itself, so a disclosed event key opens a record to exactly one plaintext.
 //! - The AAD binds recorder, epoch and sequence number: a ciphertext moved to another slot
 //!   fails to decrypt.
+//! - `index_key` keys the recorder's blind query index (HMAC-SHA-256 of each term). It has no
+//!   salt: it must outlive every epoch, so an erasure cannot destroy it; erasure deletes the
+//!   erased epoch's postings instead. Its own label separates it from every epoch key.
 //! - The nonce is random per event although the key already is: a sequence number whose first
 //!   use never reached disk (buffered mode, then a crash) is used again, and a fresh nonce keeps
 //!   that reuse harmless.
@@ -46,6 +51,8 @@ use crate::{
 pub const EPOCH_KEY_LABEL: &[u8] = b"afr/v1/epoch-key";
 /// HKDF info label of the event key (level 2).
 pub const EVENT_KEY_LABEL: &[u8] = b"afr/v1/event-key";
+/// HKDF info label of the query index key (see [`MasterKey::index_key`]).
+pub const INDEX_KEY_LABEL: &[u8] = b"afr/v1/index-key";
 /// Prefix of the AEAD associated data.
 pub const AAD_LABEL: &[u8] = b"afr/v1/payload-aad";
 /// Domain label of the key commitment.
@@ -90,11 +97,44 @@ impl MasterKey {
         }
         EpochKey(out)
     }
+
+    /// The key of the recorder's blind query index: index terms are stored as
+    /// HMAC-SHA-256 under it, never in plaintext. One key per store (no salt), so that a
+    /// lookup hashes its literal once and finds the term in every epoch.
+    pub fn index_key(&self, recorder: &RecorderId) -> IndexKey {
+        // No salt: RFC 5869 then extracts with a string of 32 zero bytes.
+        let hk = Hkdf::<Sha256>::new(None, &self.0);
+        let mut out = [0u8; 32];
+        let info: [&[u8]; 2] = [INDEX_KEY_LABEL, recorder];
+        // 32 bytes is far below HKDF's 255 * 32 output limit.
+        if hk.expand_multi_info(&info, &mut out).is_err() {
+            unreachable!("hkdf output of 32 bytes is always valid");
+        }
+        IndexKey(out)
+    }
 }
 
 impl core::fmt::Debug for MasterKey {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("MasterKey(<redacted>)")
+    }
+}
+
+/// The key of the blind query index ([`MasterKey::index_key`]). Zeroized on drop; never
+/// printed.
+#[derive(Clone, Zeroize, ZeroizeOnDrop)]
+pub struct IndexKey([u8; 32]);
+
+impl IndexKey {
+    /// The secret bytes, to key the HMAC.
+    pub fn expose(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl core::fmt::Debug for IndexKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("IndexKey(<redacted>)")
     }
 }
 
@@ -416,6 +456,38 @@ mod tests {
                 .event_key(1)
         );
         assert!(!format!("{base:?}").contains('5'));
+    }
+
+    #[test]
+    fn index_key_matches_the_spec_vector_and_depends_on_every_input() {
+        // docs/spec/format.md, "Keys": the example's master and recorder.
+        let master = MasterKey::from_bytes([0x4d; 32]);
+        let mut recorder = [0u8; 20];
+        recorder[15..].copy_from_slice(&[0x0a, 0xf2, 0xaf, 0x00, 0x01]);
+        let k = master.index_key(&recorder);
+        let want = "ac0002a74ef5c1fc1e1408096d3c17df95e6b11fa06d86514e1b0c64c9233970";
+        assert_eq!(hex::encode(k.expose()), want);
+        // The formula, with the primitive directly.
+        let mut out = [0u8; 32];
+        Hkdf::<Sha256>::new(Some(&[0u8; 32]), &[0x4d; 32])
+            .expand(&[INDEX_KEY_LABEL, &recorder[..]].concat(), &mut out)
+            .unwrap();
+        assert_eq!(hex::encode(out), want);
+        // Tamper: another recorder or master gives another key, and no epoch key equals it.
+        let mut other = recorder;
+        other[19] ^= 1;
+        assert_ne!(master.index_key(&other).expose(), k.expose());
+        assert_ne!(
+            MasterKey::from_bytes([0x4c; 32])
+                .index_key(&recorder)
+                .expose(),
+            k.expose()
+        );
+        assert_ne!(
+            master.epoch_key(&[0; 32], &recorder, 0).expose(),
+            k.expose()
+        );
+        assert_eq!(format!("{k:?}"), "IndexKey(<redacted>)");
     }
 
     #[test]

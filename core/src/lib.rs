@@ -25,12 +25,14 @@ pub mod bundle;
 pub mod cbor;
 mod cbor_ser;
 pub mod crypto;
+pub mod deployment;
 pub mod epoch;
 pub mod event;
 pub mod export;
 pub mod hash;
 pub mod merkle;
 pub mod record;
+pub mod text;
 pub mod verify;
 
 pub use epoch::EpochHeader;

@@ -119,17 +119,34 @@ pub fn inclusion_proof(leaves: &[Hash32], index: usize) -> Option<Vec<Hash32>> {
     )
 }
 
+/// `x >> n`, where shifting by 64 or more gives 0 (as in Go, whose verifier this follows):
+/// a plain `>>` by 64 panics in debug builds and is masked to `>> 0` in release.
+fn shr(x: u64, n: usize) -> u64 {
+    u32::try_from(n)
+        .ok()
+        .and_then(|n| x.checked_shr(n))
+        .unwrap_or(0)
+}
+
+/// `1 << n`, or `None` when the bit would fall off the top (`n ≥ 64`).
+fn pow2(n: usize) -> Option<u64> {
+    u32::try_from(n).ok().and_then(|n| 1u64.checked_shl(n))
+}
+
 /// Number of proof hashes below the point where the paths of `index` and `size - 1` join,
-/// and above it (RFC 9162 §2.1.3.2, decomposed as in transparency-dev).
+/// and above it (RFC 9162 §2.1.3.2, decomposed as in transparency-dev). `size ≥ 1`.
+///
+/// `inner` is the bit length of `index ^ (size - 1)`, up to 64: a tree of more than 2^63
+/// leaves has paths of 64 inner hashes, and then `index >> inner` is 0, not a panic.
 fn decompose(index: u64, size: u64) -> (usize, usize) {
-    let inner = (64 - (index ^ (size - 1)).leading_zeros()) as usize;
-    let border = (index >> inner).count_ones() as usize;
+    let inner = (64 - (index ^ size.saturating_sub(1)).leading_zeros()) as usize;
+    let border = shr(index, inner).count_ones() as usize;
     (inner, border)
 }
 
 fn chain_inner(mut seed: Hash32, proof: &[Hash32], index: u64) -> Hash32 {
     for (i, h) in proof.iter().enumerate() {
-        seed = if (index >> i) & 1 == 0 {
+        seed = if shr(index, i) & 1 == 0 {
             node_hash(&seed, h)
         } else {
             node_hash(h, &seed)
@@ -140,7 +157,7 @@ fn chain_inner(mut seed: Hash32, proof: &[Hash32], index: u64) -> Hash32 {
 
 fn chain_inner_right(mut seed: Hash32, proof: &[Hash32], index: u64) -> Hash32 {
     for (i, h) in proof.iter().enumerate() {
-        if (index >> i) & 1 == 1 {
+        if shr(index, i) & 1 == 1 {
             seed = node_hash(h, &seed);
         }
     }
@@ -221,13 +238,11 @@ fn subproof(m: usize, d: &[Hash32], complete: bool, out: &mut Vec<Hash32>) {
     }
 }
 
-/// The largest power of two strictly below `n` (`n ≥ 2`).
+/// The largest power of two strictly below `n` (`n ≥ 2`; 1 for smaller `n`).
 fn split(n: usize) -> usize {
-    let mut k = 1;
-    while k << 1 < n {
-        k <<= 1;
-    }
-    k
+    // 2^⌊log2(n - 1)⌋: the exponent is below `usize::BITS`, so the shift cannot overflow (a
+    // doubling loop would wrap to 0 and never end for `n > 2^63`).
+    n.saturating_sub(1).checked_ilog2().map_or(1, |b| 1 << b)
 }
 
 /// Checks that the tree of size `size1` with root `root1` is a prefix of the tree of size
@@ -269,22 +284,25 @@ pub fn verify_consistency(
         return Err(ProofError::WrongLength { got: 0, want: 1 });
     }
     let (inner, border) = decompose(size1 - 1, size2);
+    // size1 ≥ 1, so shift ≤ 63; and shift < inner because size1 < size2: the low `shift` bits
+    // of size1 - 1 are ones, so size2 - 1 first differs from it above them.
     let shift = size1.trailing_zeros() as usize;
-    let inner = inner - shift; // shift < inner because size1 < size2
+    let inner = inner.saturating_sub(shift);
     // The proof starts with the root of the 2^shift subtree, unless size1 is that subtree.
-    let (seed, rest) = if size1 == 1 << shift {
+    let perfect = pow2(shift) == Some(size1);
+    let (seed, rest) = if perfect {
         (*root1, proof)
     } else {
         (proof[0], &proof[1..])
     };
     if rest.len() != inner + border {
-        let want = inner + border + usize::from(size1 != 1 << shift);
+        let want = inner + border + usize::from(!perfect);
         return Err(ProofError::WrongLength {
             got: proof.len(),
             want,
         });
     }
-    let mask = (size1 - 1) >> shift;
+    let mask = shr(size1 - 1, shift);
     let h1 = chain_border_right(
         chain_inner_right(seed, &rest[..inner], mask),
         &rest[inner..],
@@ -405,6 +423,114 @@ pub(crate) mod tests {
                 cr.push(all[n]);
             }
         }
+    }
+
+    /// `n` distinct stand-in hashes for proofs of trees too large to build.
+    fn fake(n: usize) -> Vec<Hash32> {
+        (0..n as u64)
+            .map(|i| leaf_hash(&[b"x".as_slice(), &i.to_be_bytes()].concat()))
+            .collect()
+    }
+
+    /// Sizes near 2^64 give paths of 64 inner hashes (`index >> 64` in `decompose`) and
+    /// subtrees of 2^63 (`1 << 63` in `verify_consistency`): typed errors or correct roots,
+    /// never a shift-overflow panic (this runs in debug builds, where a plain `>> 64` panics).
+    #[test]
+    fn extreme_indices_and_sizes_do_not_panic() {
+        let leaf = leaf_hash(b"leaf");
+        let other = leaf_hash(b"other");
+
+        // The last leaf of a tree of 2^64 - 1: its siblings are the 63 perfect subtrees to
+        // its left (border only).
+        let (index, size) = (u64::MAX - 1, u64::MAX);
+        assert_eq!(decompose(index, size), (0, 63));
+        let p = fake(63);
+        let want = p.iter().fold(leaf, |acc, h| node_hash(h, &acc));
+        assert_eq!(root_from_inclusion_proof(&leaf, index, size, &p), Ok(want));
+        verify_inclusion(&leaf, index, size, &p, &want).unwrap();
+        assert_eq!(
+            verify_inclusion(&other, index, size, &p, &want),
+            Err(ProofError::RootMismatch)
+        );
+        assert_eq!(
+            root_from_inclusion_proof(&leaf, index, size, &p[..62]),
+            Err(ProofError::WrongLength { got: 62, want: 63 })
+        );
+        assert_eq!(
+            root_from_inclusion_proof(&leaf, u64::MAX, size, &p),
+            Err(ProofError::IndexOutOfRange {
+                index: u64::MAX,
+                size
+            })
+        );
+
+        // Leaf 0 of 2^64 - 1 (and of 2^63 + 1): 64 inner hashes, `index >> 64` is 0.
+        for size in [u64::MAX, (1 << 63) + 1] {
+            assert_eq!(decompose(0, size), (64, 0));
+            let p = fake(64);
+            let want = p.iter().fold(leaf, |acc, h| node_hash(&acc, h));
+            assert_eq!(root_from_inclusion_proof(&leaf, 0, size, &p), Ok(want));
+            assert_eq!(
+                verify_inclusion(&leaf, 0, size, &p[..63], &want),
+                Err(ProofError::WrongLength { got: 63, want: 64 })
+            );
+        }
+        // The first leaf of the right half, and a middle leaf.
+        assert_eq!(decompose(1 << 63, u64::MAX), (63, 1));
+        assert!(root_from_inclusion_proof(&leaf, 1 << 63, u64::MAX, &fake(64)).is_ok());
+        let (inner, border) = decompose(u64::MAX / 3, u64::MAX);
+        assert_eq!(
+            root_from_inclusion_proof(&leaf, u64::MAX / 3, u64::MAX, &[]),
+            Err(ProofError::WrongLength {
+                got: 0,
+                want: inner + border
+            })
+        );
+
+        // Consistency from the perfect left half 2^63 to 2^64 - 1: one hash, the right half.
+        let root1 = leaf_hash(b"left half");
+        let right = leaf_hash(b"right half");
+        let root2 = node_hash(&root1, &right);
+        verify_consistency(1 << 63, u64::MAX, &root1, &root2, &[right]).unwrap();
+        assert_eq!(
+            verify_consistency(1 << 63, u64::MAX, &root1, &root1, &[right]),
+            Err(ProofError::RootMismatch)
+        );
+        // From size 1 to 2^64 - 1: 64 inner hashes.
+        let p = fake(64);
+        let root2 = p.iter().fold(leaf, |acc, h| node_hash(&acc, h));
+        verify_consistency(1, u64::MAX, &leaf, &root2, &p).unwrap();
+        assert_eq!(
+            verify_consistency(1, u64::MAX, &leaf, &root2, &p[..63]),
+            Err(ProofError::WrongLength { got: 63, want: 64 })
+        );
+        // From 2^64 - 2 to 2^64 - 1: a seed plus 63 hashes; garbage of the right length
+        // fails to match, a short proof is a typed length error.
+        assert_eq!(
+            verify_consistency(u64::MAX - 1, u64::MAX, &leaf, &other, &fake(64)),
+            Err(ProofError::RootMismatch)
+        );
+        assert_eq!(
+            verify_consistency(u64::MAX - 1, u64::MAX, &leaf, &other, &fake(5)),
+            Err(ProofError::WrongLength { got: 5, want: 64 })
+        );
+        assert_eq!(
+            verify_consistency(u64::MAX, u64::MAX - 1, &leaf, &other, &fake(5)),
+            Err(ProofError::SizesReversed {
+                size1: u64::MAX,
+                size2: u64::MAX - 1
+            })
+        );
+        assert_eq!(
+            verify_consistency(u64::MAX, u64::MAX, &leaf, &leaf, &[]),
+            Ok(())
+        );
+
+        // The split of a huge size terminates and is the top bit.
+        assert_eq!(split(usize::MAX), 1 << (usize::BITS - 1));
+        assert_eq!(split(2), 1);
+        assert_eq!(split(5), 4);
+        assert_eq!(split(8), 4);
     }
 
     proptest! {

@@ -35,8 +35,16 @@ pub(crate) fn finish_pending_scrub(store: &Store) -> Result<bool, RecordError> {
     Ok(true)
 }
 
+/// Metadata key prefix of the sequence number of an epoch's `afr.erase` event:
+/// `erase-event/` ‖ u64be(epoch) → u64be(seq).
+pub const META_ERASE_EVENT: &[u8] = b"erase-event/";
+
 fn erased_key(epoch: u64) -> Vec<u8> {
     [META_ERASED, &epoch.to_be_bytes()].concat()
+}
+
+fn erase_event_key(epoch: u64) -> Vec<u8> {
+    [META_ERASE_EVENT, &epoch.to_be_bytes()].concat()
 }
 
 impl Store {
@@ -44,10 +52,25 @@ impl Store {
     pub fn is_erased(&self, epoch: u64) -> Result<bool, RecordError> {
         Ok(self.meta(&erased_key(epoch))?.is_some())
     }
+
+    /// The sequence number of the `afr.erase` event that records epoch `epoch`'s erasure.
+    pub fn erase_event(&self, epoch: u64) -> Result<Option<u64>, RecordError> {
+        match self.meta(&erase_event_key(epoch))? {
+            None => Ok(None),
+            Some(v) => {
+                let b: [u8; 8] = v.as_slice().try_into().map_err(|_| {
+                    RecordError::Corrupt(format!("erase-event entry of epoch {epoch}"))
+                })?;
+                Ok(Some(u64::from_be_bytes(b)))
+            }
+        }
+    }
 }
 
 /// Builds a disclosure bundle of the events `seqs` (sorted, deduplicated here). With `keys`,
-/// each event's sealed payload and event key go in, except for erased epochs.
+/// each event's sealed payload and event key go in, except for erased epochs; for those, the
+/// `afr.erase` event that records the erasure is added with its key (when it is sealed), since
+/// a verifier accepts an erasure claim only with that proof.
 pub fn disclose(
     store: &Store,
     master: &MasterKey,
@@ -57,6 +80,22 @@ pub fn disclose(
     let mut seqs = seqs.to_vec();
     seqs.sort_unstable();
     seqs.dedup();
+    if keys {
+        let mut proofs = Vec::new();
+        for &seq in &seqs {
+            if let Some(record) = store.record(seq)?
+                && let Some(e) = store.erase_event(record.epoch)?
+                && store
+                    .record(e)?
+                    .is_some_and(|r| store.epoch(r.epoch).ok().flatten().is_some())
+            {
+                proofs.push(e);
+            }
+        }
+        seqs.extend(proofs);
+        seqs.sort_unstable();
+        seqs.dedup();
+    }
     let recorder = store.recorder_id()?;
     let mut headers = Vec::new();
     for kv in store.epochs_from(0)? {
@@ -123,17 +162,9 @@ pub fn disclose(
         });
     }
     headers.truncate(last_epoch as usize + 1);
-    let mut anchors = Vec::new();
-    for h in &headers {
-        if let Some(a) = store.anchor(h.epoch)? {
-            anchors.push(a.to_ref());
-        }
-    }
     Ok(Bundle {
         recorder,
-        created_at_us: now_us(),
         headers,
-        anchors,
         erased,
         events,
     })
@@ -142,13 +173,25 @@ pub fn disclose(
 impl Recorder {
     /// Destroys the key material of sealed epoch `epoch` so its payloads can never be
     /// decrypted again, deletes the query-index terms derived from them (in the same batch as
-    /// the salt), rewrites the store's files so no file under the store still holds the
-    /// material, and records the erasure as an event. The salt's delete is synced, every
-    /// column family flushed (so the write-ahead log that held the salt becomes obsolete and
-    /// is deleted), and the key column family compacted to the bottom level (so no SST file
-    /// keeps the old value). Integrity verification is unaffected: records, ciphertexts and
-    /// commitments stay.
+    /// the salt), and rewrites the store's files so no file under the store still holds the
+    /// material. Integrity verification is unaffected: records, ciphertexts and commitments
+    /// stay.
+    ///
+    /// The erasure is first recorded as an event (`afr.erase`, args `{epoch, erased_at_us,
+    /// by}`), durable before any key is touched: a disclosure bundle that omits the epoch's keys
+    /// proves the erasure with that event, so a verifier never takes an erasure on the
+    /// operator's word. A crash after the event and before the destruction leaves the keys in
+    /// place (a retry erases them and records a second event). The salt's delete is synced,
+    /// every column family flushed (so the write-ahead log that held the salt becomes obsolete
+    /// and is deleted), and the key column family compacted to the bottom level (so no SST file
+    /// keeps the old value).
     pub fn erase_epoch(&self, epoch: u64) -> Result<(), RecordError> {
+        self.erase_epoch_by(epoch, None)
+    }
+
+    /// [`Recorder::erase_epoch`], naming who ordered the erasure (recorded in the event; the
+    /// recorder's address when `None`).
+    pub fn erase_epoch_by(&self, epoch: u64, by: Option<&str>) -> Result<(), RecordError> {
         let store = self.store();
         if store.epoch(epoch)?.is_none() {
             return Err(RecordError::Invalid(format!(
@@ -160,32 +203,18 @@ impl Recorder {
                 "epoch {epoch} is already erased"
             )));
         }
-        self.flush()?;
-        let mut b = WriteBatch::default();
-        // The index holds plaintext terms of the epoch's payloads: they go with the salt.
-        let header = store
-            .epoch(epoch)?
-            .ok_or_else(|| RecordError::Corrupt(format!("epoch {epoch} header vanished")))?;
-        crate::index::delete_epoch_terms(store, self.master_key(), &header, &mut b)?;
-        b.delete_cf(store.cf(CF_KEYS)?, epoch.to_be_bytes());
-        b.put_cf(
-            store.cf(CF_META)?,
-            erased_key(epoch),
-            now_us().to_be_bytes(),
-        );
-        b.put_cf(store.cf(CF_META)?, META_SCRUB_PENDING, [1u8]);
-        store.write(b, true)?;
-        // From here the material is gone logically; the files still hold it until the scrub,
-        // which runs now and, if anything below fails or the process dies, on the next open.
-        finish_pending_scrub(store)?;
+        let by = match by {
+            Some(b) => b.to_owned(),
+            None => format!("recorder 0x{}", hex::encode(self.recorder_id())),
+        };
         let ev = EventInput {
             category: Category::Other,
             timestamp_us: None,
             lane: None,
             concurrent_with: Vec::new(),
             intent: Intent {
-                tool: "afr.erase".into(),
-                args: serde_json::json!({ "epoch": epoch }),
+                tool: afr_core::bundle::ERASE_TOOL.into(),
+                args: serde_json::json!({ "epoch": epoch, "erased_at_us": now_us(), "by": by }),
             },
             policy_evaluation: Vec::new(),
             human_approval: None,
@@ -199,7 +228,29 @@ impl Recorder {
             code_provenance: None,
             delegation_provenance: None,
         };
-        self.record(ev)?;
-        self.flush()
+        let receipt = self.record(ev)?;
+        self.flush()?;
+        let mut b = WriteBatch::default();
+        // The index holds terms of the epoch's payloads: they go with the salt.
+        let header = store
+            .epoch(epoch)?
+            .ok_or_else(|| RecordError::Corrupt(format!("epoch {epoch} header vanished")))?;
+        crate::index::delete_epoch_terms(store, self.master_key(), &header, &mut b)?;
+        b.delete_cf(store.cf(CF_KEYS)?, epoch.to_be_bytes());
+        b.put_cf(
+            store.cf(CF_META)?,
+            erased_key(epoch),
+            now_us().to_be_bytes(),
+        );
+        b.put_cf(
+            store.cf(CF_META)?,
+            erase_event_key(epoch),
+            receipt.seq.to_be_bytes(),
+        );
+        b.put_cf(store.cf(CF_META)?, META_SCRUB_PENDING, [1u8]);
+        store.write(b, true)?;
+        // From here the material is gone logically; the files still hold it until the scrub,
+        // which runs now and, if anything below fails or the process dies, on the next open.
+        finish_pending_scrub(store).map(|_| ())
     }
 }

@@ -1,66 +1,111 @@
-//! Secondary indexes for forensic queries: plaintext terms derived from each event, kept in
-//! the `index` column family.
+//! Secondary indexes for forensic queries: a *blind* index of the terms derived from each
+//! event, kept in the `index` column family, in which no term value is stored in plaintext.
 //!
 //! Every event contributes a few *terms* (field, value): its tool, category, guardrail names
 //! and verdicts, approver, environment, agent, organisation, parent event and retrieved
-//! sources. The index is a set of posting blocks, one per term, epoch and write batch:
+//! sources. On disk a term is its field tag and a keyed hash of its value, under the store's
+//! index key ([`MasterKey::index_key`]: HKDF from the master key with the label
+//! `"afr/v1/index-key"`). The index is a set of posting blocks, one per term, epoch and write
+//! batch:
 //!
 //! ```text
-//!  key   = tag: u8 ‖ u16be(len) ‖ value ‖ u64be(epoch) ‖ u64be(first_seq)
-//!          └──── term prefix ───────┘
+//!  term  = tag: u8 ‖ HMAC-SHA-256(index_key, tag ‖ value)                  (33 bytes)
+//!  key   = term ‖ u64be(epoch) ‖ u64be(first_seq)                          (49 bytes)
+//!          └─┬─┘
+//!            └ prefix of every block of the term
 //!  value = LEB128(seq₂ − seq₁) ‖ LEB128(seq₃ − seq₂) ‖ …     (seq₁ = first_seq)
 //! ```
 //!
-//! All blocks of a term share its prefix, in epoch and sequence order, so a lookup is one
-//! prefix scan that yields ascending sequence numbers. The length field makes prefixes
-//! prefix-free (no value can be mistaken for the start of a longer one). Values longer than
-//! [`MAX_VALUE_LEN`] bytes are replaced by their SHA-256 under the length marker `0xffff`; a
-//! lookup of a long literal hashes it the same way, so lookups stay exact.
+//! All blocks of a term share its prefix, in epoch and sequence order, so a lookup hashes its
+//! literal the same way and makes one prefix scan that yields ascending sequence numbers.
+//! Every term has the same length, so no prefix can be mistaken for the start of another. The
+//! tag is inside the MAC too: equal values in two fields (an approver who is also an agent)
+//! give unrelated terms.
+//!
+//! What a reader of the store without the master key learns from the index: which kinds of
+//! terms exist, and for each term, which events share it (its postings, per epoch), so
+//! equality patterns and frequencies; not the value, not its length, and no way to test a
+//! guess, since the hash is keyed (`docs/threat-model.md`). The index can only answer
+//! equality: it cannot list values or match a prefix or range, and queries that need those
+//! decrypt payloads instead (`docs/query.md`).
 //!
 //! Why blocks: a batch of a few hundred events holds a few dozen distinct terms, so writing
-//! one key per term and batch costs the writer a few dozen memtable inserts where one key per
-//! term and event cost several per event (that version halved group-commit throughput).
-//! Splitting blocks at epoch boundaries lets erasure delete exactly one epoch's postings.
+//! one key per term and batch costs the writer a few dozen memtable inserts and HMACs where
+//! one key per term and event cost several per event (that version halved group-commit
+//! throughput). Splitting blocks at epoch boundaries lets erasure delete exactly one epoch's
+//! postings.
+//!
+//! ```
+//! use afr_core::crypto::MasterKey;
+//! use afr_recorder::index::{Field, TERM_LEN, term_key};
+//!
+//! let key = MasterKey::from_bytes([7; 32]).index_key(&[0x5a; 20]);
+//! let t = term_key(&key, Field::Tool, b"psql");
+//! assert_eq!((t.len(), t[0]), (TERM_LEN, Field::Tool as u8));
+//! assert!(!t.windows(4).any(|w| w == b"psql"));
+//! // The same literal gives the same term: lookups find what the writer stored.
+//! assert_eq!(t, term_key(&key, Field::Tool, b"psql"));
+//! // Another field, or another store's key: an unrelated term.
+//! assert_ne!(t[1..], term_key(&key, Field::Agent, b"psql")[1..]);
+//! let other = MasterKey::from_bytes([8; 32]).index_key(&[0x5a; 20]);
+//! assert_ne!(t, term_key(&other, Field::Tool, b"psql"));
+//! ```
 //!
 //! # Freshness
 //!
 //! The recorder extracts an event's terms on the caller's thread from the payload it is about
-//! to seal (a few short copies, no I/O), and the thread that writes the event's batch groups
-//! them into blocks and adds those to that same atomic `WriteBatch`. The index therefore never
-//! lags the stored records: an event is in the index exactly when its record is on disk. The
-//! meta key
+//! to seal (a few short copies, no I/O; they stay in memory, in plaintext), and the thread that
+//! writes the event's batch groups them into blocks, hashes each distinct term once and adds
+//! the blocks to that same atomic `WriteBatch`. The index therefore never lags the stored
+//! records: an event is in the index exactly when its record is on disk. The meta key
 //! `index/watermark` (u64be) counts the events indexed; it moves with every batch. A store
 //! written by an older build (or with an older [`INDEX_VERSION`]) is indexed from its
 //! watermark when the recorder opens it ([`catch_up`]), and queries treat any event at or past
 //! the watermark as un-indexed and examine it directly, so answers are never stale.
 //!
+//! # Upgrade
+//!
+//! Version 1 of the layout kept term values in plaintext. A store indexed under another
+//! version has its whole index deleted when it opens, and the deletion is pushed through to
+//! the SST and WAL files ([`crate::Store::scrub_keys`]: flush, then compaction of this column
+//! family) before the new version is recorded, so a crash in between repeats it; the index is
+//! then rebuilt from the payloads. One copy outlives that open: RocksDB's MANIFEST names the
+//! first and last key of every SST file that was live when the store opened, so up to two old
+//! terms per old index file stay in it until the next open writes a fresh MANIFEST.
+//!
 //! # Erasure
 //!
-//! Terms are plaintext taken from payloads, so they are key material in effect: erasing an
-//! epoch deletes its events' terms in the same batch that destroys the epoch's salt, and
-//! [`crate::Store::scrub_keys`] compacts this column family so no file keeps them.
+//! The postings of an erased epoch would still link its events to those of other epochs (same
+//! tool, same approver), so erasing an epoch deletes them in the same batch that destroys the
+//! epoch's salt, and [`crate::Store::scrub_keys`] compacts this column family so no file keeps
+//! them.
 
 use std::collections::HashMap;
 
 use afr_core::{
     Category, EpochHeader, Record, RecorderId,
-    crypto::{EpochKey, MasterKey, Slot},
+    crypto::{EpochKey, IndexKey, MasterKey, Slot},
     event::Payload,
 };
+use hmac::{Hmac, KeyInit, Mac};
 use rocksdb::WriteBatch;
+use sha2::Sha256;
 
 use crate::{CF_INDEX, CF_META, RecordError, Store};
 
 /// Version of the term layout; a store indexed under another version is re-indexed on open.
-pub const INDEX_VERSION: u64 = 1;
+/// Version 1 stored term values in plaintext; version 2 stores their HMAC.
+pub const INDEX_VERSION: u64 = 2;
 /// Meta key of the index version (u64be).
 pub const META_INDEX_VERSION: &[u8] = b"index/version";
 /// Meta key of the number of events indexed (u64be).
 pub const META_INDEX_WATERMARK: &[u8] = b"index/watermark";
-/// Values longer than this are indexed by their SHA-256.
-pub const MAX_VALUE_LEN: usize = 128;
-/// Length marker of a hashed (long) value.
-const HASHED_LEN: u16 = 0xffff;
+/// Bytes of a term on disk: the field tag and the HMAC-SHA-256 of the value.
+pub const TERM_LEN: usize = 1 + 32;
+/// Bytes of an index key: the term, the epoch and the block's first sequence number.
+pub const KEY_LEN: usize = TERM_LEN + 16;
+/// Bytes of the in-memory header of a plaintext term: `tag ‖ u32be(len)`.
+const TERM_HEADER: usize = 5;
 /// URI scheme by which a context source names another event's output: `afr:event/<seq>`.
 pub const EVENT_URI_PREFIX: &str = "afr:event/";
 
@@ -135,28 +180,52 @@ impl Field {
     }
 }
 
-/// The prefix shared by every key of term `(field, value)`.
-pub fn term_prefix(field: Field, value: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(3 + value.len().min(MAX_VALUE_LEN + 1) + 16);
-    push_term(&mut k, field, value);
-    k
+/// The on-disk term of `(field, value)`: the prefix shared by every key of the term.
+pub fn term_key(key: &IndexKey, field: Field, value: &[u8]) -> [u8; TERM_LEN] {
+    TermHasher::new(key).term(field as u8, value)
 }
 
-fn push_term(buf: &mut Vec<u8>, field: Field, value: &[u8]) {
-    buf.push(field as u8);
-    if value.len() > MAX_VALUE_LEN {
-        buf.extend_from_slice(&HASHED_LEN.to_be_bytes());
-        buf.extend_from_slice(&afr_core::hash::sha256(&[value]).0);
-    } else {
-        // MAX_VALUE_LEN < 0xffff, so the length fits and never equals the hash marker.
-        buf.extend_from_slice(&(value.len() as u16).to_be_bytes());
-        buf.extend_from_slice(value);
+/// HMAC-SHA-256 under the index key, keyed once and cloned for each term.
+struct TermHasher(Hmac<Sha256>);
+
+impl TermHasher {
+    fn new(key: &IndexKey) -> TermHasher {
+        match Hmac::<Sha256>::new_from_slice(key.expose()) {
+            Ok(m) => TermHasher(m),
+            // HMAC takes keys of any length.
+            Err(_) => unreachable!("hmac accepts a 32-byte key"),
+        }
+    }
+
+    /// `tag ‖ HMAC-SHA-256(index_key, tag ‖ value)`.
+    fn term(&self, tag: u8, value: &[u8]) -> [u8; TERM_LEN] {
+        let mut m = self.0.clone();
+        m.update(&[tag]);
+        m.update(value);
+        let mut out = [0u8; TERM_LEN];
+        out[0] = tag;
+        out[1..].copy_from_slice(&m.finalize().into_bytes());
+        out
+    }
+
+    /// The on-disk term of a plaintext term as [`Terms`] holds it (`tag ‖ u32be(len) ‖ value`).
+    fn plain(&self, plain: &[u8]) -> [u8; TERM_LEN] {
+        let tag = plain.first().copied().unwrap_or_default();
+        self.term(tag, plain.get(TERM_HEADER..).unwrap_or_default())
     }
 }
 
-/// The terms of one event, encoded back to back as term prefixes (`tag ‖ len ‖ value`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The plaintext terms of one event, encoded back to back as `tag ‖ u32be(len) ‖ value`.
+/// They stay in memory: [`Blocks::put`] hashes them on their way to disk.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Terms(Vec<u8>);
+
+impl std::fmt::Debug for Terms {
+    /// Term values come from payloads: never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Terms(<{} terms>)", self.plain().count())
+    }
+}
 
 impl Terms {
     /// The terms of an event of `category` with `payload`, recorded by `recorder`.
@@ -212,32 +281,39 @@ impl Terms {
 
     fn add(&mut self, field: Field, value: &[u8]) {
         let start = self.0.len();
-        push_term(&mut self.0, field, value);
+        // Payloads are capped far below 4 GiB, so the length fits.
+        let len = u32::try_from(value.len()).unwrap_or(u32::MAX);
+        self.0.push(field as u8);
+        self.0.extend_from_slice(&len.to_be_bytes());
+        self.0.extend_from_slice(value);
         // An event with two guardrails of the same verdict has that term once.
         let new = &self.0[start..];
-        if self.prefixes_before(start).any(|p| p == new) {
+        if self.plain_before(start).any(|p| p == new) {
             self.0.truncate(start);
         }
     }
 
-    fn prefixes_before(&self, end: usize) -> impl Iterator<Item = &[u8]> {
+    fn plain_before(&self, end: usize) -> impl Iterator<Item = &[u8]> {
         let buf = &self.0[..end];
         let mut at = 0;
         std::iter::from_fn(move || {
-            if at + 3 > buf.len() {
-                return None;
-            }
-            let len = u16::from_be_bytes([buf[at + 1], buf[at + 2]]);
-            let n = 3 + if len == HASHED_LEN { 32 } else { len as usize };
-            let p = buf.get(at..at + n)?;
-            at += n;
+            let h = buf.get(at..at + TERM_HEADER)?;
+            let len = u32::from_be_bytes([h[1], h[2], h[3], h[4]]) as usize;
+            let p = buf.get(at..at + TERM_HEADER + len)?;
+            at += p.len();
             Some(p)
         })
     }
 
-    /// The term prefixes, one per distinct term.
-    pub fn prefixes(&self) -> impl Iterator<Item = &[u8]> {
-        self.prefixes_before(self.0.len())
+    /// The plaintext terms, one per distinct term.
+    fn plain(&self) -> impl Iterator<Item = &[u8]> {
+        self.plain_before(self.0.len())
+    }
+
+    /// The on-disk terms under `key` (see [`term_key`]), one per distinct term.
+    pub fn keys(&self, key: &IndexKey) -> Vec<[u8; TERM_LEN]> {
+        let h = TermHasher::new(key);
+        self.plain().map(|p| h.plain(p)).collect()
     }
 }
 
@@ -266,17 +342,26 @@ impl std::hash::Hasher for Fnv {
 type FnvMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fnv>>;
 
 /// Groups the terms of a run of events (in sequence order) into posting blocks.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Blocks {
-    /// Per epoch: term prefix → ascending sequence numbers.
+    /// Per epoch: plaintext term → ascending sequence numbers.
     postings: FnvMap<u64, FnvMap<Vec<u8>, Vec<u64>>>,
+}
+
+impl std::fmt::Debug for Blocks {
+    /// The terms are plaintext: never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Blocks")
+            .field("epochs", &self.postings.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Blocks {
     /// Adds event `seq` of `epoch` with `terms`. Events must come in ascending order.
     pub fn add(&mut self, seq: u64, epoch: u64, terms: &Terms) {
         let m = self.postings.entry(epoch).or_default();
-        for p in terms.prefixes() {
+        for p in terms.plain() {
             match m.get_mut(p) {
                 Some(v) => v.push(seq),
                 None => {
@@ -286,23 +371,26 @@ impl Blocks {
         }
     }
 
-    /// Writes the blocks into `batch`.
-    pub(crate) fn put(self, batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily) {
+    /// Writes the blocks into `batch`, each term hashed under `key` (the store's
+    /// [`MasterKey::index_key`]): nothing in plaintext reaches the batch.
+    pub fn put(self, batch: &mut WriteBatch, cf: &rocksdb::ColumnFamily, key: &IndexKey) {
+        let hasher = TermHasher::new(key);
+        let mut k = [0u8; KEY_LEN];
         let mut value = Vec::new();
-        let flat = self
-            .postings
-            .into_iter()
-            .flat_map(|(epoch, m)| m.into_iter().map(move |(p, s)| ((p, epoch), s)));
-        for ((prefix, epoch), seqs) in flat {
-            let Some(&first) = seqs.first() else {
-                continue;
-            };
-            let key = [&prefix[..], &epoch.to_be_bytes(), &first.to_be_bytes()].concat();
-            value.clear();
-            for w in seqs.windows(2) {
-                push_varint(&mut value, w[1] - w[0]);
+        for (epoch, m) in self.postings {
+            for (plain, seqs) in m {
+                let Some(&first) = seqs.first() else {
+                    continue;
+                };
+                k[..TERM_LEN].copy_from_slice(&hasher.plain(&plain));
+                k[TERM_LEN..TERM_LEN + 8].copy_from_slice(&epoch.to_be_bytes());
+                k[TERM_LEN + 8..].copy_from_slice(&first.to_be_bytes());
+                value.clear();
+                for w in seqs.windows(2) {
+                    push_varint(&mut value, w[1] - w[0]);
+                }
+                batch.put_cf(cf, k, &value);
             }
-            batch.put_cf(cf, key, &value);
         }
     }
 }
@@ -339,17 +427,15 @@ fn read_block(first: u64, value: &[u8], out: &mut Vec<u64>) -> Result<(), Record
     Ok(())
 }
 
-/// The epoch and first sequence number at the end of an index key.
+/// The epoch and first sequence number of an index key (`term ‖ u64be(epoch) ‖
+/// u64be(first_seq)`); any other length is corruption.
 fn block_key_tail(key: &[u8]) -> Result<(u64, u64), RecordError> {
-    let n = key
-        .len()
-        .checked_sub(16)
-        .ok_or_else(|| RecordError::Corrupt("index key too short".into()))?;
-    let tail = &key[n..];
+    let k = <&[u8; KEY_LEN]>::try_from(key)
+        .map_err(|_| RecordError::Corrupt("index key of the wrong length".into()))?;
     let mut e = [0u8; 8];
     let mut f = [0u8; 8];
-    e.copy_from_slice(&tail[..8]);
-    f.copy_from_slice(&tail[8..]);
+    e.copy_from_slice(&k[TERM_LEN..TERM_LEN + 8]);
+    f.copy_from_slice(&k[TERM_LEN + 8..]);
     Ok((u64::from_be_bytes(e), u64::from_be_bytes(f)))
 }
 
@@ -379,18 +465,21 @@ pub fn event_uri_seq(uri: &str) -> Option<u64> {
     uri.strip_prefix(EVENT_URI_PREFIX)?.parse().ok()
 }
 
-/// Sequence numbers of the events holding term `(field, value)`, ascending.
-pub fn lookup(store: &Store, field: Field, value: &[u8]) -> Result<Vec<u64>, RecordError> {
-    let prefix = term_prefix(field, value);
+/// Sequence numbers of the events holding term `(field, value)`, ascending. `key` is the
+/// store's [`MasterKey::index_key`]: the literal is hashed as the writer hashed it.
+pub fn lookup(
+    store: &Store,
+    key: &IndexKey,
+    field: Field,
+    value: &[u8],
+) -> Result<Vec<u64>, RecordError> {
+    let prefix = term_key(key, field, value);
     let mut it = store.db().raw_iterator_cf(store.cf(CF_INDEX)?);
-    it.seek(&prefix);
+    it.seek(prefix);
     let mut out = Vec::new();
     while let (Some(k), Some(v)) = (it.key(), it.value()) {
         if !k.starts_with(&prefix) {
             break;
-        }
-        if k.len() != prefix.len() + 16 {
-            return Err(RecordError::Corrupt("index key of the wrong length".into()));
         }
         let (_, first) = block_key_tail(k)?;
         read_block(first, v, &mut out)?;
@@ -555,26 +644,38 @@ impl<'a> Opener<'a> {
 /// re-initialising the index if it was built under another [`INDEX_VERSION`]. Erased epochs
 /// are skipped: they have no plaintext left to index. Called by [`crate::Recorder::open`]
 /// before the writer starts; a fresh or up-to-date store costs two metadata reads.
+///
+/// Re-initialising MUST leave no posting of the old layout in any SST or WAL file (version 1
+/// held plaintext terms): the old postings are deleted, the deletion is flushed and compacted
+/// through ([`Store::scrub_keys`]), and only then is the new version recorded, so a crash in
+/// between repeats the whole step on the next open. The MANIFEST keeps the old files' first
+/// and last keys until the store is next opened (see the module docs).
 pub fn catch_up(store: &Store, master: &MasterKey, end: u64) -> Result<u64, RecordError> {
     let version = store.meta(META_INDEX_VERSION)?;
     let mut from = watermark(store)?;
     if version.as_deref() != Some(&INDEX_VERSION.to_be_bytes()[..]) {
         let mut b = WriteBatch::default();
-        let cf = store.cf(CF_INDEX)?;
-        b.delete_range_cf(cf, [0u8].as_slice(), [0xffu8; 4].as_slice());
-        b.put_cf(
-            store.cf(CF_META)?,
-            META_INDEX_VERSION,
-            INDEX_VERSION.to_be_bytes(),
+        // Every key starts with a field tag (1..=12), in every layout so far.
+        b.delete_range_cf(
+            store.cf(CF_INDEX)?,
+            [0u8].as_slice(),
+            [0xffu8; 4].as_slice(),
         );
         put_watermark(store, &mut b, 0)?;
         store.write(b, true)?;
+        // A store without a version never had an index (a fresh store, or one written before
+        // the index existed): nothing to scrub.
+        if version.is_some() {
+            store.scrub_keys()?;
+        }
+        store.put_meta(META_INDEX_VERSION, &INDEX_VERSION.to_be_bytes())?;
         from = 0;
     }
     if from >= end {
         return Ok(0);
     }
     let mut opener = Opener::new(store, master)?;
+    let key = master.index_key(opener.recorder());
     let cf = store.cf(CF_INDEX)?;
     let flush = |chunk: &mut Vec<(u64, u64, Terms)>, upto: u64| -> Result<(), RecordError> {
         let mut b = WriteBatch::default();
@@ -582,7 +683,7 @@ pub fn catch_up(store: &Store, master: &MasterKey, end: u64) -> Result<u64, Reco
         for (seq, epoch, t) in chunk.iter() {
             blocks.add(*seq, *epoch, t);
         }
-        blocks.put(&mut b, cf);
+        blocks.put(&mut b, cf, &key);
         put_watermark(store, &mut b, upto)?;
         store.write(b, true)?;
         chunk.clear();
@@ -610,8 +711,9 @@ pub fn catch_up(store: &Store, master: &MasterKey, end: u64) -> Result<u64, Reco
 }
 
 /// Adds deletions of every posting block of `header`'s epoch to `batch`. The epoch's key
-/// material must still be present: its terms are recomputed from the payloads, and each
-/// term's blocks for the epoch are found by the prefix `term ‖ u64be(epoch)`.
+/// material must still be present: its terms are recomputed from the payloads, hashed under
+/// the index key derived from `master`, and each term's blocks for the epoch are found by the
+/// prefix `term ‖ u64be(epoch)`.
 pub(crate) fn delete_epoch_terms(
     store: &Store,
     master: &MasterKey,
@@ -619,6 +721,7 @@ pub(crate) fn delete_epoch_terms(
     batch: &mut WriteBatch,
 ) -> Result<(), RecordError> {
     let mut opener = Opener::new(store, master)?;
+    let key = master.index_key(opener.recorder());
     let cf = store.cf(CF_INDEX)?;
     let mut prefixes = std::collections::BTreeSet::new();
     for seq in header.first_seq..header.end_seq() {
@@ -630,8 +733,9 @@ pub(crate) fn delete_epoch_terms(
         })?;
         let t = Terms::of(r.category, &p, &opener.recorder);
         prefixes.extend(
-            t.prefixes()
-                .map(|x| [x, &header.epoch.to_be_bytes()].concat()),
+            t.keys(&key)
+                .into_iter()
+                .map(|x| [&x[..], &header.epoch.to_be_bytes()].concat()),
         );
     }
     let mut it = store.db().raw_iterator_cf(cf);
@@ -654,24 +758,93 @@ pub(crate) fn delete_epoch_terms(
 mod tests {
     use super::*;
 
+    fn key() -> IndexKey {
+        MasterKey::from_bytes([3; 32]).index_key(&[0; 20])
+    }
+
     #[test]
-    fn terms_are_deduplicated_and_long_values_hashed() {
+    fn terms_are_deduplicated_and_hashed_whatever_their_length() {
         let ev = crate::synth::generate(40, 3)
             .into_iter()
             .find(|e| !e.policy_evaluation.is_empty())
             .unwrap();
         let (env, mut p) = ev.into_payload();
         p.policy_evaluation.push(p.policy_evaluation[0].clone());
-        p.intent.tool = "t".repeat(500);
+        p.intent.tool = "t".repeat(70_000);
         let t = Terms::of(env.category, &p, &[0; 20]);
-        let keys: Vec<&[u8]> = t.prefixes().collect();
+        let keys = t.keys(&key());
         let mut sorted = keys.clone();
         sorted.sort();
         sorted.dedup();
         assert_eq!(sorted.len(), keys.len(), "duplicate terms");
-        let tool = term_prefix(Field::Tool, "t".repeat(500).as_bytes());
-        assert_eq!(tool.len(), 3 + 32);
-        assert!(keys.contains(&tool.as_slice()));
+        assert_eq!(keys.len(), t.plain().count());
+        let tool = term_key(&key(), Field::Tool, "t".repeat(70_000).as_bytes());
+        assert!(keys.contains(&tool));
+        // A value one byte shorter is another term.
+        assert!(!keys.contains(&term_key(
+            &key(),
+            Field::Tool,
+            "t".repeat(69_999).as_bytes()
+        )));
+        assert!(!format!("{t:?}").contains("ttt"));
+    }
+
+    #[test]
+    fn term_keys_follow_the_formula_and_blocks_hold_no_plaintext() {
+        // term = tag ‖ HMAC-SHA-256(index_key, tag ‖ value), HMAC computed here from SHA-256
+        // (RFC 2104) as an independent reference.
+        let k = key();
+        let hmac_ref = |msg: &[u8]| {
+            let mut kb = [0u8; 64];
+            kb[..32].copy_from_slice(k.expose());
+            let pad = |b: u8| kb.iter().map(|x| x ^ b).collect::<Vec<u8>>();
+            let inner = afr_core::hash::sha256(&[&pad(0x36), msg]);
+            afr_core::hash::sha256(&[&pad(0x5c), &inner.0]).0
+        };
+        let t = term_key(&k, Field::Approver, b"alice@example.com");
+        assert_eq!(t[0], Field::Approver as u8);
+        assert_eq!(t[1..], hmac_ref(b"\x05alice@example.com"));
+        // The vector of docs/spec/format.md.
+        let mut recorder = [0u8; 20];
+        recorder[15..].copy_from_slice(&[0x0a, 0xf2, 0xaf, 0x00, 0x01]);
+        let spec = MasterKey::from_bytes([0x4d; 32]).index_key(&recorder);
+        assert_eq!(
+            hex::encode(term_key(&spec, Field::Tool, b"psql")),
+            "01e210cbab04571ecd58ac2f23958137e8025fcecc772106c9823f304e3ca64e77"
+        );
+        let mut tampered = *b"\x05alice@example.com";
+        tampered[1] ^= 1;
+        assert_ne!(t[1..], hmac_ref(&tampered));
+
+        let mut p = crate::synth::generate(1, 1).remove(0).into_payload().1;
+        p.intent.tool = "secret-tool-name".into();
+        let terms = Terms::of(Category::Shell, &p, &[0; 20]);
+        let mut blocks = Blocks::default();
+        blocks.add(7, 0, &terms);
+        blocks.add(9, 0, &terms);
+        assert!(!format!("{blocks:?}").contains("secret"));
+        let mut batch = WriteBatch::default();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), true).unwrap();
+        blocks.put(&mut batch, store.cf(CF_INDEX).unwrap(), &k);
+        let raw = batch.data().to_vec();
+        assert!(!raw.windows(6).any(|w| w == b"secret"));
+        assert!(!raw.windows(5).any(|w| w == b"shell"));
+        store.write(batch, false).unwrap();
+        assert_eq!(
+            lookup(&store, &k, Field::Tool, b"secret-tool-name").unwrap(),
+            [7, 9]
+        );
+        assert!(
+            lookup(&store, &key_other(), Field::Tool, b"secret-tool-name")
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(indexed_seqs(&store).unwrap(), [7, 9]);
+    }
+
+    fn key_other() -> IndexKey {
+        MasterKey::from_bytes([4; 32]).index_key(&[0; 20])
     }
 
     #[test]

@@ -576,7 +576,11 @@ fn add_index_terms(
         terms.fill(*category, payload, &sh.recorder);
         blocks.add(*seq, *epoch, &terms);
     }
-    blocks.put(batch, sh.store.cf(CF_INDEX)?);
+    blocks.put(
+        batch,
+        sh.store.cf(CF_INDEX)?,
+        &sh.master.index_key(&sh.recorder),
+    );
     if let Some(l) = last {
         index::put_watermark(&sh.store, batch, l + 1)?;
     }

@@ -39,7 +39,7 @@ use std::collections::BTreeSet;
 
 use afr_core::{
     Category, Record,
-    crypto::MasterKey,
+    crypto::{IndexKey, MasterKey},
     event::{ContextSource, Payload},
 };
 use serde_json::Value as Json;
@@ -1285,6 +1285,8 @@ struct Exec<'a> {
     store: &'a Store,
     master: &'a MasterKey,
     opener: Opener<'a>,
+    /// Key of the blind index: literals are hashed under it to be looked up.
+    index_key: IndexKey,
     count: u64,
     watermark: u64,
     /// `[first_seq, end_seq)` of erased epochs.
@@ -1309,10 +1311,12 @@ impl<'a> Exec<'a> {
                 erased_epochs.push(e);
             }
         }
+        let opener = Opener::new(store, master)?;
         Ok(Exec {
             store,
             master,
-            opener: Opener::new(store, master)?,
+            index_key: master.index_key(opener.recorder()),
+            opener,
             count: store.record_count()?,
             watermark: index::watermark(store)?,
             erased,
@@ -1329,6 +1333,7 @@ impl<'a> Exec<'a> {
             store: self.store,
             master: self.master,
             opener: Opener::with_recorder(self.store, self.master, *self.opener.recorder()),
+            index_key: self.index_key.clone(),
             count: self.count,
             watermark: self.watermark,
             erased: self.erased.clone(),
@@ -1390,6 +1395,11 @@ impl<'a> Exec<'a> {
             .ok_or_else(|| RecordError::Corrupt(format!("record {seq} missing")))
     }
 
+    /// Events holding the term `(field, value)`, from the blind index.
+    fn lookup(&self, field: Field, value: &[u8]) -> Result<Vec<u64>, RecordError> {
+        index::lookup(self.store, &self.index_key, field, value)
+    }
+
     fn payload(&mut self, seq: u64) -> Result<Option<Payload>, RecordError> {
         let r = self.record(seq)?;
         self.decrypted += 1;
@@ -1425,7 +1435,7 @@ impl<'a> Exec<'a> {
                             _ => None,
                         };
                         match value {
-                            Some(v) => Node::Indexed(index::lookup(self.store, f, &v)?, pred),
+                            Some(v) => Node::Indexed(self.lookup(f, &v)?, pred),
                             None => Node::Pred(pred),
                         }
                     }
@@ -1688,7 +1698,7 @@ impl<'a> Exec<'a> {
 
     /// Children of `parent` in this log: index hits, plus un-indexed events checked directly.
     fn children(&mut self, parent: u64) -> Result<Vec<u64>, RecordError> {
-        let mut kids = index::lookup(self.store, Field::LocalParent, &parent.to_be_bytes())?;
+        let mut kids = self.lookup(Field::LocalParent, &parent.to_be_bytes())?;
         for s in self.watermark..self.count {
             if let Some(p) = self.payload(s)?
                 && let Some(pe) = p.delegation_provenance.and_then(|d| d.parent_event)
@@ -1724,8 +1734,8 @@ impl<'a> Exec<'a> {
     /// has one, else by URI.
     fn citing(&mut self, s: &ContextSource) -> Result<Vec<u64>, RecordError> {
         let mut hits = match &s.content_hash {
-            Some(h) => index::lookup(self.store, Field::SourceHash, h.as_bytes())?,
-            None => index::lookup(self.store, Field::SourceUri, s.uri.as_bytes())?,
+            Some(h) => self.lookup(Field::SourceHash, h.as_bytes())?,
+            None => self.lookup(Field::SourceUri, s.uri.as_bytes())?,
         };
         for seq in self.watermark..self.count {
             if let Some(p) = self.payload(seq)?
@@ -1791,7 +1801,7 @@ impl<'a> Exec<'a> {
             }
         }
         let direct = format!("{}{seq}", index::EVENT_URI_PREFIX);
-        let mut by_uri = index::lookup(self.store, Field::SourceUri, direct.as_bytes())?;
+        let mut by_uri = self.lookup(Field::SourceUri, direct.as_bytes())?;
         for s in self.watermark..self.count {
             if let Some(p) = self.payload(s)?
                 && p.context_provenance

@@ -8,7 +8,7 @@
 //! | `anchors`     | `u64be(epoch)` | anchor receipt (written by the anchorer)|
 //! | `keys`        | `u64be(epoch)` | 32-byte epoch salt (erasable)           |
 //! | `meta`        | ASCII name     | format version, recorder id, erasures, fork alarm |
-//! | `index`       | see [`crate::index`] | query index terms (plaintext, erasable) |
+//! | `index`       | see [`crate::index`] | query index terms (keyed hashes, erasable) |
 //!
 //! Every write the recorder makes is
 //! one atomic `WriteBatch`, appended in sequence order, so after a crash the store holds a
@@ -393,17 +393,6 @@ impl AnchorReceipt {
         };
         r.finish()?;
         Ok(a)
-    }
-
-    /// The reference a disclosure bundle carries.
-    pub fn to_ref(&self) -> afr_core::bundle::AnchorRef {
-        afr_core::bundle::AnchorRef {
-            epoch: self.epoch,
-            chain_id: self.chain_id,
-            contract: self.contract,
-            tx: self.tx,
-            block: self.block,
-        }
     }
 }
 

@@ -1,8 +1,26 @@
-//! Anchored epoch roots: read from the chain by plain `eth_call`, or from a file fetched once.
+//! Anchored epoch roots, proven by the recorder's own transactions.
 //!
-//! Two read-only calls on the anchor contract, ABI-encoded by hand (their selectors come
-//! from the checked-in contract artifact, which CI keeps equal to `forge build`):
-//! `rootOf(address,uint64) returns (bytes32)` and `head(address) returns (bool,uint64)`.
+//! A root counts as anchored only when a *successful transaction sent by the recorder* to the
+//! contract emitted `Anchored(recorder, epoch, root, backPointer)` for it. Storage reads alone
+//! never suffice: anyone can deploy a contract whose storage holds roots the recorder never
+//! sent (init code that writes the `_roots` slots, then returns the genuine runtime code), and
+//! the runtime-code comparison says nothing about who wrote the storage. Events cannot be
+//! planted that way: a log emitted in a transaction is bound to its sender, which is checked
+//! against the recorder, and the genuine contract emits `Anchored` with `msg.sender` only after
+//! its on-chain rules accepted the root.
+//!
+//! How the roots are read (all read-only JSON-RPC, batched, pinned to one block):
+//!
+//! ```text
+//!  eth_chainId                        == the pinned chain id
+//!  eth_getCode(contract, B)           == the artifact's runtime code
+//!  eth_getLogs(contract, [Anchored, recorder], from..B)     candidate (epoch, root, tx, index)
+//!  eth_getTransactionReceipt(tx)      status 1, from == recorder, to == contract, same block,
+//!                                     and the very log (index, topics, data) inside it
+//! ```
+//!
+//! What is written to an anchors file for air-gapped use keeps, for each root, the chain id,
+//! contract, transaction, block and log index, so it can be re-checked later with any node.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -12,18 +30,17 @@ use serde::{Deserialize, Serialize};
 
 const ARTIFACT: &str = include_str!("../../anchorer/artifacts/AfrAnchor.json");
 
-fn selector(signature: &str) -> Result<[u8; 4]> {
-    let v: serde_json::Value = serde_json::from_str(ARTIFACT).context("contract artifact")?;
-    let hex_sel = v["methodIdentifiers"][signature]
-        .as_str()
-        .with_context(|| format!("no {signature} in the artifact"))?;
-    let mut out = [0u8; 4];
-    hex::decode_to_slice(hex_sel, &mut out).context("selector")?;
-    Ok(out)
-}
+/// `keccak256("Anchored(address,uint64,bytes32,bytes32)")`, the event's topic 0 (checked
+/// against the artifact's ABI in the tests).
+pub const ANCHORED_TOPIC: &str =
+    "0xd6f0f013808bc2f1d448753205790daee522b8c2904b0d109ec4099b097c8eae";
 
-/// Most roots `afr-verify anchors` fetches in one file (one `rootOf` call each).
-pub const MAX_EPOCHS: u64 = 10_000_000;
+/// Most anchored roots read for one recorder (one log each).
+pub const MAX_EPOCHS: usize = 10_000_000;
+/// Largest JSON-RPC response body read, in bytes: whoever answers does not choose our memory.
+pub const MAX_RESPONSE: u64 = 64 << 20;
+/// Version of the anchors file written by `afr-verify anchors`.
+pub const ANCHORS_FILE_VERSION: u64 = 2;
 
 /// The runtime code of the AfrAnchor artifact, `0x`-prefixed hex.
 fn deployed_code() -> Result<String> {
@@ -34,21 +51,39 @@ fn deployed_code() -> Result<String> {
     Ok(format!("0x{}", code.trim_start_matches("0x")))
 }
 
-/// The roots anchored for one recorder, and where they came from.
+/// Where one root was anchored: the evidence a verifier can re-check with any node.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AnchorProof {
+    /// The anchored epoch root (`0x` hex).
+    pub root: String,
+    /// The anchoring transaction, sent by the recorder to the contract.
+    pub tx: String,
+    /// Its block number.
+    pub block: u64,
+    /// Index of the `Anchored` log in that block.
+    pub log_index: u64,
+}
+
+/// The roots anchored by one recorder, each proven by its transaction, and where they came
+/// from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
 pub struct Anchors {
+    /// [`ANCHORS_FILE_VERSION`].
+    pub version: u64,
     /// EVM chain id.
     pub chain_id: u64,
-    /// Anchor contract.
+    /// Anchor contract, lower-case `0x` hex.
     pub contract: String,
-    /// Recorder address.
+    /// Recorder address, lower-case `0x` hex.
     pub recorder: String,
     /// Block the roots were read at (`latest` resolved to a number).
     pub block: u64,
-    /// Highest anchored epoch, if any.
+    /// Highest epoch with a proven anchor, if any.
     pub head: Option<u64>,
-    /// Anchored roots by epoch (`0x` hex).
-    pub roots: BTreeMap<u64, String>,
+    /// Proven anchors by epoch.
+    pub roots: BTreeMap<u64, AnchorProof>,
 }
 
 impl Anchors {
@@ -56,21 +91,71 @@ impl Anchors {
     pub fn load(path: &std::path::Path) -> Result<Anchors> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        serde_json::from_str(&text)
-            .with_context(|| format!("{} is not an anchors file", path.display()))
+        let a: Anchors = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not an anchors file", path.display()))?;
+        if a.version != ANCHORS_FILE_VERSION {
+            bail!(
+                "{} is an anchors file of version {}; this verifier reads version {ANCHORS_FILE_VERSION} (fetch it again with `afr-verify anchors`)",
+                path.display(),
+                a.version
+            );
+        }
+        Ok(a)
     }
 
-    /// The anchored root of `epoch`, if one is.
+    /// The anchored root of `epoch`, if one is proven.
     pub fn root(&self, epoch: u64) -> Option<Hash32> {
-        self.roots.get(&epoch).and_then(|r| Hash32::from_hex(r))
+        self.roots
+            .get(&epoch)
+            .and_then(|p| Hash32::from_hex(&p.root))
     }
 }
 
-/// A JSON-RPC client for the two views.
+/// The roots read from a chain, and what was seen but not counted.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The proven anchors.
+    pub anchors: Anchors,
+    /// Why each ignored `Anchored` log was ignored (a planted or failed anchoring).
+    pub ignored: Vec<String>,
+}
+
+/// A JSON-RPC client for the reads above.
 #[derive(Debug)]
 pub struct Rpc {
     url: String,
     agent: ureq::Agent,
+}
+
+fn quantity(v: &serde_json::Value, what: &str) -> Result<u64> {
+    let s = v
+        .as_str()
+        .with_context(|| format!("{what} is not a hex quantity"))?;
+    let digits = s
+        .strip_prefix("0x")
+        .with_context(|| format!("{what} is not a hex quantity"))?;
+    u64::from_str_radix(digits, 16).with_context(|| format!("{what} is not a hex quantity"))
+}
+
+fn lower(v: &serde_json::Value) -> String {
+    v.as_str().unwrap_or_default().to_ascii_lowercase()
+}
+
+/// A 32-byte topic holding `a` (left-padded).
+fn addr_topic(a: &RecorderId) -> String {
+    format!("0x{}{}", "0".repeat(24), hex::encode(a))
+}
+
+/// One candidate `Anchored` log.
+#[derive(Debug, Clone)]
+struct Candidate {
+    epoch: u64,
+    root: Hash32,
+    tx: String,
+    block: u64,
+    log_index: u64,
+    topics: Vec<String>,
+    data: String,
 }
 
 impl Rpc {
@@ -86,19 +171,27 @@ impl Rpc {
         }
     }
 
-    fn call(&self, method: &str, params: serde_json::Value) -> Result<serde_json::Value> {
-        let body =
-            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-                .to_string();
+    fn post(&self, body: String, what: &str) -> Result<serde_json::Value> {
         let mut resp = self
             .agent
             .post(&self.url)
             .header("content-type", "application/json")
             .send(&body)
-            .with_context(|| format!("rpc {method} to {}", afr_core::redact_url(&self.url)))?;
-        let text = resp.body_mut().read_to_string().context("rpc response")?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).context("rpc response is not json")?;
+            .with_context(|| format!("{what} to {}", afr_core::redact_url(&self.url)))?;
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(MAX_RESPONSE)
+            .read_to_string()
+            .with_context(|| format!("{what}: response unreadable or over {MAX_RESPONSE} bytes"))?;
+        serde_json::from_str(&text).with_context(|| format!("{what}: response is not json"))
+    }
+
+    fn call(&self, method: &str, params: serde_json::Value) -> Result<serde_json::Value> {
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+                .to_string();
+        let v = self.post(body, &format!("rpc {method}"))?;
         if let Some(e) = v.get("error") {
             bail!("rpc {method} failed: {e}");
         }
@@ -117,21 +210,10 @@ impl Rpc {
                     serde_json::json!({"jsonrpc": "2.0", "id": base + i, "method": m, "params": p})
                 })
                 .collect();
-            let mut resp = self
-                .agent
-                .post(&self.url)
-                .header("content-type", "application/json")
-                .send(&serde_json::Value::Array(body).to_string())
-                .with_context(|| {
-                    format!(
-                        "rpc batch of {} calls to {}",
-                        chunk.len(),
-                        afr_core::redact_url(&self.url)
-                    )
-                })?;
-            let text = resp.body_mut().read_to_string().context("rpc response")?;
-            let v: serde_json::Value =
-                serde_json::from_str(&text).context("rpc response is not json")?;
+            let v = self.post(
+                serde_json::Value::Array(body).to_string(),
+                &format!("rpc batch of {} calls", chunk.len()),
+            )?;
             let Some(items) = v.as_array() else {
                 bail!(
                     "rpc batch answered with a single object: {}",
@@ -161,8 +243,7 @@ impl Rpc {
     }
 
     /// Whether the code deployed at `contract` (at `block`) is exactly the AfrAnchor runtime
-    /// code of the artifact this verifier was built with. Roots read from other code prove
-    /// nothing: any contract can return any root.
+    /// code of the artifact this verifier was built with. Logs from other code prove nothing.
     pub fn code_is_afr_anchor(&self, contract: &str, block: u64) -> Result<bool> {
         let r = self.call(
             "eth_getCode",
@@ -172,103 +253,251 @@ impl Rpc {
         Ok(code.eq_ignore_ascii_case(deployed_code()?.as_str()))
     }
 
+    /// The chain id the endpoint serves.
+    pub fn chain_id(&self) -> Result<u64> {
+        quantity(
+            &self.call("eth_chainId", serde_json::json!([]))?,
+            "eth_chainId",
+        )
+    }
+
     /// The latest block number.
     pub fn latest_block(&self) -> Result<u64> {
-        self.quantity("eth_blockNumber")
-    }
-
-    fn quantity(&self, method: &str) -> Result<u64> {
-        let r = self.call(method, serde_json::json!([]))?;
-        let s = r.as_str().context("quantity")?;
-        u64::from_str_radix(s.trim_start_matches("0x"), 16).context("quantity")
-    }
-
-    fn eth_call(&self, contract: &str, data: &[u8], block: u64) -> Result<Vec<u8>> {
-        let r = self.call(
-            "eth_call",
-            serde_json::json!([{"to": contract, "data": format!("0x{}", hex::encode(data))}, format!("0x{block:x}")]),
-        )?;
-        hex::decode(
-            r.as_str()
-                .context("eth_call result")?
-                .trim_start_matches("0x"),
+        quantity(
+            &self.call("eth_blockNumber", serde_json::json!([]))?,
+            "eth_blockNumber",
         )
-        .context("eth_call result")
     }
 
-    /// Reads the recorder's head and the anchored roots of `epochs` (every epoch up to the
-    /// head if `None`), at `block` (or the latest block).
+    /// `eth_getLogs` over `from..=to`, halving the range when the endpoint refuses it (too many
+    /// results, response too large), as hosted providers do.
+    fn logs(
+        &self,
+        filter: &serde_json::Value,
+        from: u64,
+        to: u64,
+        out: &mut Vec<serde_json::Value>,
+    ) -> Result<()> {
+        let mut f = filter.clone();
+        f["fromBlock"] = format!("0x{from:x}").into();
+        f["toBlock"] = format!("0x{to:x}").into();
+        match self.call("eth_getLogs", serde_json::json!([f])) {
+            Ok(v) => {
+                let items = v.as_array().context("eth_getLogs result is not a list")?;
+                if out.len() + items.len() > MAX_EPOCHS {
+                    bail!("more than {MAX_EPOCHS} Anchored logs for one recorder; refused");
+                }
+                out.extend(items.iter().cloned());
+                Ok(())
+            }
+            Err(_) if to > from => {
+                let mid = from + (to - from) / 2;
+                self.logs(filter, from, mid, out)?;
+                self.logs(filter, mid + 1, to, out)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads the roots `recorder` anchored on `contract` from block `from` to block `block`,
+    /// keeping only those proven by a successful transaction the recorder sent to the contract.
     pub fn fetch(
         &self,
+        chain_id: u64,
         contract: &str,
         recorder: &RecorderId,
-        block: Option<u64>,
-        epochs: Option<&[u64]>,
-    ) -> Result<Anchors> {
-        let chain_id = self.quantity("eth_chainId")?;
-        let block = match block {
-            Some(b) => b,
-            None => self.quantity("eth_blockNumber")?,
-        };
-        let mut addr_word = [0u8; 32];
-        addr_word[12..].copy_from_slice(recorder);
-        let head_data = [&selector("head(address)")?[..], &addr_word].concat();
-        let out = self.eth_call(contract, &head_data, block)?;
-        if out.len() != 64 {
-            bail!(
-                "head(address) returned {} bytes, expected 64 (is {contract} an AfrAnchor?)",
-                out.len()
-            );
+        from: u64,
+        block: u64,
+    ) -> Result<Fetched> {
+        let contract = contract.to_ascii_lowercase();
+        let rec_hex = format!("0x{}", hex::encode(recorder));
+        let filter = serde_json::json!({
+            "address": contract,
+            "topics": [ANCHORED_TOPIC, addr_topic(recorder)],
+        });
+        let mut raw = Vec::new();
+        if from <= block {
+            self.logs(&filter, from, block, &mut raw)?;
         }
-        let any = out[31] == 1;
-        let mut e = [0u8; 8];
-        e.copy_from_slice(&out[56..64]);
-        let head = any.then(|| u64::from_be_bytes(e));
-        let sel = selector("rootOf(address,uint64)")?;
-        let mut roots = BTreeMap::new();
-        let wanted: Vec<u64> = match (epochs, head) {
-            (Some(list), Some(h)) => list.iter().copied().filter(|e| *e <= h).collect(),
-            (None, Some(h)) => {
-                if h >= MAX_EPOCHS {
-                    bail!(
-                        "the contract reports head epoch {h} for this recorder; fetching more than \
-                         {MAX_EPOCHS} roots at once is refused (verify the file with --rpc instead, \
-                         which reads only the file's epochs)"
-                    );
-                }
-                (0..=h).collect()
+        let mut ignored = Vec::new();
+        let mut candidates = Vec::with_capacity(raw.len());
+        for log in &raw {
+            match parse_log(log, &contract, recorder, block) {
+                Ok(c) => candidates.push(c),
+                Err(why) => ignored.push(format!("ignored a log the endpoint returned: {why}")),
             }
-            (_, None) => Vec::new(),
-        };
-        let calls: Vec<(&str, serde_json::Value)> = wanted
-            .iter()
-            .map(|epoch| {
-                let mut ep = [0u8; 32];
-                ep[24..].copy_from_slice(&epoch.to_be_bytes());
-                let data = [&sel[..], &addr_word, &ep].concat();
-                (
-                    "eth_call",
-                    serde_json::json!([{"to": contract, "data": format!("0x{}", hex::encode(data))}, format!("0x{block:x}")]),
-                )
-            })
-            .collect();
-        for (epoch, r) in wanted.iter().zip(self.call_batch(&calls)?) {
-            let out = hex::decode(
-                r.as_str()
-                    .context("eth_call result")?
-                    .trim_start_matches("0x"),
-            )
-            .context("eth_call result")?;
-            let root = Hash32::from_slice(&out).context("rootOf returned a malformed word")?;
-            roots.insert(*epoch, format!("0x{root}"));
         }
-        Ok(Anchors {
-            chain_id,
-            contract: contract.to_owned(),
-            recorder: format!("0x{}", hex::encode(recorder)),
-            block,
-            head,
-            roots,
+        let mut txs: Vec<String> = candidates.iter().map(|c| c.tx.clone()).collect();
+        txs.sort();
+        txs.dedup();
+        let calls: Vec<(&str, serde_json::Value)> = txs
+            .iter()
+            .map(|t| ("eth_getTransactionReceipt", serde_json::json!([t])))
+            .collect();
+        let receipts: BTreeMap<String, serde_json::Value> =
+            txs.into_iter().zip(self.call_batch(&calls)?).collect();
+        let mut roots: BTreeMap<u64, AnchorProof> = BTreeMap::new();
+        for c in candidates {
+            let receipt = receipts.get(&c.tx).unwrap_or(&serde_json::Value::Null);
+            if let Err(why) = check_receipt(receipt, &c, &contract, &rec_hex) {
+                ignored.push(format!(
+                    "ignored the Anchored log for epoch {} in transaction {}: {why}",
+                    c.epoch, c.tx
+                ));
+                continue;
+            }
+            let proof = AnchorProof {
+                root: format!("0x{}", c.root),
+                tx: c.tx.clone(),
+                block: c.block,
+                log_index: c.log_index,
+            };
+            if let Some(prev) = roots.get(&c.epoch)
+                && *prev != proof
+            {
+                // The genuine contract never accepts a second root for an epoch: the endpoint
+                // is not answering for the chain it claims.
+                bail!(
+                    "the endpoint reports two anchoring transactions for epoch {} ({} and {}); its answers are inconsistent",
+                    c.epoch,
+                    prev.tx,
+                    proof.tx
+                );
+            }
+            roots.insert(c.epoch, proof);
+        }
+        Ok(Fetched {
+            anchors: Anchors {
+                version: ANCHORS_FILE_VERSION,
+                chain_id,
+                contract,
+                recorder: rec_hex,
+                block,
+                head: roots.keys().next_back().copied(),
+                roots,
+            },
+            ignored,
         })
+    }
+}
+
+fn parse_log(
+    log: &serde_json::Value,
+    contract: &str,
+    recorder: &RecorderId,
+    block: u64,
+) -> Result<Candidate, String> {
+    if log["removed"].as_bool() == Some(true) {
+        return Err("removed by a reorg".into());
+    }
+    if lower(&log["address"]) != contract {
+        return Err(format!("emitted by {}, not the contract", log["address"]));
+    }
+    let topics: Vec<String> = log["topics"]
+        .as_array()
+        .ok_or("no topics")?
+        .iter()
+        .map(lower)
+        .collect();
+    if topics.len() != 3 || topics[0] != ANCHORED_TOPIC || topics[1] != addr_topic(recorder) {
+        return Err("not an Anchored log of this recorder".into());
+    }
+    let word = hex::decode(topics[2].trim_start_matches("0x")).map_err(|_| "bad epoch topic")?;
+    if word.len() != 32 || word[..24].iter().any(|b| *b != 0) {
+        return Err("epoch topic is not a uint64".into());
+    }
+    let mut e = [0u8; 8];
+    e.copy_from_slice(&word[24..]);
+    let data = lower(&log["data"]);
+    let bytes = hex::decode(data.trim_start_matches("0x")).map_err(|_| "bad data")?;
+    if bytes.len() != 64 {
+        return Err("data is not (root, backPointer)".into());
+    }
+    let root = Hash32::from_slice(&bytes[..32]).ok_or("bad root")?;
+    let at = quantity(&log["blockNumber"], "blockNumber").map_err(|e| e.to_string())?;
+    if at > block {
+        return Err(format!("from block {at}, after the pinned block {block}"));
+    }
+    let tx = lower(&log["transactionHash"]);
+    if tx.len() != 66 || hex::decode(&tx[2..]).is_err() {
+        return Err("bad transaction hash".into());
+    }
+    Ok(Candidate {
+        epoch: u64::from_be_bytes(e),
+        root,
+        tx,
+        block: at,
+        log_index: quantity(&log["logIndex"], "logIndex").map_err(|e| e.to_string())?,
+        topics,
+        data,
+    })
+}
+
+fn check_receipt(
+    r: &serde_json::Value,
+    c: &Candidate,
+    contract: &str,
+    recorder: &str,
+) -> Result<(), String> {
+    if r.is_null() {
+        return Err("no receipt".into());
+    }
+    if lower(&r["transactionHash"]) != c.tx {
+        return Err("the receipt is for another transaction".into());
+    }
+    if lower(&r["status"]) != "0x1" {
+        return Err("the transaction failed".into());
+    }
+    if lower(&r["from"]) != recorder {
+        return Err(format!("sent by {}, not by the recorder", r["from"]));
+    }
+    if lower(&r["to"]) != contract {
+        return Err(format!(
+            "sent to {}, not to the contract (a contract creation or another address)",
+            r["to"]
+        ));
+    }
+    if quantity(&r["blockNumber"], "blockNumber").ok() != Some(c.block) {
+        return Err("the receipt is in another block".into());
+    }
+    let logs = r["logs"].as_array().ok_or("the receipt has no logs")?;
+    let found = logs.iter().any(|l| {
+        quantity(&l["logIndex"], "logIndex").ok() == Some(c.log_index)
+            && lower(&l["address"]) == contract
+            && l["topics"]
+                .as_array()
+                .is_some_and(|t| t.iter().map(lower).eq(c.topics.iter().cloned()))
+            && lower(&l["data"]) == c.data
+    });
+    if !found {
+        return Err("the log is not in the transaction's receipt".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anchored_topic_is_the_events_signature_hash() {
+        use sha3::{Digest, Keccak256};
+        let v: serde_json::Value = serde_json::from_str(ARTIFACT).unwrap();
+        let ev = v["abi"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["type"] == "event" && x["name"] == "Anchored")
+            .unwrap();
+        let types: Vec<&str> = ev["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["type"].as_str().unwrap())
+            .collect();
+        let sig = format!("Anchored({})", types.join(","));
+        assert_eq!(sig, "Anchored(address,uint64,bytes32,bytes32)");
+        let h = Keccak256::digest(sig.as_bytes());
+        assert_eq!(format!("0x{}", hex::encode(h)), ANCHORED_TOPIC);
     }
 }

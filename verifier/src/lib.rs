@@ -1,12 +1,163 @@
-//! The library behind `afr-verify`: anchored roots, the verdict that combines a file's own
-//! checks with them, and the tamper matrix that measures what each layer detects.
+//! The library behind `afr-verify`: what is trusted ([`trust`]), anchored roots proven by the
+//! recorder's own transactions ([`anchors`]), the verdict that combines a file's own checks
+//! with both ([`verdict`]), and the tamper matrix that measures what each layer detects.
 //!
-//! The binary and the matrix share one implementation of the anchored-root comparison
-//! ([`verdict::check_anchors`]), so the matrix measures exactly what the tool decides.
+//! The binary, the named negative vectors (`testdata/`) and the matrix share one
+//! implementation ([`verify`]), so what is tested is exactly what the tool decides.
 
 pub mod anchors;
 pub mod matrix;
 pub mod tamper;
+pub mod trust;
 pub mod verdict;
 
+use std::path::Path;
+
+use afr_core::{bundle::verify_bundle, verify::Outcome, verify::verify_log};
+use anyhow::{Result, bail};
+
+use crate::anchors::{Anchors, Rpc};
+pub use trust::Trust;
 pub use verdict::{Verdict, check_anchors, check_recorder, parse_addr};
+
+/// What kind of file is verified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A whole-log export (`afr export`).
+    Log,
+    /// A disclosure bundle (`afr disclose`).
+    Bundle,
+}
+
+/// Where the anchored roots come from.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    /// A JSON-RPC endpoint, read at `block` (latest if `None`), logs from `from_block`.
+    Rpc {
+        /// The endpoint.
+        url: &'a str,
+        /// Block to read at.
+        block: Option<u64>,
+        /// First block searched for `Anchored` logs.
+        from_block: u64,
+    },
+    /// An anchors file written by `afr-verify anchors`, trusted as it is.
+    File(&'a Path),
+    /// None: the answer is at best incomplete.
+    None,
+}
+
+/// Verifies `bytes` under `trust` with anchors from `src`: the whole decision of `afr-verify`.
+/// Errors are I/O, RPC or usage errors (nothing was decided); every property of the file is
+/// in the verdict.
+pub fn verify(kind: Kind, bytes: &[u8], trust: &Trust, src: Source<'_>) -> Result<Verdict> {
+    let mut v = match kind {
+        Kind::Log => Verdict::from_log(&verify_log(bytes)),
+        Kind::Bundle => Verdict::from_bundle(&verify_bundle(bytes)),
+    };
+    check_recorder(&mut v, trust);
+    if v.outcome == Outcome::Tampered {
+        return Ok(v);
+    }
+    let contract = trust.contract_hex();
+    let which = if trust.canonical() {
+        "the canonical AfrAnchor address".to_owned()
+    } else {
+        format!(
+            "NOT the canonical AfrAnchor address {}; named explicitly",
+            afr_core::deployment::ANCHOR_ADDRESS
+        )
+    };
+    let anchors: Option<Anchors> = match (src, v.recorder) {
+        (_, None) => None,
+        (
+            Source::Rpc {
+                url,
+                block,
+                from_block,
+            },
+            Some(rec),
+        ) => {
+            let Some(chain_id) = trust.chain_id else {
+                bail!("--rpc needs a pinned chain: give --chain-id or a trust file with chain_id");
+            };
+            let rpc = Rpc::new(url);
+            let served = rpc.chain_id()?;
+            if served != chain_id {
+                bail!(
+                    "the endpoint serves chain {served}, not the pinned chain {chain_id}; nothing was checked"
+                );
+            }
+            let block = match block {
+                Some(b) => b,
+                None => rpc.latest_block()?,
+            };
+            if rpc.code_is_afr_anchor(&contract, block)? {
+                let f = rpc.fetch(chain_id, &contract, &rec, from_block, block)?;
+                v.notes.push(format!(
+                    "anchors: chain {chain_id}, contract {contract} ({which}; AfrAnchor code checked), block {block}; each root proven by the recorder's own transaction"
+                ));
+                for why in f.ignored.iter().take(10) {
+                    v.notes.push(why.clone());
+                }
+                if f.ignored.len() > 10 {
+                    v.notes.push(format!(
+                        "... and {} more ignored logs",
+                        f.ignored.len() - 10
+                    ));
+                }
+                Some(f.anchors)
+            } else {
+                v.missing.push(format!(
+                    "anchored roots not checked: the code at {contract} (block {block}) is not the AfrAnchor contract, so its logs prove nothing"
+                ));
+                None
+            }
+        }
+        (Source::File(path), Some(_)) => {
+            let a = Anchors::load(path)?;
+            match trust.chain_id {
+                None => {
+                    bail!(
+                        "--anchors needs a pinned chain: give --chain-id or a trust file with chain_id"
+                    )
+                }
+                Some(c) if c != a.chain_id => {
+                    v.missing.push(format!(
+                        "the anchors file is for chain {}, not the pinned chain {c}: anchored roots not checked",
+                        a.chain_id
+                    ));
+                    None
+                }
+                Some(_) if !a.contract.eq_ignore_ascii_case(&contract) => {
+                    v.missing.push(format!(
+                        "the anchors file is for contract {}, not the pinned {contract}: anchored roots not checked",
+                        a.contract
+                    ));
+                    None
+                }
+                Some(_) => {
+                    v.notes.push(format!(
+                        "TRUSTED the anchors file {} (chain {}, contract {} ({which}), block {}) without contacting the chain",
+                        path.display(),
+                        a.chain_id,
+                        a.contract,
+                        a.block
+                    ));
+                    Some(a)
+                }
+            }
+        }
+        (Source::None, Some(_)) => {
+            v.missing.push(
+                "anchored roots not checked (give --rpc with --chain-id, or --anchors)".into(),
+            );
+            None
+        }
+    };
+    if let Some(a) = anchors {
+        check_anchors(&mut v, &a, kind == Kind::Log)?;
+    }
+    v.settle();
+    Ok(v)
+}

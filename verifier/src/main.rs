@@ -1,25 +1,36 @@
 //! `afr-verify`: the tool the other side of a dispute runs on its own machine.
 //!
 //! It needs nothing from the operator but the file: a whole-log export or a disclosure bundle.
-//! Anchored roots come from the chain by plain `eth_call` (`--rpc`, `--contract`), or, on an
+//! What it trusts is pinned by the user, never taken from the file: the chain (`--chain-id`),
+//! the contract (the canonical AfrAnchor address unless `--contract` names another) and the
+//! recorder (`--recorder`, or the parties of a `--trust` file). Anchored roots come from the
+//! chain (`--rpc`), each proven by a successful transaction the recorder itself sent, or, on an
 //! air-gapped machine, from a file fetched once with `afr-verify anchors` (`--anchors`), which
 //! the report then says it trusted. The answer is one of verified (exit 0), tampered (1) or
-//! incomplete (2); usage and I/O errors exit with 64 and up.
+//! incomplete (2); usage errors exit 64, I/O and RPC errors 74.
 
 use std::{path::PathBuf, process::ExitCode};
 
-use afr_core::{bundle::verify_bundle, verify::Outcome, verify::verify_log};
-use afr_verify::{
-    Verdict,
-    anchors::{Anchors, Rpc},
-    check_anchors, check_recorder, matrix, parse_addr,
-};
+use afr_core::verify::Outcome;
+use afr_verify::{Kind, Source, Trust, anchors::Rpc, matrix};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+const PINNED: &str = "\
+Pin what you trust, then verify:
+  afr-verify log log.afr --rpc URL --chain-id 10 --recorder 0xREC
+  afr-verify bundle case.bundle --rpc URL --chain-id 10 --recorder 0xREC
+  afr-verify bundle case.bundle --trust trust.toml --rpc URL
+  afr-verify anchors --rpc URL --chain-id 10 --recorder 0xREC --out anchors.json   # online, once
+  afr-verify bundle case.bundle --anchors anchors.json --chain-id 10 --recorder 0xREC   # air-gapped
+
+The contract is the canonical AfrAnchor address unless --contract names another (the report
+says so). Exit codes: 0 verified, 1 tampered, 2 incomplete, 64 usage error, 74 I/O or RPC error.
+Without a pinned recorder the best answer is incomplete.";
+
 /// Verify AFR evidence offline: verified, tampered or incomplete.
 #[derive(Parser, Debug)]
-#[command(name = "afr-verify", version, about)]
+#[command(name = "afr-verify", version, about, after_help = PINNED)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -28,33 +39,38 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Verify a whole-log export (`afr export`).
+    #[command(after_help = PINNED)]
     Log {
         /// The export file.
         file: PathBuf,
         #[command(flatten)]
+        pins: Pins,
+        #[command(flatten)]
         src: AnchorSource,
     },
     /// Verify a disclosure bundle (`afr disclose`).
+    #[command(after_help = PINNED)]
     Bundle {
         /// The bundle file.
         file: PathBuf,
         #[command(flatten)]
+        pins: Pins,
+        #[command(flatten)]
         src: AnchorSource,
     },
-    /// Fetch a recorder's anchored roots once, for air-gapped verification.
+    /// Fetch a recorder's proven anchored roots once, for air-gapped verification.
     Anchors {
         /// JSON-RPC endpoint.
         #[arg(long)]
         rpc: String,
-        /// Anchor contract address.
-        #[arg(long)]
-        contract: String,
-        /// Recorder address (0x + 40 hex).
-        #[arg(long)]
-        recorder: String,
+        #[command(flatten)]
+        pins: Pins,
         /// Block to read at (default: latest).
         #[arg(long)]
         block: Option<u64>,
+        /// First block searched for anchoring transactions (default: 0).
+        #[arg(long, default_value_t = 0)]
+        from_block: u64,
         /// Output file.
         #[arg(long)]
         out: PathBuf,
@@ -70,28 +86,76 @@ enum Cmd {
     },
 }
 
+/// What the verifier trusts, pinned by the user.
+#[derive(Args, Debug)]
+struct Pins {
+    /// The chain you trust, by id; compared with the endpoint's `eth_chainId` and with an
+    /// anchors file. Required with --rpc and --anchors unless --trust gives it.
+    #[arg(long)]
+    chain_id: Option<u64>,
+    /// The anchor contract (default: the canonical AfrAnchor address). Any other address is
+    /// reported as named explicitly.
+    #[arg(long)]
+    contract: Option<String>,
+    /// The recorder you expect (0x + 40 hex): evidence from any other recorder is tampered.
+    /// Without it (or --trust) the best answer is incomplete.
+    #[arg(long)]
+    recorder: Option<String>,
+    /// A trust file (TOML) naming the chain, the contract and the parties' recorders.
+    #[arg(long)]
+    trust: Option<PathBuf>,
+}
+
 #[derive(Args, Debug)]
 struct AnchorSource {
     /// JSON-RPC endpoint of the chain holding the anchors.
-    #[arg(long, requires = "contract", conflicts_with = "anchors")]
+    #[arg(long, conflicts_with = "anchors")]
     rpc: Option<String>,
-    /// Anchor contract address.
-    #[arg(long)]
-    contract: Option<String>,
     /// Block to read at (default: latest).
-    #[arg(long)]
+    #[arg(long, requires = "rpc")]
     block: Option<u64>,
+    /// First block searched for anchoring transactions (default: 0).
+    #[arg(long, requires = "rpc", default_value_t = 0)]
+    from_block: u64,
     /// A file written by `afr-verify anchors`, trusted as is.
     #[arg(long)]
     anchors: Option<PathBuf>,
-    /// The recorder you expect (0x + 40 hex): evidence from any other recorder is tampered.
-    /// Without it the recorder named in the file is taken as is, and the report says so.
-    #[arg(long)]
-    recorder: Option<String>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
 }
+
+impl Pins {
+    fn trust(&self) -> Result<Trust> {
+        let text = match &self.trust {
+            Some(p) => Some((
+                p.display().to_string(),
+                std::fs::read_to_string(p)
+                    .with_context(|| format!("cannot read {}", p.display()))?,
+            )),
+            None => None,
+        };
+        Trust::new(
+            text.as_ref().map(|(n, t)| (n.as_str(), t.as_str())),
+            self.chain_id,
+            self.contract.as_deref(),
+            self.recorder.as_deref(),
+        )
+        .map_err(|e| anyhow::Error::new(Usage(format!("{e:#}"))))
+    }
+}
+
+/// A usage error found after parsing (exit 64).
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
 
 /// Exit code of usage errors (sysexits `EX_USAGE`).
 const EXIT_USAGE: u8 = 64;
@@ -110,11 +174,12 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!(
-                "afr-verify: error: {}",
-                afr_core::redact_urls_in(&format!("{e:#}"))
-            );
-            ExitCode::from(EXIT_IO)
+            let text =
+                afr_core::text::escape(&afr_core::redact_urls_in(&format!("{e:#}"))).into_owned();
+            let usage =
+                e.downcast_ref::<Usage>().is_some() || text.contains("needs a pinned chain");
+            eprintln!("afr-verify: error: {text}");
+            ExitCode::from(if usage { EXIT_USAGE } else { EXIT_IO })
         }
     }
 }
@@ -123,14 +188,31 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
         Cmd::Anchors {
             rpc,
-            contract,
-            recorder,
+            pins,
             block,
+            from_block,
             out,
         } => {
-            parse_addr(&contract, "--contract")?;
-            let rec = parse_addr(&recorder, "--recorder")?;
+            let trust = pins.trust()?;
+            let Some(chain_id) = trust.chain_id else {
+                return Err(Usage(
+                    "afr-verify anchors needs --chain-id (or a trust file with chain_id)".into(),
+                )
+                .into());
+            };
+            let [party] = trust.parties.as_slice() else {
+                return Err(Usage("afr-verify anchors needs one --recorder".into()).into());
+            };
+            let [rec] = party.recorders.as_slice() else {
+                return Err(Usage("afr-verify anchors needs one --recorder".into()).into());
+            };
+            let contract = trust.contract_hex();
             let rpc = Rpc::new(&rpc);
+            let served = rpc.chain_id()?;
+            anyhow::ensure!(
+                served == chain_id,
+                "the endpoint serves chain {served}, not the pinned chain {chain_id}"
+            );
             let block = match block {
                 Some(b) => b,
                 None => rpc.latest_block()?,
@@ -140,11 +222,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     "the code at {contract} (block {block}) is not the AfrAnchor contract; refusing to write anchors from it"
                 );
             }
-            let a = rpc.fetch(&contract, &rec, Some(block), None)?;
+            let f = rpc.fetch(chain_id, &contract, rec, from_block, block)?;
+            for why in &f.ignored {
+                eprintln!("afr-verify: {}", afr_core::text::escape(why));
+            }
+            let a = f.anchors;
             std::fs::write(&out, serde_json::to_string_pretty(&a)?)
                 .with_context(|| format!("cannot write {}", out.display()))?;
             println!(
-                "{} anchored roots of recorder {} (head {:?}) at block {} of chain {} written to {}",
+                "{} proven anchored roots of recorder {} (head {:?}) at block {} of chain {} written to {}",
                 a.roots.len(),
                 a.recorder,
                 a.head,
@@ -163,114 +249,35 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Log { file, src } => {
-            let bytes =
-                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
-            finish(Verdict::from_log(&verify_log(&bytes)), &src, true)
-        }
-        Cmd::Bundle { file, src } => {
-            let bytes =
-                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
-            finish(Verdict::from_bundle(&verify_bundle(&bytes)), &src, false)
-        }
+        Cmd::Log { file, pins, src } => check(Kind::Log, &file, &pins, &src),
+        Cmd::Bundle { file, pins, src } => check(Kind::Bundle, &file, &pins, &src),
     }
 }
 
-/// Compares the file's epoch roots with the anchored ones, then prints the report.
-fn finish(mut v: Verdict, src: &AnchorSource, whole_log: bool) -> Result<ExitCode> {
-    match (&src.recorder, v.recorder) {
-        (Some(r), _) => check_recorder(&mut v, &parse_addr(r, "--recorder")?),
-        (None, Some(r)) => v.notes.push(format!(
-            "recorder 0x{} is taken from the file (give --recorder to pin the one you expect)",
-            hex::encode(r)
-        )),
-        (None, None) => {}
+fn check(kind: Kind, file: &std::path::Path, pins: &Pins, src: &AnchorSource) -> Result<ExitCode> {
+    let trust = pins.trust()?;
+    if (src.rpc.is_some() || src.anchors.is_some()) && trust.chain_id.is_none() {
+        return Err(Usage("--rpc and --anchors need a pinned chain: give --chain-id (or a trust file with chain_id)".into()).into());
     }
-    if v.outcome != Outcome::Tampered {
-        let anchors: Option<Anchors> = match (&src.rpc, &src.anchors, &v.recorder) {
-            (Some(rpc), _, Some(rec)) => {
-                let contract = src.contract.clone().context("--rpc needs --contract")?;
-                parse_addr(&contract, "--contract")?;
-                let epochs: Vec<u64> = v.epoch_roots.iter().map(|(e, _)| *e).collect();
-                let rpc = Rpc::new(rpc);
-                let block = match src.block {
-                    Some(b) => b,
-                    None => rpc.latest_block()?,
-                };
-                if rpc.code_is_afr_anchor(&contract, block)? {
-                    let a = rpc.fetch(&contract, rec, Some(block), Some(&epochs))?;
-                    v.notes.push(format!(
-                        "anchors read from chain {} contract {} (AfrAnchor code checked) at block {}",
-                        a.chain_id, a.contract, a.block
-                    ));
-                    Some(a)
-                } else {
-                    v.missing.push(format!(
-                        "anchored roots not checked: the code at {contract} (block {block}) is not the AfrAnchor contract, so its answers prove nothing"
-                    ));
-                    None
-                }
-            }
-            (None, Some(path), _) => {
-                let a = Anchors::load(path)?;
-                v.notes.push(format!(
-                    "TRUSTED the anchors file {} (chain {}, contract {}, block {}) without contacting the chain",
-                    path.display(),
-                    a.chain_id,
-                    a.contract,
-                    a.block
-                ));
-                Some(a)
-            }
-            _ => None,
-        };
-        match anchors {
-            None if src.rpc.is_some() => {}
-            None => v.missing.push(
-                "anchored roots not checked (give --rpc and --contract, or --anchors)".into(),
-            ),
-            Some(a) => check_anchors(&mut v, &a, whole_log)?,
-        }
-        v.settle();
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let source = match (&src.rpc, &src.anchors) {
+        (Some(url), _) => Source::Rpc {
+            url,
+            block: src.block,
+            from_block: src.from_block,
+        },
+        (None, Some(p)) => Source::File(p),
+        (None, None) => Source::None,
+    };
+    let v = afr_verify::verify(kind, &bytes, &trust, source)?;
+    if src.json {
+        println!("{}", v.to_json(&trust));
+    } else {
+        print!("{}", v.to_text(&trust));
     }
-    print_report(&v, src.json);
     Ok(ExitCode::from(match v.outcome {
         Outcome::Verified => 0,
         Outcome::Tampered => 1,
         Outcome::Incomplete => 2,
     }))
-}
-
-fn print_report(v: &Verdict, json: bool) {
-    if json {
-        let out = serde_json::json!({
-            "outcome": v.outcome.name(),
-            "recorder": v.recorder.map(|r| format!("0x{}", hex::encode(r))),
-            "checks": v.checks.iter().map(|(k, n)| (k.clone(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
-            "first_failure": v.first_failure.as_ref().map(afr_core::verify::Failure::to_json),
-            "missing": v.missing,
-            "notes": v.notes,
-            "epoch_roots": afr_core::verify::epoch_roots_json(&v.epoch_roots),
-            "opened": v.opened,
-        });
-        println!("{out}");
-        return;
-    }
-    println!("{}", v.outcome.name().to_uppercase());
-    for n in &v.notes {
-        println!("  {n}");
-    }
-    for (c, n) in &v.checks {
-        println!("  {c:<20} {n} passed");
-    }
-    for m in &v.missing {
-        println!("  missing: {m}");
-    }
-    if let Some(f) = &v.first_failure {
-        println!(
-            "  first failure at {}: {} ({})",
-            f.location, f.check, f.detail
-        );
-        println!("  consistent with: {}", f.consistent_with);
-    }
 }

@@ -3,7 +3,8 @@
 //! ```text
 //!   chain only       verify_log_layers(file, Layers::CHAIN_ONLY)   hash-chain links, commitments
 //!   chain + Merkle   verify_log_layers(file, Layers::ALL)          + trees, headers, back-pointers
-//!   full             Layers::ALL + check_anchors(roots anchored before the attack)
+//!   full             Layers::ALL + check_recorder(pinned) + check_anchors(roots anchored
+//!                    before the attack)
 //! ```
 //!
 //! Bundles have no chain-only mode: their middle column is `verify_bundle` alone and their
@@ -22,9 +23,10 @@ use afr_core::{
 use anyhow::Result;
 
 use crate::{
-    anchors::Anchors,
+    anchors::{ANCHORS_FILE_VERSION, AnchorProof, Anchors},
     tamper::{self, Attack, Evidence, History, Rng},
-    verdict::{Verdict, check_anchors},
+    trust::{Party, Trust},
+    verdict::{Verdict, check_anchors, check_recorder},
 };
 
 /// Seeds the CLI runs by default (one honest log and 19 attacks each).
@@ -60,26 +62,56 @@ impl Case {
 
 fn anchors_of(recorder: &[u8; 20], roots: &[Hash32], anchored: usize) -> Anchors {
     Anchors {
+        version: ANCHORS_FILE_VERSION,
         chain_id: 31337,
-        contract: "0x5fbdb2315678afecb367f032d93f642f64180aa3".into(),
+        contract: crate::trust::Trust::new(None, None, None, None)
+            .map(|t| t.contract_hex())
+            .unwrap_or_default(),
         recorder: format!("0x{}", hex::encode(recorder)),
         block: 1,
         head: anchored.checked_sub(1).map(|h| h as u64),
         roots: roots[..anchored]
             .iter()
             .enumerate()
-            .map(|(e, r)| (e as u64, format!("0x{r}")))
+            .map(|(e, r)| {
+                (
+                    e as u64,
+                    AnchorProof {
+                        root: format!("0x{r}"),
+                        tx: format!("0x{:064x}", e + 1),
+                        block: 1,
+                        log_index: e as u64,
+                    },
+                )
+            })
             .collect(),
     }
 }
 
+/// The trust of the full configuration: the honest recorder, pinned.
+fn pinned(recorder: &[u8; 20]) -> Trust {
+    Trust {
+        chain_id: Some(31337),
+        contract: crate::trust::canonical_contract(),
+        parties: vec![Party {
+            name: "operator".into(),
+            recorders: vec![*recorder],
+        }],
+    }
+}
+
 /// Verifies one file in the three configurations.
-fn evaluate(ev: &Evidence, a: &Anchors) -> Result<([Option<Outcome>; 3], Vec<Hash32>)> {
+fn evaluate(
+    ev: &Evidence,
+    a: &Anchors,
+    trust: &Trust,
+) -> Result<([Option<Outcome>; 3], Vec<Hash32>)> {
     match ev {
         Evidence::Log(b) => {
             let chain = verify_log_layers(b, Layers::CHAIN_ONLY).outcome;
             let rep = verify_log_layers(b, Layers::ALL);
             let mut v = Verdict::from_log(&rep);
+            check_recorder(&mut v, trust);
             if v.outcome != Outcome::Tampered {
                 check_anchors(&mut v, a, true)?;
             }
@@ -90,6 +122,7 @@ fn evaluate(ev: &Evidence, a: &Anchors) -> Result<([Option<Outcome>; 3], Vec<Has
         Evidence::Bundle(b) => {
             let rep = verify_bundle(b);
             let mut v = Verdict::from_bundle(&rep);
+            check_recorder(&mut v, trust);
             if v.outcome != Outcome::Tampered {
                 check_anchors(&mut v, a, false)?;
             }
@@ -114,13 +147,14 @@ pub fn cases(seed: u64) -> Result<Vec<Case>> {
     let disclosed = tamper::disclosed(&mut rng, &honest);
 
     let full = anchors_of(&recorder, &roots, roots.len());
+    let trust = pinned(&recorder);
     let mut out = Vec::new();
     for ev in [
         Evidence::Log(honest.export()),
         Evidence::Bundle(honest.bundle(&disclosed).encode()),
     ] {
         let bundle = matches!(ev, Evidence::Bundle(_));
-        let (outcomes, _) = evaluate(&ev, &full)?;
+        let (outcomes, _) = evaluate(&ev, &full, &trust)?;
         out.push(Case {
             attack: None,
             bundle,
@@ -142,7 +176,7 @@ pub fn cases(seed: u64) -> Result<Vec<Case>> {
     let a = anchors_of(&recorder, &roots, anchored);
     for attack in Attack::ALL {
         let t = tamper::apply(attack, &mut rng, &history, &honest, &other, &disclosed);
-        let (outcomes, got) = evaluate(&t.evidence, &a)?;
+        let (outcomes, got) = evaluate(&t.evidence, &a, &trust)?;
         out.push(Case {
             attack: Some(attack),
             bundle: attack.on_bundle(),

@@ -106,6 +106,15 @@ impl Event {
         self.payload.intent.tool = tool.to_owned();
         self.sealed = None;
     }
+
+    /// Replaces the payload's intent (tool and arguments); the event must then be sealed anew.
+    pub fn set_intent(&mut self, tool: &str, args: serde_json::Value) {
+        self.payload.intent = Intent {
+            tool: tool.to_owned(),
+            args,
+        };
+        self.sealed = None;
+    }
 }
 
 /// An honest recorder's history before sealing: epochs of events, and every key.
@@ -345,12 +354,10 @@ impl SealedLog {
             .collect();
         Bundle {
             recorder: self.recorder,
-            created_at_us: 1,
             headers: self.epochs[..=last]
                 .iter()
                 .map(|e| e.header.clone())
                 .collect(),
-            anchors: Vec::new(),
             erased: Vec::new(),
             events,
         }

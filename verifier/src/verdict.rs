@@ -1,9 +1,10 @@
-//! The verdict: a file's own checks combined with the anchored roots.
+//! The verdict: a file's own checks combined with the pinned trust and the anchored roots.
 //!
 //! The core crate checks a log or a bundle on its own and lists the epoch roots the file
-//! commits to; this module compares those roots with the anchored ones and settles the one
-//! outcome: tampered if any check failed, incomplete if something could not be checked (an
-//! epoch not yet anchored, a withheld payload), verified otherwise.
+//! commits to; this module pins the recorder, compares those roots with the anchored ones and
+//! settles the one outcome: tampered if any check failed, incomplete if something could not be
+//! checked (no recorder pinned, an epoch not yet anchored, a withheld payload, a log that ends
+//! before the anchored head), verified otherwise.
 
 use afr_core::{
     Hash32, RecorderId,
@@ -12,7 +13,7 @@ use afr_core::{
 };
 use anyhow::{Context, Result};
 
-use crate::anchors::Anchors;
+use crate::{anchors::Anchors, trust::Trust};
 
 /// What the tool reports about one file.
 #[derive(Debug, Clone)]
@@ -33,6 +34,10 @@ pub struct Verdict {
     pub epoch_roots: Vec<(u64, Hash32)>,
     /// Opened payloads (bundles with keys), as JSON.
     pub opened: Vec<serde_json::Value>,
+    /// The party whose pinned recorder made the file, once matched.
+    pub party: Option<String>,
+    /// The proven anchors of the file's epochs: `(epoch, tx, block, log index)`.
+    pub anchors: Vec<(u64, String, u64, u64)>,
 }
 
 fn checks_vec(checks: &std::collections::BTreeMap<&'static str, u64>) -> Vec<(String, u64)> {
@@ -54,6 +59,8 @@ impl Verdict {
             )],
             epoch_roots: rep.epoch_roots.clone(),
             opened: Vec::new(),
+            party: None,
+            anchors: Vec::new(),
         }
     }
 
@@ -69,6 +76,11 @@ impl Verdict {
                 Some(e) => format!("event {seq} opened: {}: {}", p.intent.tool, e.command),
                 None => format!("event {seq} opened: {}", p.intent.tool),
             });
+        }
+        for (epoch, seq) in &rep.erasures {
+            notes.push(format!(
+                "epoch {epoch} was crypto-erased, proven by its afr.erase event {seq}"
+            ));
         }
         if !rep.erased.is_empty() {
             notes.push(format!(
@@ -89,6 +101,8 @@ impl Verdict {
                 .iter()
                 .map(|(s, p)| serde_json::json!({"seq": s, "payload": p}))
                 .collect(),
+            party: None,
+            anchors: Vec::new(),
         }
     }
 
@@ -102,6 +116,75 @@ impl Verdict {
                 Outcome::Incomplete
             };
         }
+    }
+
+    /// The report as one JSON object (what `--json` prints).
+    pub fn to_json(&self, trust: &Trust) -> serde_json::Value {
+        serde_json::json!({
+            "outcome": self.outcome.name(),
+            "recorder": self.recorder.map(|r| format!("0x{}", hex::encode(r))),
+            "trust": {
+                "chain_id": trust.chain_id,
+                "contract": trust.contract_hex(),
+                "canonical_contract": trust.canonical(),
+                "recorder_pinned": !trust.parties.is_empty(),
+                "party": self.party,
+            },
+            "checks": self.checks.iter().map(|(k, n)| (k.clone(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
+            "first_failure": self.first_failure.as_ref().map(Failure::to_json),
+            "missing": self.missing,
+            "notes": self.notes,
+            "epoch_roots": afr_core::verify::epoch_roots_json(&self.epoch_roots),
+            "anchors": self.anchors.iter().map(|(e, tx, b, i)| serde_json::json!({"epoch": e, "tx": tx, "block": b, "log_index": i})).collect::<Vec<_>>(),
+            "opened": self.opened,
+        })
+    }
+
+    /// The report for a terminal. Every string that comes from the file or an RPC answer is
+    /// escaped ([`afr_core::text::escape`]): a recorded tool name cannot redraw the verdict.
+    pub fn to_text(&self, trust: &Trust) -> String {
+        use afr_core::text::escape;
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(out, "{}", self.outcome.name().to_uppercase());
+        let pinned = match (&self.party, trust.parties.is_empty()) {
+            (Some(p), _) => format!("recorder of {}", escape(p)),
+            (None, true) => "no recorder pinned".into(),
+            (None, false) => "recorder pinned".into(),
+        };
+        let chain = trust
+            .chain_id
+            .map_or_else(|| "no chain pinned".to_owned(), |c| format!("chain {c}"));
+        let _ = writeln!(
+            out,
+            "  trust: {chain}, contract {}{}, {pinned}",
+            trust.contract_hex(),
+            if trust.canonical() {
+                " (canonical)"
+            } else {
+                " (named explicitly, not canonical)"
+            }
+        );
+        for n in &self.notes {
+            let _ = writeln!(out, "  {}", escape(n));
+        }
+        for (c, n) in &self.checks {
+            let _ = writeln!(out, "  {c:<20} {n} passed");
+        }
+        for m in &self.missing {
+            let _ = writeln!(out, "  missing: {}", escape(m));
+        }
+        if let Some(f) = &self.first_failure {
+            let _ = writeln!(
+                out,
+                "  first failure at {}: {} ({})",
+                escape(&f.location),
+                f.check,
+                escape(&f.detail)
+            );
+            let _ = writeln!(out, "  consistent with: {}", f.consistent_with);
+        }
+        out
     }
 
     fn tamper(
@@ -129,64 +212,82 @@ pub fn parse_addr(s: &str, what: &str) -> Result<[u8; 20]> {
     Ok(a)
 }
 
-/// Pins the recorder: evidence from any other recorder is tampered (a fresh recorder can
-/// anchor an invented history of its own, so who recorded is part of what is verified).
-pub fn check_recorder(v: &mut Verdict, expected: &RecorderId) {
-    match v.recorder {
-        Some(r) if r != *expected => v.tamper(
-            "file".into(),
-            "recorder-id",
-            format!(
-                "the file is from recorder 0x{}, not the expected 0x{}",
-                hex::encode(r),
-                hex::encode(expected)
-            ),
-            "evidence from another recorder",
-        ),
-        Some(_) => bump(&mut v.checks, "recorder-id"),
-        None => {}
+/// Pins the recorder: evidence from a recorder no pinned party answers for is tampered (a
+/// fresh recorder can anchor an invented history of its own, so who recorded is part of what
+/// is verified); with no recorder pinned at all, the answer can be at best incomplete.
+pub fn check_recorder(v: &mut Verdict, trust: &Trust) {
+    let Some(r) = v.recorder else { return };
+    if trust.parties.is_empty() {
+        v.missing.push(format!(
+            "no recorder is pinned: the file's recorder 0x{} is unknown to you, and any key can \
+             anchor an invented history of its own (give --recorder or --trust)",
+            hex::encode(r)
+        ));
+        return;
+    }
+    match trust.party_of(&r) {
+        Some(p) => {
+            v.party = Some(p.name.clone());
+            bump(&mut v.checks, "recorder-id");
+        }
+        None => {
+            let pinned: Vec<String> = trust
+                .parties
+                .iter()
+                .flat_map(|p| p.recorders.iter().map(|r| format!("0x{}", hex::encode(r))))
+                .collect();
+            v.tamper(
+                "file".into(),
+                "recorder-id",
+                format!(
+                    "the file is from recorder 0x{}, not a pinned one ({})",
+                    hex::encode(r),
+                    pinned.join(", ")
+                ),
+                "evidence from another recorder",
+            );
+        }
     }
 }
 
-/// Compares the file's epoch roots with the anchored ones: a differing root or, for a whole
-/// log, an anchored head beyond the log's last epoch is tampering; roots not yet anchored are
-/// missing (the compromise window).
+/// Compares the file's epoch roots with the proven anchored ones: a differing root is
+/// tampering; roots not yet anchored are missing (the compromise window), and so is, for a
+/// whole log, an anchored head beyond the log's last epoch (a stale export, or a truncated
+/// one: either way the file does not show those epochs, and nothing in it was altered).
 pub fn check_anchors(v: &mut Verdict, a: &Anchors, whole_log: bool) -> Result<()> {
     if let Some(rec) = v.recorder
         && parse_addr(&a.recorder, "anchors file recorder")? != rec
     {
-        let detail = format!(
-            "anchors are for recorder {}, the file for 0x{}",
+        v.missing.push(format!(
+            "the anchors are for recorder {}, the file is from 0x{}: anchored roots not checked",
             a.recorder,
             hex::encode(rec)
-        );
-        v.tamper(
-            "file".into(),
-            "anchored-root",
-            detail,
-            "splice from another recorder",
-        );
+        ));
         return Ok(());
     }
     let mut unanchored = Vec::new();
     for (e, root) in v.epoch_roots.clone() {
-        match a.root(e) {
-            Some(r) if r == root => bump(&mut v.checks, "anchored-root"),
-            Some(r) => {
+        match (a.root(e), a.roots.get(&e)) {
+            (Some(r), Some(p)) if r == root => {
+                bump(&mut v.checks, "anchored-root");
+                v.anchors.push((e, p.tx.clone(), p.block, p.log_index));
+            }
+            (Some(r), _) => {
                 v.tamper(
                     format!("epoch {e}"),
                     "anchored-root",
-                    format!("file commits to root {root}, the chain holds {r}"),
+                    format!("file commits to root {root}, the recorder anchored {r}"),
                     "edit, fork or equivocation after anchoring",
                 );
                 return Ok(());
             }
-            None => unanchored.push(e),
+            _ => unanchored.push(e),
         }
     }
     if !unanchored.is_empty() {
         v.missing.push(format!(
-            "epochs {unanchored:?} are not anchored yet (inside the compromise window)"
+            "epochs {} are not anchored yet (inside the compromise window)",
+            ranges(&unanchored)
         ));
     }
     if whole_log {
@@ -194,16 +295,37 @@ pub fn check_anchors(v: &mut Verdict, a: &Anchors, whole_log: bool) -> Result<()
         if let Some(h) = a.head
             && last.is_none_or(|l| l < h)
         {
-            let detail = format!("the chain holds epochs up to {h}, the log ends at {last:?}");
-            v.tamper(
-                "file".into(),
-                "anchored-head",
-                detail,
-                "truncated tail or dropped epochs",
-            );
+            v.missing.push(match last {
+                Some(k) => format!(
+                    "the log ends at epoch {k}; the chain holds anchored epochs up to {h} (a stale or truncated export: epochs {}..={h} are not in this file)",
+                    k + 1
+                ),
+                None => format!(
+                    "the log has no sealed epoch; the chain holds anchored epochs up to {h}"
+                ),
+            });
         }
     }
     Ok(())
+}
+
+/// `[0..=3, 7]` style list of sorted epochs.
+fn ranges(epochs: &[u64]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < epochs.len() {
+        let mut j = i;
+        while j + 1 < epochs.len() && epochs[j + 1] == epochs[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            epochs[i].to_string()
+        } else {
+            format!("{}..={}", epochs[i], epochs[j])
+        });
+        i = j + 1;
+    }
+    format!("[{}]", parts.join(", "))
 }
 
 fn bump(checks: &mut Vec<(String, u64)>, name: &str) {

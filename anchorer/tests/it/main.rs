@@ -17,6 +17,9 @@ use afr_core::EventInput;
 use afr_recorder::{Config, Recorder, init};
 use afr_testkit::{anvil, anvil_on, free_port};
 
+mod canonical;
+mod recheck;
+
 const KEY: &str = afr_testkit::DEV_KEY;
 
 fn rpc(url: &str, method: &str, params: serde_json::Value) -> serde_json::Value {

@@ -182,7 +182,11 @@ pub fn run(a: &EvalArgs) -> Result<ExitCode> {
         t0.elapsed().as_secs_f64()
     );
     std::fs::write(&a.out, &md).with_context(|| format!("cannot write {}", a.out.display()))?;
-    println!("wrote {} and {}/", a.out.display(), plots.display());
+    println!(
+        "wrote {} and {}/",
+        crate::esc(a.out.display()),
+        crate::esc(plots.display())
+    );
     Ok(ExitCode::SUCCESS)
 }
 

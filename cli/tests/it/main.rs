@@ -17,6 +17,7 @@ use afr_core::verify::{Outcome, verify_log};
 use afr_recorder::{Config, Recorder, export_log};
 
 mod anchoring;
+mod escape;
 mod eval;
 mod import;
 mod query;

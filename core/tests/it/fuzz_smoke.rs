@@ -119,6 +119,18 @@ fn mutate(rng: &mut Rng, seeds: &[Vec<u8>], json: bool) -> Vec<u8> {
 }
 
 fn run(name: &str, seeds: Vec<Vec<u8>>, json: bool, oracle: fn(&[u8]) -> bool) {
+    run_with(name, seeds, Vec::new(), json, oracle);
+}
+
+/// [`run`] with `extra` seeds that need not be accepted (negative vectors): they are mutated
+/// and spliced like the others and must never make the target panic.
+fn run_with(
+    name: &str,
+    mut seeds: Vec<Vec<u8>>,
+    extra: Vec<Vec<u8>>,
+    json: bool,
+    oracle: fn(&[u8]) -> bool,
+) {
     let ms = std::env::var("AFR_FUZZ_SMOKE_MS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -130,7 +142,7 @@ fn run(name: &str, seeds: Vec<Vec<u8>>, json: bool, oracle: fn(&[u8]) -> bool) {
     if let Some(dir) = std::env::var_os("AFR_FUZZ_SEED_DIR") {
         let dir = std::path::Path::new(&dir).join(name);
         std::fs::create_dir_all(&dir).unwrap();
-        for (i, s) in seeds.iter().enumerate() {
+        for (i, s) in seeds.iter().chain(&extra).enumerate() {
             std::fs::write(dir.join(format!("seed-{i:02}")), s).unwrap();
         }
     }
@@ -147,6 +159,10 @@ fn run(name: &str, seeds: Vec<Vec<u8>>, json: bool, oracle: fn(&[u8]) -> bool) {
     for (i, s) in seeds.iter().enumerate() {
         assert!(check(s), "{name}: seed {i} is rejected by its own decoder");
     }
+    for s in &extra {
+        check(s);
+    }
+    seeds.extend(extra);
     let mut rng = Rng(seed | 1);
     let deadline = Instant::now() + Duration::from_millis(ms);
     let (mut runs, mut accepted) = (0u64, 0u64);
@@ -433,9 +449,7 @@ fn honest_files(sizes: &[usize], tail: usize) -> (Vec<u8>, Vec<Vec<u8>>) {
     let bundle = |keys: bool, upto: usize| {
         Bundle {
             recorder,
-            created_at_us: 2,
             headers: headers.clone(),
-            anchors: Vec::new(),
             erased: Vec::new(),
             events: disclosed[..upto.min(disclosed.len())]
                 .iter()
@@ -466,7 +480,13 @@ fn fuzz_smoke_log_file() {
         afr_core::verify::verify_log(&seeds[2]).outcome,
         afr_core::verify::Outcome::Verified
     );
-    run("log_file", seeds, false, oracles::log_file);
+    run_with(
+        "log_file",
+        seeds,
+        catalogue("afr"),
+        false,
+        oracles::log_file,
+    );
 }
 
 #[test]
@@ -477,5 +497,32 @@ fn fuzz_smoke_bundle_file() {
         afr_core::bundle::verify_bundle(&seeds[0]).outcome,
         afr_core::verify::Outcome::Verified
     );
-    run("bundle_file", seeds, false, oracles::bundle_file);
+    run_with(
+        "bundle_file",
+        seeds,
+        catalogue("bundle"),
+        false,
+        oracles::bundle_file,
+    );
+}
+
+/// The named negative vectors of `verifier/testdata/` with extension `ext`: honest controls and
+/// one file per attack, the seeds closest to the verifier's edge cases.
+fn catalogue(ext: &str) -> Vec<Vec<u8>> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../verifier/testdata");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    let seeds: Vec<Vec<u8>> = files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    assert!(
+        seeds.len() >= 5,
+        "too few .{ext} files in {}",
+        dir.display()
+    );
+    seeds
 }

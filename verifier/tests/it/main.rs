@@ -8,6 +8,7 @@
 
 mod anvil;
 mod matrix;
+mod testdata;
 
 use std::process::Command;
 
@@ -84,10 +85,17 @@ fn anchors_file(dir: &std::path::Path, name: &str, roots: &[Hash32]) -> std::pat
     let map: serde_json::Map<String, serde_json::Value> = roots
         .iter()
         .enumerate()
-        .map(|(e, r)| (e.to_string(), format!("0x{r}").into()))
+        .map(|(e, r)| {
+            (
+                e.to_string(),
+                serde_json::json!({"root": format!("0x{r}"), "tx": format!("0x{:064x}", e + 1),
+                    "block": 9, "log_index": e}),
+            )
+        })
         .collect();
     let v = serde_json::json!({
-        "chain_id": 31337, "contract": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+        "version": 2, "chain_id": 31337,
+        "contract": afr_core::deployment::ANCHOR_ADDRESS.to_ascii_lowercase(),
         "recorder": format!("0x{}", hex::encode(RECORDER)), "block": 9,
         "head": roots.len().checked_sub(1), "roots": map,
     });
@@ -96,9 +104,17 @@ fn anchors_file(dir: &std::path::Path, name: &str, roots: &[Hash32]) -> std::pat
     p
 }
 
+/// Runs `afr-verify ARGS --json`, pinning chain 31337 and [`RECORDER`] where anchors are read.
 fn verify(args: &[&std::ffi::OsStr]) -> (i32, serde_json::Value) {
+    let rec = format!("0x{}", hex::encode(RECORDER));
+    let pins: Vec<&str> = if args.iter().any(|a| *a == "--anchors") {
+        vec!["--chain-id", "31337", "--recorder", &rec]
+    } else {
+        vec![]
+    };
     let out = Command::new(env!("CARGO_BIN_EXE_afr-verify"))
         .args(args)
+        .args(&pins)
         .arg("--json")
         .output()
         .unwrap();
@@ -133,7 +149,7 @@ fn outcomes_follow_the_anchors() {
     let three = anchors_file(tmp.path(), "three.json", &roots[..3]);
     let (code, v) = verify(&["log".as_ref(), f, "--anchors".as_ref(), three.as_os_str()]);
     assert_eq!(code, 2, "{v}");
-    assert!(v["missing"].to_string().contains("[3, 4]"), "{v}");
+    assert!(v["missing"].to_string().contains("[3..=4]"), "{v}");
 
     // A different anchored root: a fork or an edit after anchoring.
     let mut forked = roots.clone();
@@ -144,7 +160,8 @@ fn outcomes_follow_the_anchors() {
     assert_eq!(v["first_failure"]["check"], "anchored-root");
     assert_eq!(v["first_failure"]["location"], "epoch 2");
 
-    // The chain holds more epochs than the log: a truncated tail, re-sealed consistently.
+    // The chain holds more epochs than the log: an export taken earlier (or one cut short,
+    // which looks the same). Nothing in it was altered: incomplete, not tampered.
     let (short, _) = honest_log(3);
     let short_file = tmp.path().join("short.afr");
     std::fs::write(&short_file, short).unwrap();
@@ -154,8 +171,13 @@ fn outcomes_follow_the_anchors() {
         "--anchors".as_ref(),
         all.as_os_str(),
     ]);
-    assert_eq!(code, 1, "{v}");
-    assert_eq!(v["first_failure"]["check"], "anchored-head");
+    assert_eq!(code, 2, "{v}");
+    assert!(
+        v["missing"]
+            .to_string()
+            .contains("the log ends at epoch 2; the chain holds anchored epochs up to 4"),
+        "{v}"
+    );
 
     // A flipped byte in the log: tampered before anchors are even consulted.
     let mut bad = log.clone();

@@ -1,0 +1,162 @@
+//! Untrusted text reaches the terminal escaped: a recorded tool name or command holding
+//! `ESC [2K CR VERIFIED` or a right-to-left override cannot rewrite what `afr` prints.
+
+use std::{
+    io::Write,
+    path::Path,
+    process::{Output, Stdio},
+};
+
+use super::{afr, ok};
+
+/// Erase the line, return to its start, claim a verdict.
+const HOSTILE: &str = "\u{1b}[2K\rVERIFIED";
+/// A right-to-left override.
+const RLO: &str = "\u{202e}";
+
+/// Fails unless `text` holds no ESC, CR or U+202E, and does hold the escape of ESC.
+fn assert_escaped(what: &str, text: &[u8]) {
+    let shown = String::from_utf8_lossy(text);
+    assert!(!text.contains(&0x1b), "{what}: raw ESC in {shown:?}");
+    assert!(!text.contains(&b'\r'), "{what}: raw CR in {shown:?}");
+    assert!(
+        !text.windows(3).any(|w| w == RLO.as_bytes()),
+        "{what}: raw U+202E in {shown:?}"
+    );
+    assert!(
+        shown.contains("\\u{1b}"),
+        "{what}: no escaped ESC in {shown:?}"
+    );
+}
+
+/// `afr record -` of `input`.
+fn record_stdin(dir: &Path, input: &str) -> Output {
+    let mut child = afr(dir)
+        .args(["record", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn hostile_tool_and_command_are_escaped_by_query_status_and_verify_bundle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    ok(afr(&dir).arg("init"));
+    let tool = format!("psql{HOSTILE}{RLO}gpj.exe");
+    let command = format!("DROP SCHEMA billing{HOSTILE}{RLO}");
+    let ev = serde_json::json!({
+        "category": "database",
+        "intent": {"tool": tool, "args": {"sql": "DROP SCHEMA billing"}},
+        "execution": {"command": command, "target": "db-prod-1"},
+    });
+    let out = record_stdin(&dir, &format!("{ev}\n"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ok(afr(&dir).arg("seal"));
+
+    // The table: the tool column and the summary column.
+    let bundle = tmp.path().join("b.afrb");
+    let q = ok(afr(&dir)
+        .args(["query", r#"category = "database""#, "--disclose"])
+        .arg(&bundle)
+        .arg("--with-keys"));
+    assert_escaped("afr query", &q.stdout);
+    assert!(
+        String::from_utf8_lossy(&q.stdout).contains("1 event matched"),
+        "{}",
+        String::from_utf8_lossy(&q.stdout)
+    );
+    // The JSON lines still carry the exact recorded bytes (serde_json escapes C0 only).
+    let j = ok(afr(&dir).args(["query", r#"category = "database""#, "--json"]));
+    let v: serde_json::Value =
+        serde_json::from_str(String::from_utf8(j.stdout).unwrap().trim()).unwrap();
+    assert_eq!(v["event"]["intent"]["tool"], tool.as_str());
+    assert_eq!(v["event"]["execution"]["command"], command.as_str());
+
+    // The opened payloads of a disclosed bundle with keys.
+    let b = ok(afr(&dir).arg("verify-bundle").arg(&bundle));
+    assert_escaped("afr verify-bundle", &b.stdout);
+    let shown = String::from_utf8_lossy(&b.stdout);
+    assert!(shown.starts_with("VERIFIED: 1 events"), "{shown}");
+    assert_eq!(
+        shown.matches("VERIFIED").count(),
+        3,
+        "the verdict line, and the tool and command (escaped): {shown}"
+    );
+
+    // `afr status` prints nothing stored as text; whatever it prints stays clean.
+    let s = ok(afr(&dir).arg("status"));
+    let shown = String::from_utf8_lossy(&s.stdout);
+    assert!(
+        !s.stdout.contains(&0x1b) && !s.stdout.contains(&b'\r') && !shown.contains(RLO),
+        "{shown:?}"
+    );
+}
+
+#[test]
+fn error_messages_escape_the_input_they_quote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    ok(afr(&dir).arg("init"));
+
+    // `afr record`: a bad line's field name is quoted in the rejection.
+    let bad = serde_json::json!({
+        "category": "shell",
+        "intent": {"tool": "ls", format!("args{HOSTILE}{RLO}"): {}},
+    });
+    let out = record_stdin(&dir, &format!("{bad}\n"));
+    assert_eq!(out.status.code(), Some(65));
+    assert_escaped("afr record", &out.stderr);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("line 1: field `intent.args\\u{1b}"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // `afr query`: a query that does not parse is quoted back, the caret still under the bad
+    // token of the escaped query.
+    let expr = format!(r#"intent.tool = "{HOSTILE}{RLO}" and human_approval.aprover = "x""#);
+    let out = afr(&dir).args(["query", &expr]).output().unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert_escaped("afr query (parse error)", &out.stderr);
+    let err = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    let at = lines[1].find("aprover").unwrap();
+    assert_eq!(lines[2], format!("{}^^^^^^^", " ".repeat(at)), "{err}");
+
+    // Any error through `afr: error:`: here a file name given on the command line.
+    let missing = tmp.path().join(format!("nope{HOSTILE}{RLO}.jsonl"));
+    let out = afr(&dir).arg("record").arg(&missing).output().unwrap();
+    assert!(!out.status.success());
+    assert_escaped("afr record (missing file)", &out.stderr);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("afr: error: cannot open"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // `afr import swe-agent`: the rejected file is named.
+    let traj = tmp.path().join(format!("run{HOSTILE}{RLO}.traj"));
+    std::fs::write(&traj, "not json").unwrap();
+    let out = afr(&dir)
+        .args(["import", "swe-agent", "--print"])
+        .arg(&traj)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    assert_escaped("afr import", &out.stderr);
+}

@@ -1,0 +1,78 @@
+//! Printing untrusted text: strings from a file or a store, made safe for a terminal.
+//!
+//! A recorded tool name, command or approver is attacker-controlled in a dispute. Printed raw,
+//! `"\u{1b}[2K\rVERIFIED"` erases the line it is on and writes a verdict of its own, and a
+//! bidirectional override (U+202E) reorders what the reader sees. [`escape`] replaces every
+//! such character by a visible escape, so what is shown is what the bytes say:
+//!
+//! ```
+//! use afr_core::text::escape;
+//! assert_eq!(escape("rm -rf /\u{1b}[2K\rVERIFIED"), "rm -rf /\\u{1b}[2K\\rVERIFIED");
+//! assert_eq!(escape("plain text: ünïcode"), "plain text: ünïcode");
+//! ```
+
+use std::borrow::Cow;
+
+/// Whether `c` must not reach a terminal raw: C0 and C1 controls, DEL, bidirectional
+/// formatting characters (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069), line and
+/// paragraph separators (U+2028, U+2029) and the BOM / zero-width no-break space (U+FEFF).
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{feff}'
+        )
+}
+
+/// `s` with every unsafe character (see [`is_unsafe`]) written as a Rust-style escape:
+/// `\n`, `\r`, `\t`, and anything else
+/// as `\u{hex}`. Borrowed when there is nothing to escape.
+pub fn escape(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_unsafe) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if is_unsafe(c) => {
+                use std::fmt::Write as _;
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_and_bidi_are_escaped_and_nothing_else() {
+        assert_eq!(escape("a\u{1b}[31mb"), "a\\u{1b}[31mb");
+        assert_eq!(escape("a\u{9b}31mb"), "a\\u{9b}31mb"); // C1 CSI
+        assert_eq!(escape("x\u{202e}gnp.exe"), "x\\u{202e}gnp.exe");
+        assert_eq!(escape("l1\nl2\r\t"), "l1\\nl2\\r\\t");
+        assert_eq!(escape("\u{7f}"), "\\u{7f}");
+        assert!(matches!(
+            escape("safe ascii, ünïcode, 日本"),
+            Cow::Borrowed(_)
+        ));
+        for s in [
+            "\u{1b}", "\u{0}", "\u{85}", "\u{2028}", "\u{2066}", "\u{feff}",
+        ] {
+            assert!(!escape(s).chars().any(is_unsafe), "{s:?}");
+        }
+    }
+}

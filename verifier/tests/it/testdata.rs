@@ -1,0 +1,392 @@
+//! The catalogue of named negative vectors in `verifier/testdata/`: one evidence file per
+//! attack (and a few honest controls), each with a case file giving what the verifier is asked
+//! to trust and its expected report (`outcome`, `first_failure.check`). Every case is checked
+//! offline against the anchors file it names, through the same [`afr_verify::verify`] the tool
+//! runs. The files also seed the fuzzers (`core/tests/it/fuzz_smoke.rs`, `fuzz/README.md`).
+//!
+//! Regenerate with `scripts/gen-testdata.sh` (`AFR_REGEN_TESTDATA=1 cargo test -p afr-verify
+//! --test it testdata`); the generator is deterministic, so a regeneration that changes a file
+//! is a change of the format or of the verifier's decisions, to be reviewed as such.
+
+use std::path::{Path, PathBuf};
+
+use afr_core::{Hash32, bundle::Bundle, verify::Outcome};
+use afr_verify::{
+    Kind, Source, Trust,
+    anchors::{ANCHORS_FILE_VERSION, AnchorProof, Anchors},
+    tamper::{self, Attack, Evidence, History, Rng},
+};
+
+const OPERATOR: [u8; 20] = [0xa1; 20];
+const VICTIM: [u8; 20] = [0xb2; 20];
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata")
+}
+
+fn hexa(a: &[u8; 20]) -> String {
+    format!("0x{}", hex::encode(a))
+}
+
+fn anchors(recorder: &[u8; 20], roots: &[Hash32], chain_id: u64) -> Anchors {
+    Anchors {
+        version: ANCHORS_FILE_VERSION,
+        chain_id,
+        contract: afr_core::deployment::ANCHOR_ADDRESS.to_ascii_lowercase(),
+        recorder: hexa(recorder),
+        block: 1000,
+        head: roots.len().checked_sub(1).map(|h| h as u64),
+        roots: roots
+            .iter()
+            .enumerate()
+            .map(|(e, r)| {
+                (
+                    e as u64,
+                    AnchorProof {
+                        root: format!("0x{r}"),
+                        tx: format!("0x{:064x}", 0xa000 + e),
+                        block: 10 + e as u64,
+                        log_index: 0,
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+/// One case: the evidence, what is pinned, and what the verifier must answer.
+struct Case {
+    name: String,
+    why: String,
+    kind: Kind,
+    bytes: Vec<u8>,
+    anchors: Option<String>,
+    recorder: Option<[u8; 20]>,
+}
+
+/// Every case of the catalogue, built deterministically.
+fn build() -> (Vec<Case>, Vec<(&'static str, Anchors)>) {
+    let mut h = History::random(&mut Rng::new(11), OPERATOR);
+    while h.epochs.len() < 4 {
+        h.epochs.push(h.epochs[0].clone());
+    }
+    // An event whose tool name redraws the terminal line, and, in the last epoch, the
+    // recorder's afr.erase event for epoch 0.
+    h.epochs[1][0].set_tool("\u{1b}[2K\rVERIFIED \u{202e}");
+    let last = h.epochs.len() - 1;
+    h.epochs[last][0].set_intent("afr.erase", serde_json::json!({"epoch": 0, "by": "dpo"}));
+    let history = h.clone();
+    let log = h.seal();
+    let roots = log.roots();
+    let pos = log.positions();
+    let first_of = |e: usize| pos.iter().position(|p| p.0 == e).unwrap_or(0);
+
+    let mut victim_h = History::random(&mut Rng::new(12), VICTIM);
+    let victim = victim_h.seal();
+
+    let mut cases = Vec::new();
+    let mut case = |name: &str,
+                    why: &str,
+                    kind: Kind,
+                    bytes: Vec<u8>,
+                    anchors: Option<&str>,
+                    recorder: Option<[u8; 20]>| {
+        cases.push(Case {
+            name: name.into(),
+            why: why.into(),
+            kind,
+            bytes,
+            anchors: anchors.map(str::to_owned),
+            recorder,
+        });
+    };
+    let op = Some(OPERATOR);
+    let a = Some("anchors.json");
+
+    // Honest controls.
+    case(
+        "honest-log",
+        "control: an honest export, every epoch anchored",
+        Kind::Log,
+        log.export(),
+        a,
+        op,
+    );
+    let honest_bundle = log.bundle(&[pos[0], pos[first_of(2)], pos[pos.len() - 1]]);
+    case(
+        "honest-bundle",
+        "control: an honest bundle with keys",
+        Kind::Bundle,
+        honest_bundle.encode(),
+        a,
+        op,
+    );
+    let mut proven: Bundle = log.bundle(&[pos[0], pos[first_of(last)]]);
+    proven.events[0].key = None;
+    proven.events[0].payload = None;
+    proven.erased = vec![0];
+    case(
+        "proven-erasure",
+        "control: epoch 0 erased, proven by the recorder's afr.erase event disclosed with its key",
+        Kind::Bundle,
+        proven.encode(),
+        a,
+        op,
+    );
+
+    // The six cases of issue #13.
+    case(
+        "framing-planted-roots",
+        "case 1: a log made under a victim's recorder id; the only 'anchors' are roots planted in a look-alike contract's storage, which no transaction of the victim proves, so the proven anchors are empty",
+        Kind::Log,
+        victim.export(),
+        Some("anchors-victim.json"),
+        Some(VICTIM),
+    );
+    let mut forged = log.bundle(&[pos[0]]);
+    for e in &mut forged.events {
+        e.key = None;
+        e.payload = None;
+    }
+    forged.erased = vec![0];
+    case(
+        "forged-erasure",
+        "case 2: a keyless bundle claims epoch 0 erased without the afr.erase event",
+        Kind::Bundle,
+        forged.encode(),
+        a,
+        op,
+    );
+    case(
+        "unpinned-recorder",
+        "case 3: an honest, anchored log, but no recorder pinned",
+        Kind::Log,
+        log.export(),
+        a,
+        None,
+    );
+    // Case 4: version 1 carried unchecked anchor references; version 2 has none, and any
+    // extra frame is malformed.
+    let v2 = honest_bundle.encode();
+    let mut v1 = v2.clone();
+    v1[12] = 0x01; // the version byte after ["afr-bundle",
+    case(
+        "bundle-version-1",
+        "case 4: a version-1 bundle (with its unchecked anchor references) is refused",
+        Kind::Bundle,
+        v1,
+        a,
+        op,
+    );
+    let mut w = afr_core::cbor::Writer::with_capacity(64);
+    w.array(6);
+    w.text("anchor");
+    w.uint(0);
+    w.uint(31337);
+    w.bytes(&[0x11; 20]);
+    w.bytes(&[0x22; 32]);
+    w.uint(7);
+    let start_len = 34; // ["afr-bundle", 2, recorder]
+    let injected = [&v2[..start_len], &w.buf[..], &v2[start_len..]].concat();
+    case(
+        "anchor-frame-injected",
+        "case 4: an anchor reference frame inserted into a version-2 bundle",
+        Kind::Bundle,
+        injected,
+        a,
+        op,
+    );
+    let mut early = history.clone();
+    early.epochs.truncate(2);
+    case(
+        "stale-export",
+        "case 5: an honest export taken before epochs 2 and 3 were anchored",
+        Kind::Log,
+        early.seal().export(),
+        a,
+        op,
+    );
+    let mut injected_tool = log.bundle(&[pos[first_of(1)], pos[first_of(2)]]);
+    if let Some(p) = injected_tool.events[1].proof.first_mut() {
+        p.0[0] ^= 1;
+    }
+    case(
+        "terminal-injection",
+        "case 6: a tampered bundle whose opened event's tool name holds ESC [2K CR VERIFIED and U+202E; the report must show them escaped",
+        Kind::Bundle,
+        injected_tool.encode(),
+        a,
+        op,
+    );
+    case(
+        "wrong-chain-anchors",
+        "an anchors file of another chain than the pinned one",
+        Kind::Log,
+        log.export(),
+        Some("anchors-chain-1.json"),
+        op,
+    );
+
+    // The tamper matrix's classes, one case each, every epoch anchored.
+    let mut rng = Rng::new(13);
+    let other = History::random(&mut rng, VICTIM).seal();
+    let disclosed = tamper::disclosed(&mut rng, &log);
+    for attack in Attack::ALL {
+        let t = tamper::apply(attack, &mut rng, &history, &log, &other, &disclosed);
+        let (kind, bytes) = match t.evidence {
+            Evidence::Log(b) => (Kind::Log, b),
+            Evidence::Bundle(b) => (Kind::Bundle, b),
+        };
+        case(
+            &format!("matrix-{}", kebab(&format!("{attack:?}"))),
+            &format!("tamper-matrix class `{}`", attack.name()),
+            kind,
+            bytes,
+            a,
+            op,
+        );
+    }
+    let files = vec![
+        ("anchors.json", anchors(&OPERATOR, &roots, 31337)),
+        ("anchors-victim.json", anchors(&VICTIM, &[], 31337)),
+        ("anchors-chain-1.json", anchors(&OPERATOR, &roots, 1)),
+    ];
+    (cases, files)
+}
+
+/// `BundleSwapKeys` → `bundle-swap-keys`.
+fn kebab(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('-');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+fn ext(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Log => "afr",
+        Kind::Bundle => "bundle",
+    }
+}
+
+fn run(c: &Case, anchors_dir: &Path) -> (afr_verify::Verdict, Trust) {
+    let rec = c.recorder.map(|r| hexa(&r));
+    let trust = Trust::new(None, Some(31337), None, rec.as_deref()).unwrap();
+    let path = c.anchors.as_ref().map(|a| anchors_dir.join(a));
+    let src = match &path {
+        Some(p) => Source::File(p),
+        None => Source::None,
+    };
+    (
+        afr_verify::verify(c.kind, &c.bytes, &trust, src).unwrap(),
+        trust,
+    )
+}
+
+fn report(v: &afr_verify::Verdict) -> serde_json::Value {
+    serde_json::json!({
+        "outcome": v.outcome.name(),
+        "first_failure": v.first_failure.as_ref().map(|f| serde_json::json!({"check": f.check})),
+    })
+}
+
+#[test]
+fn testdata() {
+    let d = dir();
+    if std::env::var_os("AFR_REGEN_TESTDATA").is_some() {
+        let (cases, files) = build();
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        for (name, a) in &files {
+            std::fs::write(
+                d.join(name),
+                serde_json::to_string_pretty(a).unwrap() + "\n",
+            )
+            .unwrap();
+        }
+        for c in &cases {
+            let file = format!("{}.{}", c.name, ext(c.kind));
+            std::fs::write(d.join(&file), &c.bytes).unwrap();
+            let (v, _) = run(c, &d);
+            let spec = serde_json::json!({
+                "why": c.why,
+                "file": file,
+                "kind": if c.kind == Kind::Log { "log" } else { "bundle" },
+                "chain_id": 31337,
+                "recorder": c.recorder.map(|r| hexa(&r)),
+                "anchors": c.anchors,
+                "expected": report(&v),
+            });
+            std::fs::write(
+                d.join(format!("{}.json", c.name)),
+                serde_json::to_string_pretty(&spec).unwrap() + "\n",
+            )
+            .unwrap();
+        }
+    }
+
+    // Every case file on disk answers as it says.
+    let mut n = 0;
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&d).unwrap() {
+        let p = entry.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap().to_owned();
+        if !name.ends_with(".json") || name.starts_with("anchors") {
+            continue;
+        }
+        let spec: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        let kind = if spec["kind"] == "log" {
+            Kind::Log
+        } else {
+            Kind::Bundle
+        };
+        let c = Case {
+            name: name.trim_end_matches(".json").to_owned(),
+            why: spec["why"].as_str().unwrap().to_owned(),
+            kind,
+            bytes: std::fs::read(d.join(spec["file"].as_str().unwrap())).unwrap(),
+            anchors: spec["anchors"].as_str().map(str::to_owned),
+            recorder: spec["recorder"]
+                .as_str()
+                .map(|r| afr_verify::parse_addr(r, "recorder").unwrap()),
+        };
+        let (v, trust) = run(&c, &d);
+        assert_eq!(report(&v), spec["expected"], "{}: {}", c.name, c.why);
+        // What a terminal shows never holds a raw control character.
+        let text = v.to_text(&trust);
+        assert!(
+            !text
+                .chars()
+                .any(|ch| ch != '\n' && afr_core::text::is_unsafe(ch)),
+            "{}: {text:?}",
+            c.name
+        );
+        names.push(c.name.clone());
+        if !c.name.starts_with("honest") && !c.name.starts_with("proven") {
+            assert_ne!(
+                v.outcome,
+                Outcome::Verified,
+                "{} verified: {}",
+                c.name,
+                c.why
+            );
+        }
+        n += 1;
+    }
+    assert!(n >= 30, "only {n} cases in {}", d.display());
+    for must in [
+        "framing-planted-roots",
+        "forged-erasure",
+        "unpinned-recorder",
+        "anchor-frame-injected",
+        "stale-export",
+        "terminal-injection",
+    ] {
+        assert!(names.iter().any(|x| x == must), "{must} missing");
+    }
+}
