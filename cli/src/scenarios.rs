@@ -133,7 +133,14 @@ fn anchor_and_check(
     let trust = afr_verify::Trust::new(None, Some(chain.chain_id()?), Some(&contract), Some(&rec))?;
     afr_verify::check_recorder(&mut v, &trust);
     let chain_id = chain.chain_id()?;
-    let a = chain.fetch(chain_id, &contract, &r.recorder_id(), 0, block)?;
+    let epochs = v.epoch_roots.iter().map(|(e, _)| *e).collect();
+    let a = chain.fetch(
+        chain_id,
+        &contract,
+        &r.recorder_id(),
+        (0, block),
+        Some(&epochs),
+    )?;
     afr_verify::check_anchors(&mut v, &a.anchors, false)?;
     v.settle();
     let n = v

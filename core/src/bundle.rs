@@ -485,6 +485,18 @@ fn settle_erasures(
     pending: &[(u64, u64)],
 ) {
     for &epoch in claimed {
+        // An epoch whose payloads were opened here was not erased: the claim contradicts the
+        // bundle itself and proves nothing.
+        if rep.opened.iter().any(|(seq, _)| {
+            headers
+                .get(usize::try_from(epoch).unwrap_or(usize::MAX))
+                .is_some_and(|h| (h.first_seq..h.end_seq()).contains(seq))
+        }) {
+            rep.missing.push(format!(
+                "epoch {epoch} is claimed erased, yet the bundle opens payloads of it"
+            ));
+            continue;
+        }
         let end = headers
             .get(usize::try_from(epoch).unwrap_or(usize::MAX))
             .map_or(u64::MAX, EpochHeader::end_seq);

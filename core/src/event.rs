@@ -15,6 +15,10 @@ use serde_json::Value as Json;
 
 use crate::{cbor, record::Category};
 
+/// Tool names with this prefix are written by the recorder itself (`afr.erase`); a client
+/// event naming one is refused, so a verifier can take such an event as the recorder's own.
+pub const RESERVED_TOOL_PREFIX: &str = "afr.";
+
 /// Default cap on one event's size, as JSON and as canonical CBOR: 1 MiB.
 pub const DEFAULT_MAX_EVENT_BYTES: usize = 1 << 20;
 
@@ -389,8 +393,20 @@ impl EventInput {
         Ok(ev)
     }
 
-    /// Checks the limits serde cannot express.
+    /// Checks the limits serde cannot express, and keeps the `afr.` tool names (events the
+    /// recorder writes itself, such as `afr.erase`) out of what clients can record.
     pub fn validate(&self) -> Result<(), InputError> {
+        if self.intent.tool.starts_with(RESERVED_TOOL_PREFIX) {
+            return Err(InputError::new(
+                "intent.tool",
+                "tool names starting with `afr.` are reserved for events the recorder writes itself",
+            ));
+        }
+        self.validate_limits()
+    }
+
+    /// [`EventInput::validate`] without the reserved-name rule: for the recorder's own events.
+    pub fn validate_limits(&self) -> Result<(), InputError> {
         if self.intent.tool.is_empty() {
             return Err(InputError::new("intent.tool", "must not be empty"));
         }

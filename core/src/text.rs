@@ -14,21 +14,45 @@
 use std::borrow::Cow;
 
 /// Whether `c` must not reach a terminal raw: C0 and C1 controls, DEL, bidirectional
-/// formatting characters (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069), line and
-/// paragraph separators (U+2028, U+2029) and the BOM / zero-width no-break space (U+FEFF).
+/// formatting characters (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069), zero-width
+/// and invisible formatting characters (U+200B..U+200D, U+2060..U+2064, U+206A..U+206F,
+/// U+FEFF), line and paragraph separators (U+2028, U+2029), interlinear annotation marks
+/// (U+FFF9..U+FFFB) and tag characters (U+E0000..U+E007F).
 pub fn is_unsafe(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
             '\u{061c}'
-                | '\u{200e}'
-                | '\u{200f}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202a}'..='\u{202e}'
-                | '\u{2066}'..='\u{2069}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{206f}'
                 | '\u{feff}'
+                | '\u{fff9}'..='\u{fffb}'
+                | '\u{e0000}'..='\u{e007f}'
         )
+}
+
+/// A JSON text with every unsafe character (see [`is_unsafe`]) that serde_json leaves raw
+/// (C1 controls, DEL, bidirectional and invisible formatting characters) written as a `\uXXXX`
+/// escape (a surrogate pair above U+FFFF). Still the same JSON value; safe to print.
+pub fn escape_json(json: &str) -> Cow<'_, str> {
+    if !json.chars().any(is_unsafe) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if is_unsafe(c) {
+            use std::fmt::Write as _;
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{:04x}", u);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// `s` with every unsafe character (see [`is_unsafe`]) written as a Rust-style escape:

@@ -228,7 +228,7 @@ impl Recorder {
             code_provenance: None,
             delegation_provenance: None,
         };
-        let receipt = self.record(ev)?;
+        let receipt = self.record_own(ev)?;
         self.flush()?;
         let mut b = WriteBatch::default();
         // The index holds terms of the epoch's payloads: they go with the salt.

@@ -369,6 +369,22 @@ impl Recorder {
         event
             .validate()
             .map_err(|e| RecordError::Invalid(e.to_string()))?;
+        self.submit_valid(event)
+    }
+
+    /// Records one of the recorder's own events (a reserved `afr.` tool name), durably.
+    pub(crate) fn record_own(&self, event: EventInput) -> Result<Receipt, RecordError> {
+        event
+            .validate_limits()
+            .map_err(|e| RecordError::Invalid(e.to_string()))?;
+        let receipt = self.submit_valid(event)?;
+        if self.shared.config.durability == Durability::Group {
+            self.wait_written(receipt.seq)?;
+        }
+        Ok(receipt)
+    }
+
+    fn submit_valid(&self, event: EventInput) -> Result<Receipt, RecordError> {
         let (env, payload) = event.into_payload();
         let plaintext = encode_payload(&payload, self.shared.config.max_event_bytes)?;
         let mut nonce = [0u8; crypto::NONCE_LEN];

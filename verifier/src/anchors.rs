@@ -37,6 +37,28 @@ pub const ANCHORED_TOPIC: &str =
 
 /// Most anchored roots read for one recorder (one log each).
 pub const MAX_EPOCHS: usize = 10_000_000;
+/// Most `eth_getLogs` calls one fetch makes while halving refused ranges.
+pub const MAX_LOG_CALLS: usize = 4096;
+/// Most reasons for ignored logs kept for the report.
+const MAX_IGNORED: usize = 1000;
+
+/// Whether an RPC error is a provider refusing a range for its size (so a smaller range may
+/// pass), rather than a failure that halving cannot fix.
+fn is_size_refusal(msg: &str) -> bool {
+    let m = msg.to_ascii_lowercase();
+    [
+        "range",
+        "limit",
+        "too many",
+        "exceed",
+        "too large",
+        "bytes",
+        "10000",
+        "results",
+    ]
+    .iter()
+    .any(|k| m.contains(k))
+}
 /// Largest JSON-RPC response body read, in bytes: whoever answers does not choose our memory.
 pub const MAX_RESPONSE: u64 = 64 << 20;
 /// Version of the anchors file written by `afr-verify anchors`.
@@ -93,6 +115,9 @@ impl Anchors {
             .with_context(|| format!("cannot read {}", path.display()))?;
         let a: Anchors = serde_json::from_str(&text)
             .with_context(|| format!("{} is not an anchors file", path.display()))?;
+        // The head is what the roots say, whatever the file's `head` field claims.
+        let mut a = a;
+        a.head = a.roots.keys().next_back().copied();
         if a.version != ANCHORS_FILE_VERSION {
             bail!(
                 "{} is an anchors file of version {}; this verifier reads version {ANCHORS_FILE_VERSION} (fetch it again with `afr-verify anchors`)",
@@ -269,31 +294,62 @@ impl Rpc {
         )
     }
 
-    /// `eth_getLogs` over `from..=to`, halving the range when the endpoint refuses it (too many
-    /// results, response too large), as hosted providers do.
+    /// `eth_getLogs` over `from..=to`, parsed as it comes; only logs of epochs `keep` accepts
+    /// are kept, so what the endpoint sends does not decide what stays in memory. The range
+    /// is halved when the endpoint refuses it for its size (too many results, range too wide,
+    /// response too large), as hosted providers do, at most [`MAX_LOG_CALLS`] calls in all;
+    /// any other error fails at once.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one recursive walk; a struct would only rename them"
+    )]
     fn logs(
         &self,
         filter: &serde_json::Value,
-        from: u64,
-        to: u64,
-        out: &mut Vec<serde_json::Value>,
+        (from, to): (u64, u64),
+        (contract, recorder, block): (&str, &RecorderId, u64),
+        keep: &dyn Fn(u64) -> bool,
+        calls: &mut usize,
+        out: &mut Vec<Candidate>,
+        ignored: &mut Vec<String>,
     ) -> Result<()> {
+        *calls += 1;
+        if *calls > MAX_LOG_CALLS {
+            bail!(
+                "eth_getLogs: more than {MAX_LOG_CALLS} calls needed; narrow the range with --from-block"
+            );
+        }
         let mut f = filter.clone();
         f["fromBlock"] = format!("0x{from:x}").into();
         f["toBlock"] = format!("0x{to:x}").into();
         match self.call("eth_getLogs", serde_json::json!([f])) {
             Ok(v) => {
                 let items = v.as_array().context("eth_getLogs result is not a list")?;
-                if out.len() + items.len() > MAX_EPOCHS {
-                    bail!("more than {MAX_EPOCHS} Anchored logs for one recorder; refused");
+                for log in items {
+                    match parse_log(log, contract, recorder, block) {
+                        Ok(c) if keep(c.epoch) => {
+                            if out.len() >= MAX_EPOCHS {
+                                bail!(
+                                    "more than {MAX_EPOCHS} Anchored logs for one recorder; refused"
+                                );
+                            }
+                            out.push(c);
+                        }
+                        Ok(_) => {}
+                        Err(why) => {
+                            if ignored.len() < MAX_IGNORED {
+                                ignored.push(format!("ignored a log the endpoint returned: {why}"));
+                            }
+                        }
+                    }
                 }
-                out.extend(items.iter().cloned());
                 Ok(())
             }
-            Err(_) if to > from => {
+            Err(e) if to > from && is_size_refusal(&format!("{e:#}")) => {
                 let mid = from + (to - from) / 2;
-                self.logs(filter, from, mid, out)?;
-                self.logs(filter, mid + 1, to, out)
+                let ctx = (contract, recorder, block);
+                self.logs(filter, (from, mid), ctx, keep, calls, out, ignored)?;
+                self.logs(filter, (mid + 1, to), ctx, keep, calls, out, ignored)
             }
             Err(e) => Err(e),
         }
@@ -301,13 +357,17 @@ impl Rpc {
 
     /// Reads the roots `recorder` anchored on `contract` from block `from` to block `block`,
     /// keeping only those proven by a successful transaction the recorder sent to the contract.
+    ///
+    /// `epochs` limits what is read to those epochs (a file's own, plus the one after its last,
+    /// which is enough to tell a stale export: anchored epochs are contiguous, so if any later
+    /// epoch is anchored, that one is); `None` reads every epoch (`afr-verify anchors`).
     pub fn fetch(
         &self,
         chain_id: u64,
         contract: &str,
         recorder: &RecorderId,
-        from: u64,
-        block: u64,
+        (from, block): (u64, u64),
+        epochs: Option<&std::collections::BTreeSet<u64>>,
     ) -> Result<Fetched> {
         let contract = contract.to_ascii_lowercase();
         let rec_hex = format!("0x{}", hex::encode(recorder));
@@ -315,17 +375,20 @@ impl Rpc {
             "address": contract,
             "topics": [ANCHORED_TOPIC, addr_topic(recorder)],
         });
-        let mut raw = Vec::new();
-        if from <= block {
-            self.logs(&filter, from, block, &mut raw)?;
-        }
+        let keep = |e: u64| epochs.is_none_or(|set| set.contains(&e));
         let mut ignored = Vec::new();
-        let mut candidates = Vec::with_capacity(raw.len());
-        for log in &raw {
-            match parse_log(log, &contract, recorder, block) {
-                Ok(c) => candidates.push(c),
-                Err(why) => ignored.push(format!("ignored a log the endpoint returned: {why}")),
-            }
+        let mut candidates = Vec::new();
+        let mut calls = 0;
+        if from <= block {
+            self.logs(
+                &filter,
+                (from, block),
+                (&contract, recorder, block),
+                &keep,
+                &mut calls,
+                &mut candidates,
+                &mut ignored,
+            )?;
         }
         let mut txs: Vec<String> = candidates.iter().map(|c| c.tx.clone()).collect();
         txs.sort();
@@ -340,6 +403,9 @@ impl Rpc {
         for c in candidates {
             let receipt = receipts.get(&c.tx).unwrap_or(&serde_json::Value::Null);
             if let Err(why) = check_receipt(receipt, &c, &contract, &rec_hex) {
+                if ignored.len() >= MAX_IGNORED {
+                    continue;
+                }
                 ignored.push(format!(
                     "ignored the Anchored log for epoch {} in transaction {}: {why}",
                     c.epoch, c.tx
@@ -366,6 +432,40 @@ impl Rpc {
             }
             roots.insert(c.epoch, proof);
         }
+        // The code must have been the genuine contract's when each anchor was made, not only
+        // at the pinned block (on a chain where code can still be replaced).
+        let mut blocks: Vec<u64> = roots.values().map(|p| p.block).collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        let code_calls: Vec<(&str, serde_json::Value)> = blocks
+            .iter()
+            .map(|b| {
+                (
+                    "eth_getCode",
+                    serde_json::json!([contract, format!("0x{b:x}")]),
+                )
+            })
+            .collect();
+        let genuine = deployed_code()?;
+        let mut bad_blocks = std::collections::BTreeSet::new();
+        for (b, code) in blocks.iter().zip(self.call_batch(&code_calls)?) {
+            if !code
+                .as_str()
+                .is_some_and(|c| c.eq_ignore_ascii_case(&genuine))
+            {
+                bad_blocks.insert(*b);
+            }
+        }
+        roots.retain(|e, p| {
+            let ok = !bad_blocks.contains(&p.block);
+            if !ok && ignored.len() < MAX_IGNORED {
+                ignored.push(format!(
+                    "ignored the Anchored log for epoch {e} in transaction {}: the contract's code at block {} was not AfrAnchor's",
+                    p.tx, p.block
+                ));
+            }
+            ok
+        });
         Ok(Fetched {
             anchors: Anchors {
                 version: ANCHORS_FILE_VERSION,
@@ -419,7 +519,10 @@ fn parse_log(
         return Err(format!("from block {at}, after the pinned block {block}"));
     }
     let tx = lower(&log["transactionHash"]);
-    if tx.len() != 66 || hex::decode(&tx[2..]).is_err() {
+    if !tx
+        .strip_prefix("0x")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
         return Err("bad transaction hash".into());
     }
     Ok(Candidate {

@@ -93,7 +93,19 @@ pub fn verify(kind: Kind, bytes: &[u8], trust: &Trust, src: Source<'_>) -> Resul
                 None => rpc.latest_block()?,
             };
             if rpc.code_is_afr_anchor(&contract, block)? {
-                let f = rpc.fetch(chain_id, &contract, &rec, from_block, block)?;
+                // The file's epochs, and for a whole log the next one (a stale export shows).
+                let mut epochs: std::collections::BTreeSet<u64> =
+                    v.epoch_roots.iter().map(|(e, _)| *e).collect();
+                if kind == Kind::Log {
+                    epochs.insert(epochs.last().map_or(0, |l| l.saturating_add(1)));
+                }
+                let f = rpc.fetch(
+                    chain_id,
+                    &contract,
+                    &rec,
+                    (from_block, block),
+                    Some(&epochs),
+                )?;
                 v.notes.push(format!(
                     "anchors: chain {chain_id}, contract {contract} ({which}; AfrAnchor code checked), block {block}; each root proven by the recorder's own transaction"
                 ));

@@ -222,7 +222,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     "the code at {contract} (block {block}) is not the AfrAnchor contract; refusing to write anchors from it"
                 );
             }
-            let f = rpc.fetch(chain_id, &contract, rec, from_block, block)?;
+            let f = rpc.fetch(chain_id, &contract, rec, (from_block, block), None)?;
             for why in &f.ignored {
                 eprintln!("afr-verify: {}", afr_core::text::escape(why));
             }
@@ -271,7 +271,10 @@ fn check(kind: Kind, file: &std::path::Path, pins: &Pins, src: &AnchorSource) ->
     };
     let v = afr_verify::verify(kind, &bytes, &trust, source)?;
     if src.json {
-        println!("{}", v.to_json(&trust));
+        println!(
+            "{}",
+            afr_core::text::escape_json(&v.to_json(&trust).to_string())
+        );
     } else {
         print!("{}", v.to_text(&trust));
     }

@@ -47,12 +47,16 @@ fn checks_vec(checks: &std::collections::BTreeMap<&'static str, u64>) -> Vec<(St
 impl Verdict {
     /// The verdict of a whole-log report, before anchors are compared.
     pub fn from_log(rep: &Report) -> Verdict {
+        let mut missing = rep.missing.clone();
+        if rep.outcome != afr_core::verify::Outcome::Tampered && rep.epochs == 0 {
+            missing.push("the log holds no sealed epoch: nothing in it can be anchored".into());
+        }
         Verdict {
             outcome: rep.outcome,
             recorder: rep.recorder,
             checks: checks_vec(&rep.checks),
             first_failure: rep.first_failure.clone(),
-            missing: rep.missing.clone(),
+            missing,
             notes: vec![format!(
                 "{} events in {} sealed epochs",
                 rep.events, rep.epochs
@@ -297,11 +301,11 @@ pub fn check_anchors(v: &mut Verdict, a: &Anchors, whole_log: bool) -> Result<()
         {
             v.missing.push(match last {
                 Some(k) => format!(
-                    "the log ends at epoch {k}; the chain holds anchored epochs up to {h} (a stale or truncated export: epochs {}..={h} are not in this file)",
+                    "the log ends at epoch {k}; the chain holds anchored epochs up to at least {h} (a stale or truncated export: epochs {}..={h} are not in this file)",
                     k + 1
                 ),
                 None => format!(
-                    "the log has no sealed epoch; the chain holds anchored epochs up to {h}"
+                    "the log has no sealed epoch; the chain holds anchored epochs up to at least {h}"
                 ),
             });
         }

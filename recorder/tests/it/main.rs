@@ -552,6 +552,12 @@ mod disclosure {
         assert_eq!(rep.outcome, Outcome::Incomplete, "{:?}", rep.missing);
         assert!(rep.erased.is_empty());
         assert_eq!(r.store().erase_event(1).unwrap(), Some(last));
+        // A client cannot forge one: `afr.` tool names are the recorder's own.
+        let mut forged = afr_recorder::synth::generate(1, 5).remove(0);
+        forged.intent.tool = "afr.erase".into();
+        forged.intent.args = serde_json::json!({"epoch": 2});
+        let err = r.record(forged).unwrap_err().to_string();
+        assert!(err.contains("reserved"), "{err}");
         r.seal().unwrap();
         // Once sealed, disclosing an erased event brings the afr.erase event along as proof.
         let rep = verify_bundle(

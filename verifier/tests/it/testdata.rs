@@ -218,6 +218,32 @@ fn build() -> (Vec<Case>, Vec<(&'static str, Anchors)>) {
         a,
         op,
     );
+    // A log with no sealed epoch proves nothing, even under a pinned recorder.
+    let mut empty = afr_core::export::LogWriter::start(&OPERATOR, 1);
+    empty.tail(0);
+    empty.end(0, 0);
+    case(
+        "empty-log",
+        "a log with no sealed epoch",
+        Kind::Log,
+        empty.take(),
+        a,
+        op,
+    );
+    // An erasure claim for the epoch whose afr.erase event the same bundle opens: the claim
+    // contradicts the bundle.
+    let mut contradicting = log.bundle(&[pos[0], pos[first_of(last)]]);
+    contradicting.events[0].key = None;
+    contradicting.events[0].payload = None;
+    contradicting.erased = vec![0, last as u64];
+    case(
+        "contradicting-erasure",
+        "an erasure claim for an epoch whose payloads the bundle opens (the afr.erase event's own epoch)",
+        Kind::Bundle,
+        contradicting.encode(),
+        a,
+        op,
+    );
     case(
         "wrong-chain-anchors",
         "an anchors file of another chain than the pinned one",
@@ -379,6 +405,30 @@ fn testdata() {
         n += 1;
     }
     assert!(n >= 30, "only {n} cases in {}", d.display());
+    // What the cases must answer, stated here rather than read back from the generator.
+    let outcome = |name: &str| -> String {
+        let spec: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join(format!("{name}.json"))).unwrap())
+                .unwrap();
+        spec["expected"]["outcome"].as_str().unwrap().to_owned()
+    };
+    for (name, want) in [
+        ("honest-log", "verified"),
+        ("honest-bundle", "verified"),
+        ("proven-erasure", "verified"),
+        ("framing-planted-roots", "incomplete"),
+        ("forged-erasure", "incomplete"),
+        ("unpinned-recorder", "incomplete"),
+        ("bundle-version-1", "tampered"),
+        ("anchor-frame-injected", "tampered"),
+        ("stale-export", "incomplete"),
+        ("terminal-injection", "tampered"),
+        ("wrong-chain-anchors", "incomplete"),
+        ("empty-log", "incomplete"),
+        ("contradicting-erasure", "incomplete"),
+    ] {
+        assert_eq!(outcome(name), want, "{name}");
+    }
     for must in [
         "framing-planted-roots",
         "forged-erasure",
