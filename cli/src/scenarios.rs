@@ -1084,8 +1084,9 @@ pub fn rq4(background_events: u64, seed: u64, rpc: Option<&str>) -> Result<Rq4Re
         note: if rpc.is_some() {
             "checked by afr_core::bundle::verify_bundle (header chain, inclusion proofs, \
              commitments, decryption with the disclosed keys), then, after the store was \
-             anchored on the chain, by afr-verify's anchored check (contract code, rootOf of \
-             every epoch the bundle commits to)"
+             anchored on the chain, by afr-verify's anchored check (recorder pinned, contract \
+             code, each epoch root the bundle commits to proven by the recorder's own \
+             anchoring transaction)"
         } else {
             "checked by afr_core::bundle::verify_bundle (header chain, inclusion proofs, \
              commitments, decryption with the disclosed keys); its epoch roots are not checked \

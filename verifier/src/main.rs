@@ -30,7 +30,7 @@ Without a pinned recorder the best answer is incomplete.";
 
 /// Verify AFR evidence offline: verified, tampered or incomplete.
 #[derive(Parser, Debug)]
-#[command(name = "afr-verify", version, about, after_help = PINNED)]
+#[command(name = "afr-verify", version, about, before_help = PINNED)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -39,7 +39,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Verify a whole-log export (`afr export`).
-    #[command(after_help = PINNED)]
+    #[command(before_help = PINNED)]
     Log {
         /// The export file.
         file: PathBuf,
@@ -49,7 +49,7 @@ enum Cmd {
         src: AnchorSource,
     },
     /// Verify a disclosure bundle (`afr disclose`).
-    #[command(after_help = PINNED)]
+    #[command(before_help = PINNED)]
     Bundle {
         /// The bundle file.
         file: PathBuf,

@@ -152,6 +152,7 @@ impl Verdict {
         let mut out = String::new();
         let _ = writeln!(out, "{}", self.outcome.name().to_uppercase());
         let pinned = match (&self.party, trust.parties.is_empty()) {
+            (Some(p), _) if p == "--recorder" => "recorder pinned by --recorder".into(),
             (Some(p), _) => format!("recorder of {}", escape(p)),
             (None, true) => "no recorder pinned".into(),
             (None, false) => "recorder pinned".into(),
