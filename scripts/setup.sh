@@ -34,8 +34,11 @@ libclang_loadable() {
 
 # On Debian: is libclang-dev or a versioned libclang-N-dev installed?
 debian_clang_dev_installed() {
-    dpkg-query -W -f='${Package} ${Status}\n' 'libclang-dev' 'libclang-*-dev' 2>/dev/null |
-        grep -Eq '^libclang(-[0-9]+)?-dev install ok installed$'
+    # Read the whole answer first: `dpkg-query | grep -q` fails under pipefail whenever grep
+    # stops reading before dpkg-query has written everything (SIGPIPE).
+    local installed
+    installed="$(dpkg-query -W -f='${Package} ${Status}\n' 'libclang-dev' 'libclang-*-dev' 2>/dev/null || true)"
+    grep -Eq '^libclang(-[0-9]+)?-dev install ok installed$' <<<"$installed"
 }
 
 libclang_ready() {

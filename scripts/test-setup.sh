@@ -73,7 +73,7 @@ case_() {
     : >"$STATE/apt.log"
     local rc=0
     env PATH="$work/stubs:$PATH" ${libclang_path:+LIBCLANG_PATH="$libclang_path"} \
-        bash "$work/repo/scripts/setup.sh" >"$STATE/out" 2>&1 || rc=$?
+        bash ${AFR_TEST_SETUP_TRACE:+-x} "$work/repo/scripts/setup.sh" >"$STATE/out" 2>&1 || rc=$?
     local got
     if [[ $rc -ne 0 ]]; then
         got=fail
