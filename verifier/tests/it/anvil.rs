@@ -79,6 +79,24 @@ fn verify_cli(cmd: &str, file: &Path, args: &[&str]) -> (i32, serde_json::Value,
     run(&a)
 }
 
+/// `--rpc URL --chain-id 31337 [--contract C] --recorder R [--json]`.
+fn pins<'a>(
+    url: &'a str,
+    contract: Option<&'a str>,
+    recorder: &'a str,
+    json: bool,
+) -> Vec<&'a str> {
+    let mut a = vec!["--rpc", url, "--chain-id", "31337"];
+    if let Some(c) = contract {
+        a.extend(["--contract", c]);
+    }
+    a.extend(["--recorder", recorder]);
+    if json {
+        a.push("--json");
+    }
+    a
+}
+
 fn hx(h: &Hash32) -> String {
     format!("0x{h}")
 }
@@ -237,21 +255,7 @@ fn verifies_against_roots_anchored_on_a_real_chain() {
     );
 
     // Another pinned recorder: tampered.
-    let (code, v, _) = verify_cli(
-        "log",
-        &file,
-        &[
-            "--rpc",
-            url,
-            "--chain-id",
-            "31337",
-            "--contract",
-            &contract,
-            "--recorder",
-            VICTIM,
-            "--json",
-        ],
-    );
+    let (code, v, _) = verify_cli("log", &file, &pins(url, Some(&contract), VICTIM, true));
     assert_eq!(code, 1, "{v}");
     assert_eq!(v["first_failure"]["check"], "recorder-id", "{v}");
 
@@ -273,21 +277,7 @@ fn verifies_against_roots_anchored_on_a_real_chain() {
     assert_eq!(v["trust"]["party"], "Acme (operator)");
 
     // Not the AfrAnchor code: incomplete, and `afr-verify anchors` refuses to write from it.
-    let (code, v, _) = verify_cli(
-        "log",
-        &file,
-        &[
-            "--rpc",
-            url,
-            "--chain-id",
-            "31337",
-            "--contract",
-            VICTIM,
-            "--recorder",
-            ADDR,
-            "--json",
-        ],
-    );
+    let (code, v, _) = verify_cli("log", &file, &pins(url, Some(VICTIM), ADDR, true));
     assert_eq!(code, 2, "{v}");
     assert!(
         v["missing"]
@@ -501,42 +491,14 @@ fn planted_roots_never_frame_a_recorder() {
 
     for c in [fake.as_str(), other] {
         for (kind, f) in [("log", &file), ("bundle", &bundle)] {
-            let (code, v, _) = verify_cli(
-                kind,
-                f,
-                &[
-                    "--rpc",
-                    url,
-                    "--chain-id",
-                    "31337",
-                    "--contract",
-                    c,
-                    "--recorder",
-                    VICTIM,
-                    "--json",
-                ],
-            );
+            let (code, v, _) = verify_cli(kind, f, &pins(url, Some(c), VICTIM, true));
             assert_eq!(code, 2, "{kind} against {c}: {v}");
             assert_ne!(v["outcome"], "verified");
             assert!(v["checks"]["anchored-root"].is_null(), "{v}");
         }
     }
     // The planted logs are seen, and said to be ignored: not sent by the recorder.
-    let (_, v, _) = verify_cli(
-        "log",
-        &file,
-        &[
-            "--rpc",
-            url,
-            "--chain-id",
-            "31337",
-            "--contract",
-            &fake,
-            "--recorder",
-            VICTIM,
-            "--json",
-        ],
-    );
+    let (_, v, _) = verify_cli("log", &file, &pins(url, Some(&fake), VICTIM, true));
     assert!(
         v["notes"].to_string().contains("not by the recorder"),
         "{v}"
@@ -558,30 +520,14 @@ fn canonical_address_is_the_default_contract() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("log.afr");
     std::fs::write(&file, log.export()).unwrap();
-    let (code, v, _) = verify_cli(
-        "log",
-        &file,
-        &[
-            "--rpc",
-            url,
-            "--chain-id",
-            "31337",
-            "--recorder",
-            ADDR,
-            "--json",
-        ],
-    );
+    let (code, v, _) = verify_cli("log", &file, &pins(url, None, ADDR, true));
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["trust"]["canonical_contract"], true);
     assert_eq!(
         v["trust"]["contract"].as_str().unwrap(),
         canonical.to_ascii_lowercase()
     );
-    let (_, _, text) = verify_cli(
-        "log",
-        &file,
-        &["--rpc", url, "--chain-id", "31337", "--recorder", ADDR],
-    );
+    let (_, _, text) = verify_cli("log", &file, &pins(url, None, ADDR, false));
     assert!(text.starts_with("VERIFIED"), "{text}");
     assert!(text.contains("(canonical)"), "{text}");
 
@@ -591,19 +537,7 @@ fn canonical_address_is_the_default_contract() {
     early.epochs.truncate(1);
     let stale = tmp.path().join("stale.afr");
     std::fs::write(&stale, early.seal().export()).unwrap();
-    let (code, v, _) = verify_cli(
-        "log",
-        &stale,
-        &[
-            "--rpc",
-            url,
-            "--chain-id",
-            "31337",
-            "--recorder",
-            ADDR,
-            "--json",
-        ],
-    );
+    let (code, v, _) = verify_cli("log", &stale, &pins(url, None, ADDR, true));
     assert_eq!(code, 2, "{v}");
     assert!(
         v["missing"]
@@ -703,20 +637,7 @@ fn forged_erasure_mutations_and_escapes_never_pass() {
     let tmp = tempfile::tempdir().unwrap();
     let f = tmp.path().join("escape.bundle");
     std::fs::write(&f, &honest_bytes).unwrap();
-    let (code, _, text) = verify_cli(
-        "bundle",
-        &f,
-        &[
-            "--rpc",
-            url,
-            "--chain-id",
-            "31337",
-            "--contract",
-            &contract,
-            "--recorder",
-            ADDR,
-        ],
-    );
+    let (code, _, text) = verify_cli("bundle", &f, &pins(url, Some(&contract), ADDR, false));
     assert_eq!(code, 0, "{text}");
     assert!(
         !text.contains('\u{1b}') && !text.contains('\r') && !text.contains('\u{202e}'),
@@ -805,21 +726,7 @@ fn reads_hundreds_of_anchored_roots_in_batched_calls() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("log.afr");
     std::fs::write(&file, log.export()).unwrap();
-    let (code, v, _) = verify_cli(
-        "log",
-        &file,
-        &[
-            "--rpc",
-            url,
-            "--chain-id",
-            "31337",
-            "--contract",
-            &contract,
-            "--recorder",
-            ADDR,
-            "--json",
-        ],
-    );
+    let (code, v, _) = verify_cli("log", &file, &pins(url, Some(&contract), ADDR, true));
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["checks"]["anchored-root"], 900);
 }
