@@ -16,18 +16,11 @@
 //! keys: proofs, the header chain up to the event's epoch, decryption and commitment checks.
 //! Figures are medians over several runs in one process; the machine is noisy.
 
-use std::{
-    collections::BTreeMap,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use afr_core::{bundle::verify_bundle, verify::Outcome, verify::verify_log};
 use afr_recorder::{Config, Durability, Recorder};
-use afr_verify::{
-    Verdict,
-    anchors::{ANCHORS_FILE_VERSION, AnchorProof, Anchors},
-    check_anchors,
-};
+use afr_verify::{Verdict, anchors::Anchors, check_anchors};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -101,29 +94,14 @@ fn main() {
         "{:?}",
         honest.first_failure
     );
-    let anchors = Anchors {
-        version: ANCHORS_FILE_VERSION,
-        chain_id: 31_337,
-        contract: format!("0x{}", "11".repeat(20)),
-        recorder: format!("0x{}", "42".repeat(20)),
-        block: 1,
-        head: honest.epoch_roots.last().map(|(e, _)| *e),
-        roots: honest
-            .epoch_roots
-            .iter()
-            .map(|(e, r)| {
-                (
-                    *e,
-                    AnchorProof {
-                        root: r.to_string(),
-                        tx: format!("0x{:064x}", e + 1),
-                        block: 1,
-                        log_index: *e,
-                    },
-                )
-            })
-            .collect::<BTreeMap<_, _>>(),
-    };
+    let roots: Vec<_> = honest.epoch_roots.iter().map(|(_, r)| *r).collect();
+    let anchors = Anchors::assumed(
+        31_337,
+        &format!("0x{}", "11".repeat(20)),
+        &[0x42; 20],
+        &roots,
+        1,
+    );
     let anchors_path = tmp.path().join("anchors.json");
     std::fs::write(&anchors_path, serde_json::to_string(&anchors).unwrap()).unwrap();
     drop(bytes);

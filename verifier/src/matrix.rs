@@ -23,7 +23,7 @@ use afr_core::{
 use anyhow::Result;
 
 use crate::{
-    anchors::{ANCHORS_FILE_VERSION, AnchorProof, Anchors},
+    anchors::Anchors,
     tamper::{self, Attack, Evidence, History, Rng},
     trust::{Party, Trust},
     verdict::{Verdict, check_anchors, check_recorder},
@@ -61,31 +61,10 @@ impl Case {
 }
 
 fn anchors_of(recorder: &[u8; 20], roots: &[Hash32], anchored: usize) -> Anchors {
-    Anchors {
-        version: ANCHORS_FILE_VERSION,
-        chain_id: 31337,
-        contract: crate::trust::Trust::new(None, None, None, None)
-            .map(|t| t.contract_hex())
-            .unwrap_or_default(),
-        recorder: format!("0x{}", hex::encode(recorder)),
-        block: 1,
-        head: anchored.checked_sub(1).map(|h| h as u64),
-        roots: roots[..anchored]
-            .iter()
-            .enumerate()
-            .map(|(e, r)| {
-                (
-                    e as u64,
-                    AnchorProof {
-                        root: format!("0x{r}"),
-                        tx: format!("0x{:064x}", e + 1),
-                        block: 1,
-                        log_index: e as u64,
-                    },
-                )
-            })
-            .collect(),
-    }
+    let contract = crate::trust::Trust::new(None, None, None, None)
+        .map(|t| t.contract_hex())
+        .unwrap_or_default();
+    Anchors::assumed(31337, &contract, recorder, &roots[..anchored], 1)
 }
 
 /// The trust of the full configuration: the honest recorder, pinned.

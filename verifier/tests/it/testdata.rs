@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use afr_core::{Hash32, bundle::Bundle, verify::Outcome};
 use afr_verify::{
     Kind, Source, Trust,
-    anchors::{ANCHORS_FILE_VERSION, AnchorProof, Anchors},
+    anchors::Anchors,
     tamper::{self, Attack, Evidence, History, Rng},
 };
 
@@ -29,29 +29,8 @@ fn hexa(a: &[u8; 20]) -> String {
 }
 
 fn anchors(recorder: &[u8; 20], roots: &[Hash32], chain_id: u64) -> Anchors {
-    Anchors {
-        version: ANCHORS_FILE_VERSION,
-        chain_id,
-        contract: afr_core::deployment::ANCHOR_ADDRESS.to_ascii_lowercase(),
-        recorder: hexa(recorder),
-        block: 1000,
-        head: roots.len().checked_sub(1).map(|h| h as u64),
-        roots: roots
-            .iter()
-            .enumerate()
-            .map(|(e, r)| {
-                (
-                    e as u64,
-                    AnchorProof {
-                        root: format!("0x{r}"),
-                        tx: format!("0x{:064x}", 0xa000 + e),
-                        block: 10 + e as u64,
-                        log_index: 0,
-                    },
-                )
-            })
-            .collect(),
-    }
+    let contract = afr_core::deployment::ANCHOR_ADDRESS;
+    Anchors::assumed(chain_id, contract, recorder, roots, 1000)
 }
 
 /// One case: the evidence, what is pinned, and what the verifier must answer.
