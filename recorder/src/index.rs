@@ -69,9 +69,10 @@
 //! version has its whole index deleted when it opens, and the deletion is pushed through to
 //! the SST and WAL files ([`crate::Store::scrub_keys`]: flush, then compaction of this column
 //! family) before the new version is recorded, so a crash in between repeats it; the index is
-//! then rebuilt from the payloads. One copy outlives that open: RocksDB's MANIFEST names the
-//! first and last key of every SST file that was live when the store opened, so up to two old
-//! terms per old index file stay in it until the next open writes a fresh MANIFEST.
+//! then rebuilt from the payloads. RocksDB's MANIFEST names the first and last key of every
+//! SST file that was live when the store opened, so [`crate::Recorder::open`] opens the store
+//! once more after a re-initialisation: the fresh MANIFEST names only live files, and the old
+//! one is deleted.
 //!
 //! # Erasure
 //!
@@ -640,6 +641,14 @@ impl<'a> Opener<'a> {
     }
 }
 
+/// Whether the store's index was built under an older [`INDEX_VERSION`] (so [`catch_up`] will
+/// delete and rebuild it). A store that never had an index does not need it.
+pub fn needs_reinit(store: &Store) -> Result<bool, RecordError> {
+    Ok(store
+        .meta(META_INDEX_VERSION)?
+        .is_some_and(|v| v != INDEX_VERSION.to_be_bytes()))
+}
+
 /// Indexes the events the index does not cover yet (from the watermark up to `end`), after
 /// re-initialising the index if it was built under another [`INDEX_VERSION`]. Erased epochs
 /// are skipped: they have no plaintext left to index. Called by [`crate::Recorder::open`]
@@ -648,8 +657,8 @@ impl<'a> Opener<'a> {
 /// Re-initialising MUST leave no posting of the old layout in any SST or WAL file (version 1
 /// held plaintext terms): the old postings are deleted, the deletion is flushed and compacted
 /// through ([`Store::scrub_keys`]), and only then is the new version recorded, so a crash in
-/// between repeats the whole step on the next open. The MANIFEST keeps the old files' first
-/// and last keys until the store is next opened (see the module docs).
+/// between repeats the whole step on the next open. The MANIFEST still names the old files'
+/// first and last keys; [`crate::Recorder::open`] reopens the store to replace it.
 pub fn catch_up(store: &Store, master: &MasterKey, end: u64) -> Result<u64, RecordError> {
     let version = store.meta(META_INDEX_VERSION)?;
     let mut from = watermark(store)?;

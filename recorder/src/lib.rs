@@ -295,7 +295,17 @@ impl Recorder {
         let recorder = store.recorder_id()?;
         disclose::finish_pending_scrub(&store)?;
         let state = recover(&store, &master, &recorder)?;
+        let reinit = index::needs_reinit(&store)?;
         index::catch_up(&store, &master, state.next_seq)?;
+        // A re-initialised index (an older layout held plaintext terms) left their first and
+        // last keys in the MANIFEST that was current at open; opening again writes a fresh
+        // MANIFEST that names only live files, and RocksDB deletes the old one.
+        let store = if reinit {
+            drop(store);
+            Store::open(&db_path, false)?
+        } else {
+            store
+        };
         let written = state.next_seq;
         let shared = Arc::new(Shared {
             store,
