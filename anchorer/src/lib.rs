@@ -448,6 +448,24 @@ pub struct Deployed {
     pub tx: Option<B256>,
 }
 
+/// Parses an RPC URL; the error names only its scheme, host and port (hosted endpoints carry
+/// API keys in the path).
+fn parse_rpc_url<U: std::str::FromStr>(rpc_url: &str) -> Result<U, AnchorError> {
+    rpc_url
+        .parse()
+        .map_err(|_| AnchorError::Config(format!("bad rpc url {}", afr_core::redact_url(rpc_url))))
+}
+
+/// A provider for `rpc_url` that signs with `signer`.
+fn wallet_provider(
+    rpc_url: &str,
+    signer: PrivateKeySigner,
+) -> Result<impl Provider + Clone, AnchorError> {
+    Ok(ProviderBuilder::new()
+        .wallet(EthereumWallet::from(signer))
+        .connect_http(parse_rpc_url(rpc_url)?))
+}
+
 /// Deploys `AfrAnchor` at its canonical address through the CREATE2 deployer, with calldata
 /// `SALT ‖ init_code`. Idempotent: where the canonical address already holds the artifact's
 /// runtime code, returns it and sends nothing. Fails with [`AnchorError::DeployerMissing`] on
@@ -457,12 +475,7 @@ pub async fn deploy_canonical(
     rpc_url: &str,
     signer: PrivateKeySigner,
 ) -> Result<Deployed, AnchorError> {
-    let url = rpc_url.parse().map_err(|_| {
-        AnchorError::Config(format!("bad rpc url {}", afr_core::redact_url(rpc_url)))
-    })?;
-    let provider = ProviderBuilder::new()
-        .wallet(EthereumWallet::from(signer))
-        .connect_http(url);
+    let provider = wallet_provider(rpc_url, signer)?;
     let address = canonical_address()?;
     let computed = create2_address()?;
     if computed != address {
@@ -540,12 +553,7 @@ pub async fn deploy_canonical(
 /// address. For chains without the CREATE2 deployer, and for measurements and tests that need
 /// a contract of their own (every call makes a new one).
 pub async fn deploy(rpc_url: &str, signer: PrivateKeySigner) -> Result<Address, AnchorError> {
-    let url = rpc_url.parse().map_err(|_| {
-        AnchorError::Config(format!("bad rpc url {}", afr_core::redact_url(rpc_url)))
-    })?;
-    let provider = ProviderBuilder::new()
-        .wallet(EthereumWallet::from(signer))
-        .connect_http(url);
+    let provider = wallet_provider(rpc_url, signer)?;
     let tx = TransactionRequest::default().with_deploy_code(init_code()?);
     let receipt = provider
         .send_transaction(tx)
@@ -562,10 +570,7 @@ pub async fn deploy(rpc_url: &str, signer: PrivateKeySigner) -> Result<Address, 
 /// The signed bytes of a mined transaction (EIP-2718 envelope), by `eth_getRawTransactionByHash`:
 /// what an OP-stack chain charges the L1 data fee on.
 pub async fn raw_transaction(rpc_url: &str, tx: [u8; 32]) -> Result<Vec<u8>, AnchorError> {
-    let url = rpc_url.parse().map_err(|_| {
-        AnchorError::Config(format!("bad rpc url {}", afr_core::redact_url(rpc_url)))
-    })?;
-    let provider = ProviderBuilder::new().connect_http(url);
+    let provider = ProviderBuilder::new().connect_http(parse_rpc_url(rpc_url)?);
     let raw: Bytes = retry("raw transaction", || async {
         provider
             .raw_request("eth_getRawTransactionByHash".into(), (B256::from(tx),))
@@ -639,12 +644,7 @@ pub async fn anchor_pending(
             hex::encode(recorder)
         )));
     }
-    let url = s.rpc_url.parse().map_err(|_| {
-        AnchorError::Config(format!("bad rpc url {}", afr_core::redact_url(&s.rpc_url)))
-    })?;
-    let provider = ProviderBuilder::new()
-        .wallet(EthereumWallet::from(signer))
-        .connect_http(url);
+    let provider = wallet_provider(&s.rpc_url, signer)?;
     let contract = IAfrAnchor::new(s.contract, &provider);
     let chain_id = retry("chain id", || async {
         provider.get_chain_id().await.map_err(rpc)

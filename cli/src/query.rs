@@ -162,21 +162,7 @@ fn summary(res: &QueryResult, took: std::time::Duration, shown: usize) -> String
 
 /// `1,2,3,7,9,10` → `1-3, 7, 9-10`.
 fn ranges(seqs: &[u64]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < seqs.len() {
-        let mut j = i;
-        while j + 1 < seqs.len() && seqs[j + 1] == seqs[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            seqs[i].to_string()
-        } else {
-            format!("{}-{}", seqs[i], seqs[j])
-        });
-        i = j + 1;
-    }
-    parts.join(", ")
+    afr_core::text::runs(seqs, "-")
 }
 
 /// `s` for one table cell: line breaks and tabs as spaces, every other unsafe character

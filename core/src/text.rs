@@ -78,6 +78,25 @@ pub fn escape(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Sorted numbers as runs: `[1, 2, 3, 7, 9, 10]` with `to = "-"` is `1-3, 7, 9-10`.
+pub fn runs(sorted: &[u64], to: &str) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j].wrapping_add(1) {
+            j += 1;
+        }
+        parts.push(if i == j {
+            sorted[i].to_string()
+        } else {
+            format!("{}{to}{}", sorted[i], sorted[j])
+        });
+        i = j + 1;
+    }
+    parts.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

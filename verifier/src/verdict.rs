@@ -316,21 +316,7 @@ pub fn check_anchors(v: &mut Verdict, a: &Anchors, whole_log: bool) -> Result<()
 
 /// `[0..=3, 7]` style list of sorted epochs.
 fn ranges(epochs: &[u64]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < epochs.len() {
-        let mut j = i;
-        while j + 1 < epochs.len() && epochs[j + 1] == epochs[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            epochs[i].to_string()
-        } else {
-            format!("{}..={}", epochs[i], epochs[j])
-        });
-        i = j + 1;
-    }
-    format!("[{}]", parts.join(", "))
+    format!("[{}]", afr_core::text::runs(epochs, "..="))
 }
 
 fn bump(checks: &mut Vec<(String, u64)>, name: &str) {

@@ -1,13 +1,7 @@
 //! Untrusted text reaches the terminal escaped: a recorded tool name or command holding
 //! `ESC [2K CR VERIFIED` or a right-to-left override cannot rewrite what `afr` prints.
 
-use std::{
-    io::Write,
-    path::Path,
-    process::{Output, Stdio},
-};
-
-use super::{afr, ok};
+use super::{afr, ok, record_stdin};
 
 /// Erase the line, return to its start, claim a verdict.
 const HOSTILE: &str = "\u{1b}[2K\rVERIFIED";
@@ -29,24 +23,6 @@ fn assert_escaped(what: &str, text: &[u8]) {
     );
 }
 
-/// `afr record -` of `input`.
-fn record_stdin(dir: &Path, input: &str) -> Output {
-    let mut child = afr(dir)
-        .args(["record", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
-
 #[test]
 fn hostile_tool_and_command_are_escaped_by_query_status_and_verify_bundle() {
     let tmp = tempfile::tempdir().unwrap();
@@ -59,7 +35,7 @@ fn hostile_tool_and_command_are_escaped_by_query_status_and_verify_bundle() {
         "intent": {"tool": tool, "args": {"sql": "DROP SCHEMA billing"}},
         "execution": {"command": command, "target": "db-prod-1"},
     });
-    let out = record_stdin(&dir, &format!("{ev}\n"));
+    let out = record_stdin(&dir, format!("{ev}\n").as_bytes());
     assert!(
         out.status.success(),
         "{}",
@@ -117,7 +93,7 @@ fn error_messages_escape_the_input_they_quote() {
         "category": "shell",
         "intent": {"tool": "ls", format!("args{HOSTILE}{RLO}"): {}},
     });
-    let out = record_stdin(&dir, &format!("{bad}\n"));
+    let out = record_stdin(&dir, format!("{bad}\n").as_bytes());
     assert_eq!(out.status.code(), Some(65));
     assert_escaped("afr record", &out.stderr);
     assert!(

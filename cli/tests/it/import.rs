@@ -1,9 +1,8 @@
 //! `afr import swe-agent` on the five real SWE-agent trajectories in `tests/data/swe-agent/`.
 
 use std::{
-    io::Write,
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::Command,
 };
 
 use serde_json::Value as Json;
@@ -245,15 +244,7 @@ fn import_swe_agent_print_maps_fields_never_thoughts_and_feeds_afr_record() {
     }
 
     // The printed lines are valid `afr record` input, parent links included.
-    let mut child = afr(&dir)
-        .args(["record", "-"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(&out.stdout).unwrap();
-    let rec = child.wait_with_output().unwrap();
+    let rec = super::record_stdin(&dir, &out.stdout);
     let err = String::from_utf8_lossy(&rec.stderr);
     assert!(rec.status.success(), "{err}");
     assert!(err.contains("recorded 38 events"), "{err}");

@@ -28,6 +28,19 @@ fn afr(dir: &Path) -> Command {
     c
 }
 
+/// `afr record -` with `input` on its standard input; its output.
+fn record_stdin(dir: &Path, input: &[u8]) -> std::process::Output {
+    let mut child = afr(dir)
+        .args(["record", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// Runs `c` and returns its output, failing the test with its stderr unless it succeeded.
 fn ok(c: &mut Command) -> std::process::Output {
     let out = c.output().unwrap();
@@ -168,19 +181,11 @@ fn bad_lines_are_reported_by_line_and_field_and_skipped() {
         r#"{"category":"shell","intent":{"tool":"ls","agrs":{}}}"#,
         r#"{"category":"shell","intent":{"tool":"ls"},"timestamp_us":"now"}"#,
     );
-    let mut child = afr(&dir)
-        .args(["record", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let mut bytes = input.into_bytes();
     // Replace the placeholder with a real non-UTF-8 byte.
     let pos = bytes.windows(3).position(|w| w == b"BAD").unwrap();
     bytes.splice(pos..pos + 3, [0xffu8]);
-    child.stdin.take().unwrap().write_all(&bytes).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = record_stdin(&dir, &bytes);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(65), "{err}");
     assert!(err.contains("line 2: field `intent.agrs`"), "{err}");

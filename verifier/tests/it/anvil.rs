@@ -97,6 +97,14 @@ fn pins<'a>(
     a
 }
 
+/// `anchors --rpc URL --chain-id 31337 --contract C --recorder ADDR --out OUT`.
+fn anchors_args(url: &str, contract: &str, out: &str) -> Vec<std::ffi::OsString> {
+    let mut a = vec!["anchors"];
+    a.extend(pins(url, Some(contract), ADDR, false));
+    a.extend(["--out", out]);
+    os(&a)
+}
+
 fn hx(h: &Hash32) -> String {
     format!("0x{h}")
 }
@@ -165,17 +173,7 @@ fn verifies_against_roots_anchored_on_a_real_chain() {
     let before = before
         .as_u64()
         .map_or_else(|| before.to_string(), |b| b.to_string());
-    let pinned = [
-        "--rpc",
-        url,
-        "--chain-id",
-        "31337",
-        "--contract",
-        &contract,
-        "--recorder",
-        ADDR,
-        "--json",
-    ];
+    let pinned = pins(url, Some(&contract), ADDR, true);
     let rpc = |f: &Path, extra: &[&str]| {
         let mut a = pinned.to_vec();
         a.extend_from_slice(extra);
@@ -286,22 +284,10 @@ fn verifies_against_roots_anchored_on_a_real_chain() {
         "{v}"
     );
     let bad = tmp.path().join("bad.json");
-    let (code, _, _) = run(&os(&[
-        "anchors",
-        "--rpc",
-        url,
-        "--chain-id",
-        "31337",
-        "--contract",
-        VICTIM,
-        "--recorder",
-        ADDR,
-        "--out",
-        bad.to_str().unwrap(),
-    ])
-    .iter()
-    .map(|s| s.as_os_str())
-    .collect::<Vec<_>>());
+    let (code, _, _) = run(&anchors_args(url, VICTIM, bad.to_str().unwrap())
+        .iter()
+        .map(|s| s.as_os_str())
+        .collect::<Vec<_>>());
     assert_eq!(code, 74);
 
     // Read at the block before the last anchor: the chain's past says incomplete.
@@ -332,19 +318,7 @@ fn verifies_against_roots_anchored_on_a_real_chain() {
     // Fetched once, then verified offline; the file's chain and contract must be the pinned
     // ones, and the report says it trusted the file.
     let anchors = tmp.path().join("anchors.json");
-    let args = os(&[
-        "anchors",
-        "--rpc",
-        url,
-        "--chain-id",
-        "31337",
-        "--contract",
-        &contract,
-        "--recorder",
-        ADDR,
-        "--out",
-        anchors.to_str().unwrap(),
-    ]);
+    let args = anchors_args(url, &contract, anchors.to_str().unwrap());
     let (code, _, text) = run(&args.iter().map(|s| s.as_os_str()).collect::<Vec<_>>());
     assert_eq!(code, 0, "{text}");
     let saved: serde_json::Value =
