@@ -130,9 +130,9 @@ fn anchor_and_check(
     );
     let mut v = afr_verify::Verdict::from_bundle(rep);
     let rec = format!("0x{}", hex::encode(r.recorder_id()));
-    let trust = afr_verify::Trust::new(None, Some(chain.chain_id()?), Some(&contract), Some(&rec))?;
-    afr_verify::check_recorder(&mut v, &trust);
     let chain_id = chain.chain_id()?;
+    let trust = afr_verify::Trust::new(None, Some(chain_id), Some(&contract), Some(&rec))?;
+    afr_verify::check_recorder(&mut v, &trust);
     let epochs = v.epoch_roots.iter().map(|(e, _)| *e).collect();
     let a = chain.fetch(
         chain_id,
