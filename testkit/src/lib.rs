@@ -11,7 +11,7 @@
 use std::{
     path::PathBuf,
     process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 /// Anvil's first dev account's key: test ether on throwaway local chains only.
@@ -30,15 +30,6 @@ pub fn tool(name: &str) -> PathBuf {
         bin.display()
     );
     bin
-}
-
-/// A TCP port nobody listens on right now.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A running anvil, killed when dropped.
@@ -64,31 +55,47 @@ impl Drop for Anvil {
     }
 }
 
-/// An anvil on a free port.
+/// An anvil on a port the system picks.
 pub fn anvil() -> Anvil {
-    anvil_on(free_port(), &[])
+    anvil_on(0, &[])
 }
 
-/// An anvil on `port` with extra flags (for example `--block-time 1`), once it listens.
+/// An anvil on `port` (0: any free port) with extra flags (for example `--block-time 1`),
+/// once it listens.
+///
+/// The address is read from anvil's own "Listening on" line, so a test never talks to another
+/// test's node: probing a port that was merely free a moment ago races with parallel tests.
 pub fn anvil_on(port: u16, extra: &[&str]) -> Anvil {
-    let child = Command::new(tool("anvil"))
-        .args(["--port", &port.to_string(), "--silent"])
+    use std::io::BufRead as _;
+    let mut child = Command::new(tool("anvil"))
+        .args(["--port", &port.to_string()])
         .args(extra)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "anvil did not start on port {port}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Reads the address, then keeps draining so a chatty node never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(addr) = line.trim().strip_prefix("Listening on ")
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(addr.trim().to_owned());
+            }
+        }
+    });
+    let Ok(addr) = rx.recv_timeout(Duration::from_secs(30)) else {
+        let _ = child.kill();
+        let status = child.wait();
+        panic!("anvil did not start listening (port {port}): {status:?}");
+    };
     Anvil {
         child,
-        url: format!("http://127.0.0.1:{port}"),
+        url: format!("http://{addr}"),
     }
 }
 

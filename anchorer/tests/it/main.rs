@@ -15,7 +15,7 @@ use std::{
 use afr_anchorer::{AnchorError, Settings, anchor_pending, deploy, signer_from_hex};
 use afr_core::EventInput;
 use afr_recorder::{Config, Recorder, init};
-use afr_testkit::{anvil, anvil_on, free_port};
+use afr_testkit::{anvil, anvil_on};
 
 mod canonical;
 mod recheck;
@@ -279,11 +279,11 @@ fn anvil_stopped_mid_flight_and_brought_back_ends_with_chain_equal_to_local() {
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("anvil-state.json");
     let state_arg = state.to_str().unwrap().to_owned();
-    let port = free_port();
     // --state: load at start, dump on exit; --state-interval 1: also dump every second, so a
     // hard kill loses at most the last second of blocks.
     let args = ["--state", &state_arg, "--state-interval", "1"];
-    let mut chain = anvil_on(port, &args);
+    let mut chain = anvil_on(0, &args);
+    let port: u16 = chain.url.rsplit(':').next().unwrap().parse().unwrap();
     // One transaction per epoch: a long pass to stop anvil in.
     let (rt, settings) = deployed(&chain.url, 1);
     let contract = settings.contract;

@@ -7,12 +7,12 @@ use std::{
 };
 
 use afr_recorder::{Config, ForkAlarm, Recorder};
-use afr_testkit::{Anvil, anvil, anvil_on, free_port, tool};
+use afr_testkit::{Anvil, anvil, anvil_on, tool};
 
 use super::{afr, ok};
 
 fn anvil_with(extra: &[&str]) -> Anvil {
-    anvil_on(free_port(), extra)
+    anvil_on(0, extra)
 }
 
 use afr_testkit::cast_at as cast;
