@@ -32,6 +32,7 @@ pub mod export;
 pub mod hash;
 pub mod merkle;
 pub mod record;
+pub mod sequencer;
 pub mod text;
 pub mod verify;
 

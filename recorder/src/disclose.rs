@@ -110,15 +110,13 @@ pub fn disclose(
     let mut last_epoch = 0;
     let mut erased = Vec::new();
     for &seq in &seqs {
-        let record = store
-            .record(seq)?
-            .ok_or_else(|| RecordError::Invalid(format!("no event {seq} in the log")))?;
-        let h = headers.get(record.epoch as usize).ok_or_else(|| {
-            RecordError::Invalid(format!(
-                "event {seq} is in epoch {}, which is not sealed yet (run `afr seal`)",
-                record.epoch
-            ))
-        })?;
+        let record = store.record(seq)?.ok_or(RecordError::UnknownEvent(seq))?;
+        let h = headers
+            .get(record.epoch as usize)
+            .ok_or_else(|| RecordError::Unsealed {
+                seq,
+                epoch: record.epoch,
+            })?;
         last_epoch = last_epoch.max(record.epoch);
         let leaves = match leaves_of.entry(h.epoch) {
             std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
@@ -194,14 +192,10 @@ impl Recorder {
     pub fn erase_epoch_by(&self, epoch: u64, by: Option<&str>) -> Result<(), RecordError> {
         let store = self.store();
         if store.epoch(epoch)?.is_none() {
-            return Err(RecordError::Invalid(format!(
-                "epoch {epoch} is not sealed; only sealed epochs can be erased"
-            )));
+            return Err(RecordError::EpochNotSealed(epoch));
         }
         if store.is_erased(epoch)? {
-            return Err(RecordError::Invalid(format!(
-                "epoch {epoch} is already erased"
-            )));
+            return Err(RecordError::AlreadyErased(epoch));
         }
         let by = match by {
             Some(b) => b.to_owned(),

@@ -44,11 +44,10 @@ use std::{
 };
 
 use afr_core::{
-    EpochHeader, EventInput, Hash32, Record, RecorderId,
-    crypto::{self, EpochKey, MasterKey, Slot},
-    event::Payload,
-    merkle::CompactRange,
-    record::check_concurrent,
+    EpochHeader, EventInput, Hash32, RecorderId,
+    crypto::{self, EpochKey, MasterKey},
+    event::{InputError, Payload},
+    sequencer::{Chain, SequenceError},
 };
 pub use rocksdb::WriteBatch;
 pub use store::{
@@ -74,15 +73,19 @@ pub const DB_DIR: &str = "db";
 /// Errors of the recorder. Messages are lower-case and never contain key material.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
-    /// The event is not acceptable; nothing was recorded.
+    /// The event is not acceptable; nothing was recorded. The error names the field.
     #[error("invalid event: {0}")]
-    Invalid(String),
+    Invalid(#[from] InputError),
     /// RocksDB failed.
     #[error("storage error: {0}")]
     Storage(String),
     /// The store holds something it should not; nothing is written until this is resolved.
     #[error("store is inconsistent: {0}")]
     Corrupt(String),
+    /// The stored records do not form one chain (a gap, a broken link, another recorder's
+    /// epoch); found when the store is opened.
+    #[error("store is inconsistent: {0}")]
+    Chain(#[from] SequenceError),
     /// A key file problem.
     #[error("key file {path}: {message}")]
     KeyFile {
@@ -91,9 +94,43 @@ pub enum RecordError {
         /// What is wrong.
         message: String,
     },
-    /// The store or key file already exists (on init) or does not (on open).
-    #[error("{0}")]
-    Setup(String),
+    /// `init` on a directory that already holds a recorder.
+    #[error("{} is already initialised", .0.display())]
+    AlreadyInitialised(PathBuf),
+    /// `open` on a directory without a recorder.
+    #[error("no recorder in {} (run `afr init` first)", .0.display())]
+    NotInitialised(PathBuf),
+    /// A setting that cannot work.
+    #[error("invalid setting: {0}")]
+    Config(&'static str),
+    /// The operating system refused something the recorder needs (a directory, a thread).
+    #[error("cannot {what}: {source}")]
+    Os {
+        /// What was attempted.
+        what: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// A request names an event the log does not hold.
+    #[error("no event {0} in the log")]
+    UnknownEvent(u64),
+    /// A disclosure asks for an event of the open epoch.
+    #[error("event {seq} is in epoch {epoch}, which is not sealed yet (run `afr seal`)")]
+    Unsealed {
+        /// The event.
+        seq: u64,
+        /// Its epoch.
+        epoch: u64,
+    },
+    /// An erasure names an epoch that is not sealed.
+    #[error("epoch {0} is not sealed; only sealed epochs can be erased")]
+    EpochNotSealed(u64),
+    /// An erasure names an epoch already erased.
+    #[error("epoch {0} is already erased")]
+    AlreadyErased(u64),
+    /// The recorder is shutting down (its last handle is being dropped).
+    #[error("recorder is shutting down")]
+    ShuttingDown,
     /// The writer thread failed earlier; the recorder accepts no more events.
     #[error("recorder stopped after a storage failure: {0}")]
     Stopped(String),
@@ -174,13 +211,9 @@ pub fn now_us() -> u64 {
 
 /// The sequencer's state: everything needed to append the next record.
 struct State {
-    next_seq: u64,
-    epoch: u64,
-    epoch_first_seq: u64,
+    /// Sequence numbers, links and epochs (the core's sequencer).
+    chain: Chain,
     epoch_opened_at: std::time::Instant,
-    tree: CompactRange,
-    prev_hash: Hash32,
-    prev_root: Hash32,
     epoch_key: Option<EpochKey>,
     pending: WriteBatch,
     /// `(seq, epoch, category, payload)` of the events in `pending`: the thread that writes
@@ -190,7 +223,6 @@ struct State {
     pending_last: Option<u64>,
     /// Whether `pending` holds anything (events, headers, salts).
     pending_dirty: bool,
-    last_sealed: Option<EpochHeader>,
     shutdown: bool,
 }
 
@@ -256,13 +288,12 @@ pub fn init(dir: &Path, recorder: RecorderId) -> Result<(), RecordError> {
     let key_path = dir.join(MASTER_KEY_FILE);
     let db_path = dir.join(DB_DIR);
     if db_path.exists() || key_path.exists() {
-        return Err(RecordError::Setup(format!(
-            "{} is already initialised",
-            dir.display()
-        )));
+        return Err(RecordError::AlreadyInitialised(dir.to_owned()));
     }
-    std::fs::create_dir_all(dir)
-        .map_err(|e| RecordError::Setup(format!("cannot create {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir).map_err(|source| RecordError::Os {
+        what: format!("create {}", dir.display()),
+        source,
+    })?;
     let mut secret = zeroize::Zeroizing::new([0u8; 32]);
     rand::fill(&mut secret[..]);
     write_key_file(&key_path, &secret[..])?;
@@ -276,14 +307,11 @@ impl Recorder {
     /// Opens the recorder in `dir` (created by [`init`]) and recovers its state.
     pub fn open(dir: &Path, config: Config) -> Result<Recorder, RecordError> {
         if config.epoch_size == 0 {
-            return Err(RecordError::Setup("epoch size must be at least 1".into()));
+            return Err(RecordError::Config("epoch size must be at least 1"));
         }
         let db_path = dir.join(DB_DIR);
         if !db_path.exists() {
-            return Err(RecordError::Setup(format!(
-                "no recorder in {} (run `afr init` first)",
-                dir.display()
-            )));
+            return Err(RecordError::NotInitialised(dir.to_owned()));
         }
         let secret = read_key_file(&dir.join(MASTER_KEY_FILE))?;
         let master = MasterKey::from_bytes(*secret);
@@ -296,7 +324,7 @@ impl Recorder {
         disclose::finish_pending_scrub(&store)?;
         let state = recover(&store, &master, &recorder)?;
         let reinit = index::needs_reinit(&store)?;
-        index::catch_up(&store, &master, state.next_seq)?;
+        index::catch_up(&store, &master, state.chain.next_seq())?;
         // A re-initialised index (an older layout held plaintext terms) left their first and
         // last keys in the MANIFEST that was current at open; opening again writes a fresh
         // MANIFEST that names only live files, and RocksDB deletes the old one.
@@ -306,7 +334,7 @@ impl Recorder {
         } else {
             store
         };
-        let written = state.next_seq;
+        let written = state.chain.next_seq();
         let shared = Arc::new(Shared {
             store,
             recorder,
@@ -325,7 +353,10 @@ impl Recorder {
         let handle = std::thread::Builder::new()
             .name("afr-writer".into())
             .spawn(move || writer_loop(s2))
-            .map_err(|e| RecordError::Setup(format!("cannot start writer thread: {e}")))?;
+            .map_err(|source| RecordError::Os {
+                what: "start the writer thread".into(),
+                source,
+            })?;
         let guard = Arc::new(WriterGuard {
             shared: shared.clone(),
             handle: Mutex::new(Some(handle)),
@@ -337,7 +368,7 @@ impl Recorder {
         // An epoch that filled up just before a crash is sealed now.
         {
             let mut st = lock(&r.shared.state);
-            if st.tree.size() >= r.shared.config.epoch_size {
+            if st.chain.open().len() >= r.shared.config.epoch_size {
                 seal_locked(&r.shared, &mut st);
             }
         }
@@ -376,17 +407,13 @@ impl Recorder {
     /// Sequences an event without waiting for group commit; pair with [`Recorder::wait_written`].
     /// In `Sync` mode the event is already synced when this returns.
     pub fn submit(&self, event: EventInput) -> Result<Receipt, RecordError> {
-        event
-            .validate()
-            .map_err(|e| RecordError::Invalid(e.to_string()))?;
+        event.validate()?;
         self.submit_valid(event)
     }
 
     /// Records one of the recorder's own events (a reserved `afr.` tool name), durably.
     pub(crate) fn record_own(&self, event: EventInput) -> Result<Receipt, RecordError> {
-        event
-            .validate_limits()
-            .map_err(|e| RecordError::Invalid(e.to_string()))?;
+        event.validate_limits()?;
         let receipt = self.submit_valid(event)?;
         if self.shared.config.durability == Durability::Group {
             self.wait_written(receipt.seq)?;
@@ -404,60 +431,51 @@ impl Recorder {
         let sh = &*self.shared;
         let mut st = lock(&sh.state);
         if st.shutdown {
-            return Err(RecordError::Stopped("recorder is shutting down".into()));
+            return Err(RecordError::ShuttingDown);
         }
         if let Some(e) = &lock(&sh.durable).error {
             return Err(RecordError::Stopped(e.clone()));
         }
-        let seq = st.next_seq;
-        check_concurrent(seq, &env.concurrent_with)
-            .map_err(|e| RecordError::Invalid(format!("field `concurrent_with`: {e}")))?;
         if st.epoch_key.is_none() {
             self.open_epoch_key(&mut st)?;
         }
         let Some(epoch_key) = st.epoch_key.as_ref() else {
             return Err(RecordError::Corrupt("epoch key missing".into()));
         };
-        let slot = Slot {
-            recorder: sh.recorder,
-            epoch: st.epoch,
-            seq,
-        };
-        let sealed = crypto::seal(&epoch_key.event_key(seq), &slot, nonce, &plaintext);
-        let record = Record {
-            recorder: sh.recorder,
-            seq,
-            epoch: st.epoch,
-            timestamp_us,
-            category: env.category,
-            lane: env.lane,
-            concurrent_with: env.concurrent_with,
-            prev_hash: st.prev_hash,
-            payload_commitment: sealed.commitment(),
-        };
-        let bytes = record.encode();
-        let leaf = afr_core::hash::leaf_hash(&bytes);
+        let slot = st.chain.slot();
+        let sealed = crypto::seal(&epoch_key.event_key(slot.seq), &slot, nonce, &plaintext);
+        let appended = st
+            .chain
+            .append(env, timestamp_us, sealed.commitment())
+            .map_err(|e| match e {
+                SequenceError::Concurrent(m) => InputError {
+                    path: "concurrent_with".into(),
+                    message: m,
+                },
+                other => InputError {
+                    path: String::new(),
+                    message: other.to_string(),
+                },
+            })?;
+        let (seq, record) = (slot.seq, appended.record);
         let key = seq.to_be_bytes();
         let (cf_r, cf_p) = (sh.store.cf(CF_RECORDS)?, sh.store.cf(CF_PAYLOADS)?);
-        st.pending.put_cf(cf_r, key, &bytes);
+        st.pending.put_cf(cf_r, key, &appended.bytes);
         st.pending.put_cf(cf_p, key, sealed.encode());
-        let epoch = st.epoch;
-        st.pending_terms.push((seq, epoch, env.category, payload));
+        st.pending_terms
+            .push((seq, slot.epoch, record.category, payload));
         st.pending_last = Some(seq);
         st.pending_dirty = true;
-        if st.tree.size() == 0 {
+        if st.chain.open().len() == 1 {
             st.epoch_opened_at = std::time::Instant::now();
         }
-        st.tree.push(leaf);
-        st.prev_hash = leaf;
-        st.next_seq = seq + 1;
         let receipt = Receipt {
             seq,
-            epoch: st.epoch,
-            leaf_hash: leaf,
-            timestamp_us,
+            epoch: slot.epoch,
+            leaf_hash: appended.leaf,
+            timestamp_us: record.timestamp_us,
         };
-        if st.tree.size() >= sh.config.epoch_size {
+        if st.chain.open().len() >= sh.config.epoch_size {
             seal_locked(&self.shared, &mut st);
         }
         drop(st);
@@ -494,11 +512,7 @@ impl Recorder {
     pub fn seal(&self) -> Result<Option<EpochHeader>, RecordError> {
         let h = {
             let mut st = lock(&self.shared.state);
-            if st.tree.size() > 0 {
-                Some(seal_locked(&self.shared, &mut st))
-            } else {
-                None
-            }
+            seal_locked(&self.shared, &mut st)
         };
         write_pending(&self.shared, true)?;
         Ok(h)
@@ -506,65 +520,53 @@ impl Recorder {
 
     /// Sequence number the next event will get (= number of events recorded).
     pub fn next_seq(&self) -> u64 {
-        lock(&self.shared.state).next_seq
+        lock(&self.shared.state).chain.next_seq()
     }
 
     /// The open epoch's number and how many events it holds.
     pub fn open_epoch(&self) -> (u64, u64) {
         let st = lock(&self.shared.state);
-        (st.epoch, st.tree.size())
+        (st.chain.open().number(), st.chain.open().len())
     }
 
     /// The last sealed epoch header.
     pub fn last_sealed(&self) -> Option<EpochHeader> {
-        lock(&self.shared.state).last_sealed.clone()
+        lock(&self.shared.state)
+            .chain
+            .last_sealed()
+            .map(|s| s.header().clone())
     }
 
     fn open_epoch_key(&self, st: &mut State) -> Result<(), RecordError> {
         let sh = &*self.shared;
         // The open epoch may already have a salt (events recorded before a restart).
-        let salt = match sh.store.epoch_salt(st.epoch)? {
+        let epoch = st.chain.open().number();
+        let salt = match sh.store.epoch_salt(epoch)? {
             Some(s) => s,
             None => {
                 let mut s = [0u8; 32];
                 rand::fill(&mut s[..]);
                 st.pending
-                    .put_cf(sh.store.cf(CF_KEYS)?, st.epoch.to_be_bytes(), s);
+                    .put_cf(sh.store.cf(CF_KEYS)?, epoch.to_be_bytes(), s);
                 st.pending_dirty = true;
                 s
             }
         };
-        st.epoch_key = Some(sh.master.epoch_key(&salt, &sh.recorder, st.epoch));
+        st.epoch_key = Some(sh.master.epoch_key(&salt, &sh.recorder, epoch));
         Ok(())
     }
 }
 
-/// Seals the open epoch into a header queued behind its records. `O(log n)` hashes.
-fn seal_locked(sh: &Shared, st: &mut State) -> EpochHeader {
-    {
-        let header = EpochHeader {
-            recorder: sh.recorder,
-            epoch: st.epoch,
-            first_seq: st.epoch_first_seq,
-            count: st.tree.size(),
-            merkle_root: st.tree.root(),
-            chain_head: st.prev_hash,
-            prev_epoch_root: st.prev_root,
-            sealed_at_us: now_us(),
-        };
-        if let Ok(cf) = sh.store.cf(CF_EPOCHS) {
-            st.pending
-                .put_cf(cf, header.epoch.to_be_bytes(), header.encode());
-        }
-        st.pending_dirty = true;
-        st.prev_root = header.root();
-        st.epoch += 1;
-        st.epoch_first_seq = st.next_seq;
-        st.tree = CompactRange::new();
-        st.epoch_key = None;
-        st.last_sealed = Some(header.clone());
-        header
+/// Seals the open epoch, if it holds any event, into a header queued behind its records.
+fn seal_locked(sh: &Shared, st: &mut State) -> Option<EpochHeader> {
+    let header = st.chain.seal(now_us())?.into_header();
+    if let Ok(cf) = sh.store.cf(CF_EPOCHS) {
+        st.pending
+            .put_cf(cf, header.epoch.to_be_bytes(), header.encode());
     }
+    st.pending_dirty = true;
+    st.epoch_key = None;
+    Some(header)
 }
 
 /// Writes the pending batch; `io` keeps batches in submission order on disk.
@@ -628,14 +630,17 @@ fn publish(sh: &Shared, last: Option<u64>, res: &Result<(), RecordError>) {
 }
 
 fn encode_payload(p: &Payload, cap: usize) -> Result<Vec<u8>, RecordError> {
-    let b = p
-        .encode()
-        .map_err(|e| RecordError::Invalid(format!("payload: {e}")))?;
+    let invalid = |message: String| InputError {
+        path: String::new(),
+        message,
+    };
+    let b = p.encode().map_err(|e| invalid(format!("payload: {e}")))?;
     if b.len() > cap {
-        return Err(RecordError::Invalid(format!(
+        return Err(invalid(format!(
             "payload is {} bytes as canonical CBOR, over the cap of {cap}",
             b.len()
-        )));
+        ))
+        .into());
     }
     Ok(b)
 }
@@ -661,7 +666,9 @@ fn writer_loop(sh: Arc<Shared>) {
                     .map(|(g, _)| g)
                     .unwrap_or_else(|p| p.into_inner().0);
             }
-            if st.tree.size() > 0 && st.epoch_opened_at.elapsed() >= sh.config.max_epoch_age {
+            if !st.chain.open().is_empty()
+                && st.epoch_opened_at.elapsed() >= sh.config.max_epoch_age
+            {
                 seal_locked(&sh, &mut st);
             }
             st.shutdown
@@ -677,65 +684,35 @@ fn writer_loop(sh: Arc<Shared>) {
 }
 
 /// Rebuilds the sequencer state from the store: the last sealed epoch, then the records of
-/// the open epoch, checking that they follow on without a gap and chain correctly.
+/// the open epoch, which the sequencer replays (no gap, each continuing the chain).
 fn recover(store: &Store, master: &MasterKey, recorder: &RecorderId) -> Result<State, RecordError> {
-    let last = store.last_epoch()?;
-    let (epoch, first_seq, mut prev_hash, prev_root) = match &last {
-        Some(h) => (h.epoch + 1, h.end_seq(), h.chain_head, h.root()),
-        None => (0, 0, Hash32::ZERO, Hash32::ZERO),
-    };
-    if let Some(h) = last.as_ref().filter(|h| h.recorder != *recorder) {
-        return Err(RecordError::Corrupt(format!(
-            "epoch {} belongs to another recorder",
-            h.epoch
-        )));
-    }
-    let mut tree = CompactRange::new();
-    let mut next = first_seq;
-    for kv in store.records_from(first_seq)? {
+    let mut chain = Chain::after(*recorder, store.last_epoch()?)?;
+    for kv in store.records_from(chain.next_seq())? {
         let (seq, bytes) = kv?;
-        if seq != next {
-            return Err(RecordError::Corrupt(format!(
-                "gap: record {next} missing before {seq}"
-            )));
-        }
-        let r = Record::decode(&bytes)
-            .map_err(|e| RecordError::Corrupt(format!("record {seq}: {e}")))?;
-        if r.epoch != epoch || r.prev_hash != prev_hash || r.recorder != *recorder {
-            return Err(RecordError::Corrupt(format!(
-                "record {seq} does not continue the chain"
-            )));
-        }
+        chain.replay(seq, &bytes)?;
         if store.payload(seq)?.is_none() {
             return Err(RecordError::Corrupt(format!("record {seq} has no payload")));
         }
-        prev_hash = afr_core::hash::leaf_hash(&bytes);
-        tree.push(prev_hash);
-        next = seq + 1;
     }
-    let epoch_key = match store.epoch_salt(epoch)? {
-        Some(salt) if tree.size() > 0 => Some(master.epoch_key(&salt, recorder, epoch)),
-        None if tree.size() > 0 => {
+    let open = chain.open();
+    let epoch_key = match store.epoch_salt(open.number())? {
+        Some(salt) if !open.is_empty() => Some(master.epoch_key(&salt, recorder, open.number())),
+        None if !open.is_empty() => {
             return Err(RecordError::Corrupt(format!(
-                "open epoch {epoch} has no key salt"
+                "open epoch {} has no key salt",
+                open.number()
             )));
         }
         _ => None,
     };
     Ok(State {
-        next_seq: next,
-        epoch,
-        epoch_first_seq: first_seq,
+        chain,
         epoch_opened_at: std::time::Instant::now(),
-        tree,
-        prev_hash,
-        prev_root,
         epoch_key,
         pending: WriteBatch::default(),
         pending_terms: Vec::new(),
         pending_last: None,
         pending_dirty: false,
-        last_sealed: last,
         shutdown: false,
     })
 }

@@ -1087,9 +1087,7 @@ impl LoadedEvent {
 
 /// Reads and decrypts event `seq`.
 pub fn load(opener: &mut Opener<'_>, store: &Store, seq: u64) -> Result<LoadedEvent, RecordError> {
-    let record = store
-        .record(seq)?
-        .ok_or_else(|| RecordError::Invalid(format!("no event {seq} in the log")))?;
+    let record = store.record(seq)?.ok_or(RecordError::UnknownEvent(seq))?;
     let payload = opener.payload(&record)?;
     Ok(LoadedEvent { record, payload })
 }

@@ -86,11 +86,13 @@ fn rejected_events_leave_the_log_untouched() {
     // Names an event that has not happened yet.
     let mut bad = events[5].clone();
     bad.concurrent_with = vec![3, 9];
-    assert!(matches!(r.record(bad), Err(RecordError::Invalid(m)) if m.contains("concurrent_with")));
+    assert!(matches!(r.record(bad), Err(RecordError::Invalid(m)) if m.path == "concurrent_with"));
     // Over the payload cap.
     let mut big = events[5].clone();
     big.intent.args = serde_json::json!({ "blob": "x".repeat(5_000) });
-    assert!(matches!(r.record(big), Err(RecordError::Invalid(m)) if m.contains("over the cap")));
+    assert!(
+        matches!(r.record(big), Err(RecordError::Invalid(m)) if m.message.contains("over the cap"))
+    );
     assert_eq!(r.next_seq(), 5);
     let after = export(&r);
     // Same events (the export timestamp in the start frame differs).
