@@ -113,7 +113,7 @@ pub fn disclose(
         let record = store.record(seq)?.ok_or(RecordError::UnknownEvent(seq))?;
         let h = headers
             .get(record.epoch as usize)
-            .ok_or_else(|| RecordError::Unsealed {
+            .ok_or(RecordError::Unsealed {
                 seq,
                 epoch: record.epoch,
             })?;
