@@ -18,7 +18,7 @@ step() { printf '\n\033[1m[%s] %s\033[0m\n' "$1" "$2"; }
 step 1/10 "set-up (libclang, pinned Foundry from npm; quick when already done)"
 scripts/setup.sh
 step 2/10 "build (release; a cold first build compiles RocksDB's C++ and takes about 14 minutes on 2 cores, later runs seconds)"
-cargo build --release --quiet -p afr-cli -p afr-verify
+cargo build --release --quiet -p afr-cli -p afr-verify -p afr-eval
 target="${CARGO_TARGET_DIR:-$root/target}"
 afr="$target/release/afr"
 verify="$target/release/afr-verify"

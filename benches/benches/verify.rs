@@ -62,7 +62,7 @@ fn main() {
     let mut done = 0;
     while done < events {
         let n = chunk.min(events - done);
-        for e in afr_recorder::synth::generate(n, afr_recorder::synth::DEFAULT_SEED + done) {
+        for e in afr_testkit::synth::generate(n, afr_testkit::synth::DEFAULT_SEED + done) {
             rec.record(e).unwrap();
         }
         done += n;

@@ -1,6 +1,7 @@
 //! `afr`: the Agent Flight Recorder command line.
 
 use std::{
+    ffi::OsString,
     io::{BufRead, BufWriter, IsTerminal, Write},
     path::{Path, PathBuf},
     process::ExitCode,
@@ -21,12 +22,35 @@ use clap::{Args, Parser, Subcommand};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod anchoring;
-mod bench;
-mod cost;
-mod eval;
 mod import;
 mod query;
-pub mod scenarios;
+
+/// The commands `afr` hands to `afr-eval`.
+const RESEARCH: [&str; 6] = ["eval", "cost", "eval-rq4", "gen", "bench", "matrix"];
+
+/// Runs `afr-eval ARGS...` in place of this process: the `afr-eval` beside this executable
+/// if there is one, else the one on `PATH`.
+fn research(args: &[OsString]) -> Result<ExitCode> {
+    use std::os::unix::process::CommandExt as _;
+    let name = args.first().and_then(|a| a.to_str()).unwrap_or_default();
+    if !RESEARCH.contains(&name) {
+        eprintln!(
+            "afr: error: unknown command `{}` (see `afr --help`)",
+            esc(name)
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("afr-eval")))
+        .filter(|p| p.exists());
+    let bin = beside.unwrap_or_else(|| PathBuf::from("afr-eval"));
+    let err = std::process::Command::new(&bin).args(args).exec();
+    anyhow::bail!(
+        "`afr {name}` is run by the research harness afr-eval, which could not be started \
+         ({err}); build it with `cargo build --release -p afr-eval`"
+    )
+}
 
 /// Agent Flight Recorder: tamper-evident, selectively disclosable records of what an AI agent did.
 #[derive(Parser, Debug)]
@@ -71,15 +95,6 @@ enum Cmd {
     },
     /// Post every sealed, unanchored epoch root to the contract, in order, then exit.
     Anchor(anchoring::AnchorArgs),
-    /// Print a seeded synthetic workload as JSON lines (the paper's evaluation mix).
-    Gen {
-        /// Number of events.
-        #[arg(long, default_value_t = 1000)]
-        events: u64,
-        /// Seed.
-        #[arg(long, default_value_t = afr_recorder::synth::DEFAULT_SEED)]
-        seed: u64,
-    },
     /// Record JSON-lines events from a file or stdin (one event per line).
     Record {
         /// Input file; stdin if absent or `-`.
@@ -150,39 +165,15 @@ enum Cmd {
         #[command(subcommand)]
         what: import::ImportCmd,
     },
-    /// Reproduce the paper's evaluation (RQ1-RQ4) and write docs/evaluation.md with plots.
-    Eval(eval::EvalArgs),
-    /// The paper's RQ2 cost table beside ours: gas measured from real receipts (on an anvil it
-    /// starts, or --rpc), dollars per 100K events on L1 and an OP-stack L2, compromise window.
-    Cost(cost::CostArgs),
     /// Forensic query over this recorder's events (syntax: docs/query.md): a table, JSON lines,
     /// or a disclosure bundle of the matches.
     Query(query::QueryArgs),
-    /// The paper's RQ4: structured queries vs grep on three synthetic incidents.
-    EvalRq4 {
-        /// Background events around the scenarios.
-        #[arg(long, default_value_t = scenarios::DEFAULT_BACKGROUND)]
-        background: u64,
-        /// Seed of the background traffic.
-        #[arg(long, default_value_t = afr_recorder::synth::DEFAULT_SEED)]
-        seed: u64,
-        /// One JSON object.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Benchmarks.
-    Bench {
-        #[command(subcommand)]
-        what: BenchCmd,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-enum BenchCmd {
-    /// Per-event latency, throughput and bytes per event of the real recorder and store.
-    Record(bench::RecordBench),
-    /// Indexed lookups and a full scan on a store of recorded events (default 1,000,000).
-    Query(query::QueryBench),
+    /// Research commands, run by the `afr-eval` program installed beside `afr` (not needed
+    /// to record, anchor or verify): `eval` (the paper's RQ1-RQ4 into docs/evaluation.md),
+    /// `cost` (RQ2), `eval-rq4`, `gen` (a synthetic workload as JSON lines), `bench record`,
+    /// `bench query`, `matrix` (RQ3). `afr eval --help` shows each one's options.
+    #[command(external_subcommand)]
+    Research(Vec<OsString>),
 }
 
 /// Settings of an open recorder.
@@ -257,7 +248,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
             no_canonical,
         ),
         Cmd::Anchor(a) => anchoring::anchor(&cli.dir, cli.password_file.as_deref(), &a),
-        Cmd::Gen { events, seed } => gen_events(events, seed),
         Cmd::Record {
             file,
             receipts,
@@ -295,29 +285,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::VerifyBundle { file, json } => verify_bundle(&file, json),
-        Cmd::Eval(a) => eval::run(&a),
-        Cmd::Cost(a) => cost::run(&a),
-        Cmd::Bench {
-            what: BenchCmd::Record(b),
-        } => bench::record(&b),
-        Cmd::Bench {
-            what: BenchCmd::Query(b),
-        } => query::bench(&b),
         Cmd::Query(a) => query::run(&cli.dir, &a),
-        Cmd::EvalRq4 {
-            background,
-            seed,
-            json,
-        } => {
-            let rep = scenarios::rq4(background, seed, None)?;
-            if json {
-                println!("{}", serde_json::to_string(&rep)?);
-            } else {
-                scenarios::print(&rep);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
         Cmd::Import { what } => import::run(&cli.dir, what),
+        Cmd::Research(args) => research(&args),
     }
 }
 
@@ -333,17 +303,6 @@ fn init(dir: &Path, keystore: bool, password_file: Option<&Path>) -> Result<Exit
         "master key: {} (mode 0600; back it up, never share it)",
         esc(dir.join(afr_recorder::MASTER_KEY_FILE).display())
     );
-    Ok(ExitCode::SUCCESS)
-}
-
-fn gen_events(n: u64, seed: u64) -> Result<ExitCode> {
-    let out = std::io::stdout();
-    let mut out = BufWriter::new(out.lock());
-    for ev in afr_recorder::synth::generate(n, seed) {
-        serde_json::to_writer(&mut out, &ev)?;
-        out.write_all(b"\n")?;
-    }
-    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -773,7 +773,7 @@ mod tests {
 
     #[test]
     fn terms_are_deduplicated_and_hashed_whatever_their_length() {
-        let ev = crate::synth::generate(40, 3)
+        let ev = afr_testkit::synth::generate(40, 3)
             .into_iter()
             .find(|e| !e.policy_evaluation.is_empty())
             .unwrap();
@@ -825,7 +825,10 @@ mod tests {
         tampered[1] ^= 1;
         assert_ne!(t[1..], hmac_ref(&tampered));
 
-        let mut p = crate::synth::generate(1, 1).remove(0).into_payload().1;
+        let mut p = afr_testkit::synth::generate(1, 1)
+            .remove(0)
+            .into_payload()
+            .1;
         p.intent.tool = "secret-tool-name".into();
         let terms = Terms::of(Category::Shell, &p, &[0; 20]);
         let mut blocks = Blocks::default();

@@ -60,7 +60,6 @@ mod export;
 pub mod index;
 mod keyfile;
 pub mod query;
-pub mod synth;
 pub use disclose::{META_ERASED, META_SCRUB_PENDING, disclose};
 pub use export::{ExportSummary, export_log};
 pub use keyfile::{read_key_file, write_key_file};

@@ -1,12 +1,15 @@
 //! Test support shared by the integration tests of several crates: the pinned Foundry tools
 //! (`scripts/install-tools.sh` puts them in `.tools/bin`), a local anvil on a free port that
-//! stops when dropped, and `cast`. Tests only: every failure panics with what went wrong.
+//! stops when dropped, `cast`, and the seeded synthetic workload ([`synth`]). Tests and the
+//! research harness only: every failure here panics with what went wrong.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
     reason = "test support fails loudly on purpose"
 )]
+
+pub mod synth;
 
 use std::{
     path::PathBuf,

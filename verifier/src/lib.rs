@@ -1,13 +1,12 @@
 //! The library behind `afr-verify`: what is trusted ([`trust`]), anchored roots proven by the
 //! recorder's own transactions ([`anchors`]), the verdict that combines a file's own checks
-//! with both ([`verdict`]), and the tamper matrix that measures what each layer detects.
+//! with both ([`verdict`]).
 //!
-//! The binary, the named negative vectors (`testdata/`) and the matrix share one
-//! implementation ([`verify`]), so what is tested is exactly what the tool decides.
+//! The binary, the named negative vectors (`testdata/`) and the evaluation's tamper matrix
+//! (`afr-eval`, not shipped here) share one implementation ([`verify`]), so what is tested is
+//! exactly what the tool decides.
 
 pub mod anchors;
-pub mod matrix;
-pub mod tamper;
 pub mod trust;
 pub mod verdict;
 

@@ -12,7 +12,7 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use afr_core::verify::Outcome;
-use afr_verify::{Kind, Source, Trust, anchors::Rpc, matrix};
+use afr_verify::{Kind, Source, Trust, anchors::Rpc};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
@@ -74,15 +74,6 @@ enum Cmd {
         /// Output file.
         #[arg(long)]
         out: PathBuf,
-    },
-    /// Run the tamper matrix: attack classes against cumulative verifier configurations.
-    Matrix {
-        /// Number of random honest logs to attack (one case per attack class each).
-        #[arg(long, default_value_t = matrix::DEFAULT_SEEDS)]
-        seeds: u64,
-        /// Print one JSON object.
-        #[arg(long)]
-        json: bool,
     },
 }
 
@@ -238,15 +229,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 a.chain_id,
                 out.display()
             );
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Matrix { seeds, json } => {
-            let m = matrix::run(seeds)?;
-            if json {
-                println!("{}", m.to_json());
-            } else {
-                print!("{}", m.table(seeds));
-            }
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Log { file, pins, src } => check(Kind::Log, &file, &pins, &src),

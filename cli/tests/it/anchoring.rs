@@ -7,7 +7,7 @@ use std::{
 };
 
 use afr_recorder::{Config, ForkAlarm, Recorder};
-use afr_testkit::{Anvil, anvil, anvil_on, tool};
+use afr_testkit::{Anvil, anvil, anvil_on};
 
 use super::{afr, ok};
 
@@ -315,50 +315,6 @@ fn an_encrypted_keystore_signs_anchors_and_a_wrong_passphrase_is_refused() {
 }
 
 #[test]
-fn cost_measures_gas_on_a_real_chain_and_prices_the_rq2_table() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = ok(afr_clean(&tmp.path().join("unused"))
-        .args(["cost", "--json", "--batch", "8", "--rate", "50"])
-        .arg("--anvil")
-        .arg(tool("anvil")));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["chain_id"], 31337);
-    let single = v["single"]["gas_per_epoch"].as_f64().unwrap();
-    let batched = v["batched"]["gas_per_epoch"].as_f64().unwrap();
-    // docs/gas.md: a steady-state anchor is just under 50,000 gas, a batched epoch far less.
-    assert!((45_000.0..50_000.0).contains(&single), "{single}");
-    assert!(batched < 0.7 * single, "{batched} vs {single}");
-    assert_eq!(v["single"]["transactions"], 5);
-    assert_eq!(v["batched"]["epochs_per_tx"], 8);
-    // A signed anchor: 100 calldata bytes plus the envelope.
-    let bytes = v["single"]["tx_bytes_per_epoch"].as_f64().unwrap();
-    assert!((150.0..260.0).contains(&bytes), "{bytes}");
-    let rows = v["rows"].as_array().unwrap();
-    let sizes: Vec<u64> = rows
-        .iter()
-        .map(|r| r["epoch_size"].as_u64().unwrap())
-        .collect();
-    assert_eq!(sizes, [10, 50, 100, 500, 1000]);
-    let r100 = &rows[2];
-    assert_eq!(r100["anchors_per_100k_events"], 1000.0);
-    assert_eq!(r100["window_s"], 2.0);
-    assert_eq!(r100["window_batched_s"], 16.0);
-    // 1,000 anchors × gas × 20 gwei × $3,000.
-    let l1 = r100["l1_usd_per_100k"].as_f64().unwrap();
-    assert!((l1 - 1000.0 * single * 20e-9 * 3000.0).abs() < 1e-6, "{l1}");
-    let l2 = r100["l2_usd_per_100k"].as_f64().unwrap();
-    assert!(l2 > 0.0 && l2 < l1 / 100.0, "{l2}");
-    assert_eq!(r100["paper"]["usd_per_100k"], 2.30);
-    assert_eq!(rows[4]["paper"]["chain"], "L1");
-    // Cost scales inversely with the epoch size.
-    let l2_10 = rows[0]["l2_usd_per_100k"].as_f64().unwrap();
-    assert!((l2_10 / l2 - 10.0).abs() < 1e-9);
-}
-
-/// Anvil's first dev account (test ether on a throwaway local chain only).
-use afr_testkit::DEV_KEY;
-
-#[test]
 fn afr_anchor_killed_at_random_points_never_duplicates_or_skips_an_epoch() {
     // One block a second: every pass waits for its transactions to be mined, so a kill in the
     // first 400 ms lands inside the pass (reconciling, signing, sent but not yet mined), not
@@ -475,3 +431,6 @@ fn afr_anchor_killed_at_random_points_never_duplicates_or_skips_an_epoch() {
         "deploy plus one successful transaction per send"
     );
 }
+
+/// Anvil's first dev account (test ether on a throwaway local chain only).
+use afr_testkit::DEV_KEY;

@@ -18,7 +18,6 @@ use afr_recorder::{Config, Recorder, export_log};
 
 mod anchoring;
 mod escape;
-mod eval;
 mod import;
 mod query;
 
@@ -41,6 +40,16 @@ fn record_stdin(dir: &Path, input: &[u8]) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
+/// `n` events of the synthetic workload with `seed`, as JSON lines (what `afr gen` prints).
+fn gen_lines(n: u64, seed: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    for ev in afr_testkit::synth::generate(n, seed) {
+        serde_json::to_writer(&mut out, &ev).unwrap();
+        out.push(b'\n');
+    }
+    out
+}
+
 /// Runs `c` and returns its output, failing the test with its stderr unless it succeeded.
 fn ok(c: &mut Command) -> std::process::Output {
     let out = c.output().unwrap();
@@ -56,8 +65,7 @@ fn ok(c: &mut Command) -> std::process::Output {
 fn init_with_synthetic(dir: &Path, n: u64) {
     ok(afr(dir).arg("init"));
     let events = dir.with_extension("jsonl");
-    let lines = ok(afr(dir).args(["gen", "--events", &n.to_string()])).stdout;
-    std::fs::write(&events, lines).unwrap();
+    std::fs::write(&events, gen_lines(n, afr_testkit::synth::DEFAULT_SEED)).unwrap();
     ok(afr(dir).arg("record").arg(&events));
 }
 
@@ -86,11 +94,7 @@ fn kill_dash_nine_at_random_moments_never_loses_an_acknowledged_event() {
     let dir = tmp.path().join("afr");
     assert!(afr(&dir).arg("init").status().unwrap().success());
     let events = tmp.path().join("events.jsonl");
-    let out = afr(&dir)
-        .args(["gen", "--events", "40000", "--seed", "9"])
-        .output()
-        .unwrap();
-    std::fs::write(&events, &out.stdout).unwrap();
+    std::fs::write(&events, gen_lines(40_000, 9)).unwrap();
 
     let mut rng = Lcg(0xdead_beef);
     let modes = ["group", "sync", "buffered"];

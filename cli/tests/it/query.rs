@@ -1,9 +1,9 @@
-//! `afr query` and `afr eval-rq4` end to end: the incident's questions, bundles that verify,
+//! `afr query` end to end: the incident's questions, bundles that verify,
 //! errors that point at the token, erased epochs.
 
 use std::{path::Path, process::Output};
 
-use super::{afr, init_with_synthetic, ok};
+use super::{afr, init_with_synthetic};
 
 fn incident_store(tmp: &Path) -> std::path::PathBuf {
     let dir = tmp.join("afr");
@@ -185,43 +185,4 @@ fn erased_epochs_are_reported_by_queries_not_fatal() {
             .unwrap()
             .contains("payload destroyed by erasure of epoch 1")
     );
-}
-
-#[test]
-fn rq4_structured_queries_are_exact_and_the_chain_verifies() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out =
-        ok(afr(&tmp.path().join("unused")).args(["eval-rq4", "--background", "3000", "--json"]));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let rows = v["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 10);
-    assert_eq!(
-        rows.iter()
-            .filter(|r| r["scenario"].as_str().unwrap().starts_with("A:"))
-            .count(),
-        5
-    );
-    for r in rows {
-        assert_eq!(r["structured_precision"], 1.0, "{r}");
-        assert_eq!(r["structured_recall"], 1.0, "{r}");
-        assert!(r["truth"].as_u64().unwrap() >= 1, "{r}");
-    }
-    // The configuration read is found exactly, and grep cannot do it.
-    let cfg = rows
-        .iter()
-        .find(|r| r["lookup"] == "configuration")
-        .unwrap();
-    assert_eq!(cfg["structured_hits"], 1);
-    assert!(cfg["grep_precision"].as_f64().unwrap() < 0.1, "{cfg}");
-    for kind in ["guardrail", "delegation"] {
-        assert!(
-            rows.iter()
-                .filter(|r| r["lookup"] == kind)
-                .any(|r| r["grep_precision"].as_f64().unwrap() < 0.1),
-            "{kind}"
-        );
-    }
-    assert_eq!(v["bundle"]["outcome"], "verified");
-    assert_eq!(v["bundle"]["chain_reconstructed"], true);
-    assert_eq!(v["bundle"]["opened_matching"], 4);
 }

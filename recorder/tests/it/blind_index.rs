@@ -9,8 +9,8 @@ use afr_core::EventInput;
 use afr_recorder::{
     CF_INDEX, CF_META, Config, DB_DIR, Durability, Recorder, Store, WriteBatch, index, init,
     query::{Query, QueryResult, run},
-    synth,
 };
+use afr_testkit::synth;
 
 /// In every distinctive value below, and nowhere else: no payload field is stored in
 /// plaintext, so any occurrence in the store would come from the index.

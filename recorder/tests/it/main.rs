@@ -17,9 +17,8 @@ use afr_core::{
     event::Payload,
     verify::{Outcome, verify_log},
 };
-use afr_recorder::{
-    Config, Durability, RecordError, Recorder, export_log, init, read_key_file, synth,
-};
+use afr_recorder::{Config, Durability, RecordError, Recorder, export_log, init, read_key_file};
+use afr_testkit::synth;
 
 fn fresh(config: Config) -> (tempfile::TempDir, Recorder) {
     let tmp = tempfile::tempdir().unwrap();
@@ -555,7 +554,7 @@ mod disclosure {
         assert!(rep.erased.is_empty());
         assert_eq!(r.store().erase_event(1).unwrap(), Some(last));
         // A client cannot forge one: `afr.` tool names are the recorder's own.
-        let mut forged = afr_recorder::synth::generate(1, 5).remove(0);
+        let mut forged = afr_testkit::synth::generate(1, 5).remove(0);
         forged.intent.tool = "afr.erase".into();
         forged.intent.args = serde_json::json!({"epoch": 2});
         let err = r.record(forged).unwrap_err().to_string();

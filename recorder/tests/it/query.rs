@@ -10,8 +10,8 @@ use afr_core::{
 use afr_recorder::{
     Config, Durability, Recorder, index, init,
     query::{Query, QueryResult, run},
-    synth,
 };
+use afr_testkit::synth;
 
 fn store_with(events: &[EventInput], epoch_size: u64) -> (tempfile::TempDir, PathBuf, Recorder) {
     let tmp = tempfile::tempdir().unwrap();

@@ -7,11 +7,9 @@
 use std::{path::Path, process::Command};
 
 use afr_core::{Hash32, epoch::back_pointer, verify::Outcome};
+use afr_eval::tamper::{History, Rng, SealedLog};
 use afr_testkit::anvil;
-use afr_verify::{
-    Kind, Source, Trust,
-    tamper::{History, Rng, SealedLog},
-};
+use afr_verify::{Kind, Source, Trust};
 
 const KEY: &str = afr_testkit::DEV_KEY;
 const ADDR: &str = afr_testkit::DEV_ADDR;

@@ -7,7 +7,6 @@
 )]
 
 mod anvil;
-mod matrix;
 mod testdata;
 
 use std::process::Command;

@@ -11,11 +11,8 @@
 use std::path::{Path, PathBuf};
 
 use afr_core::{Hash32, bundle::Bundle, verify::Outcome};
-use afr_verify::{
-    Kind, Source, Trust,
-    anchors::Anchors,
-    tamper::{self, Attack, Evidence, History, Rng},
-};
+use afr_eval::tamper::{self, Attack, Evidence, History, Rng};
+use afr_verify::{Kind, Source, Trust, anchors::Anchors};
 
 const OPERATOR: [u8; 20] = [0xa1; 20];
 const VICTIM: [u8; 20] = [0xb2; 20];

@@ -22,12 +22,14 @@ use afr_core::{
 };
 use anyhow::Result;
 
-use crate::{
+use afr_verify::{
+    Verdict,
     anchors::Anchors,
-    tamper::{self, Attack, Evidence, History, Rng},
+    check_anchors, check_recorder,
     trust::{Party, Trust},
-    verdict::{Verdict, check_anchors, check_recorder},
 };
+
+use crate::tamper::{self, Attack, Evidence, History, Rng};
 
 /// Seeds the CLI runs by default (one honest log and 19 attacks each).
 pub const DEFAULT_SEEDS: u64 = 500;
@@ -61,7 +63,7 @@ impl Case {
 }
 
 fn anchors_of(recorder: &[u8; 20], roots: &[Hash32], anchored: usize) -> Anchors {
-    let contract = crate::trust::Trust::new(None, None, None, None)
+    let contract = Trust::new(None, None, None, None)
         .map(|t| t.contract_hex())
         .unwrap_or_default();
     Anchors::assumed(31337, &contract, recorder, &roots[..anchored], 1)
@@ -71,7 +73,7 @@ fn anchors_of(recorder: &[u8; 20], roots: &[Hash32], anchored: usize) -> Anchors
 fn pinned(recorder: &[u8; 20]) -> Trust {
     Trust {
         chain_id: Some(31337),
-        contract: crate::trust::canonical_contract(),
+        contract: afr_verify::trust::canonical_contract(),
         parties: vec![Party {
             name: "operator".into(),
             recorders: vec![*recorder],

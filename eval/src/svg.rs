@@ -14,6 +14,7 @@ const COLORS: [&str; 6] = [
 ];
 
 /// One named line of `(x, y)` points.
+#[derive(Debug)]
 pub struct Series {
     /// Legend text.
     pub name: String,

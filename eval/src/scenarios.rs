@@ -33,9 +33,10 @@ use afr_core::{
 use afr_recorder::{
     Config, Durability, Recorder,
     query::{self, Query},
-    synth,
 };
 use anyhow::{Context, Result};
+
+use crate::synth;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -117,7 +118,7 @@ fn anchor_and_check(
     rep: &afr_core::bundle::BundleReport,
 ) -> Result<(String, u64)> {
     r.flush()?;
-    let rt = crate::anchoring::runtime()?;
+    let rt = crate::runtime()?;
     let contract = rt.block_on(afr_anchorer::deploy(url, signer.clone()))?;
     let settings = crate::cost::dev_settings(url, contract, 64);
     rt.block_on(afr_anchorer::anchor_pending(r.store(), signer, &settings))?;

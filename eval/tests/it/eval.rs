@@ -1,14 +1,16 @@
-//! `afr eval --quick`: every research question runs end to end (a real anvil for RQ2 and the
+//! `afr-eval eval --quick`: every research question runs end to end (a real anvil for RQ2 and the
 //! anchoring comparison, the real trajectories for RQ1) and lands in the report and its plots.
 
-use std::{path::Path, process::Command};
+use std::path::Path;
+
+use super::afr_eval;
 
 #[test]
 fn eval_quick_writes_every_section_and_both_plots() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("evaluation.md");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let res = Command::new(env!("CARGO_BIN_EXE_afr"))
+    let res = afr_eval()
         .current_dir(&root)
         .args(["eval", "--quick", "--out"])
         .arg(&out)

@@ -22,10 +22,11 @@ use std::{
 };
 
 use afr_core::{
-    EpochHeader, EventInput, Hash32, Record,
+    EventInput, Payload,
     cbor::Writer,
-    hash::{leaf_hash, sha256},
-    merkle::CompactRange,
+    event::Envelope,
+    hash::sha256,
+    sequencer::{Chain, Links},
 };
 use afr_recorder::{Config, Durability, Recorder};
 use anyhow::{Context, Result};
@@ -79,18 +80,19 @@ struct Plain {
     scratch: Vec<u8>,
 }
 
+/// The `chain` and `merkle` configurations: records through the core's sequencer, the hash
+/// chain alone ([`Links`]) or with Merkle epochs ([`Chain`]), appended to a file.
 struct Chained {
     out: BufWriter<File>,
-    recorder: [u8; 20],
-    seq: u64,
-    prev: Hash32,
-    prev_root: Hash32,
-    tree: Option<CompactRange>,
-    first_seq: u64,
+    seq: Sequencer,
 }
 
-fn cbor_event(ev: EventInput) -> Result<Vec<u8>> {
-    let (env, payload) = ev.into_payload();
+enum Sequencer {
+    Links(Links),
+    Epochs(Box<Chain>),
+}
+
+fn cbor_event(env: &Envelope, payload: &Payload) -> Result<Vec<u8>> {
     let p = payload.encode().context("payload encodes")?;
     let mut w = Writer::with_capacity(p.len() + 32);
     w.array(3);
@@ -102,60 +104,29 @@ fn cbor_event(ev: EventInput) -> Result<Vec<u8>> {
 
 impl Chained {
     fn log(&mut self, ev: EventInput) -> Result<()> {
-        let cat = ev.category;
-        let ts = ev.timestamp_us.unwrap_or(0);
-        let payload = cbor_event(ev)?;
-        let epoch = if self.tree.is_some() {
-            self.seq / EPOCH_SIZE
-        } else {
-            0
+        let (env, payload) = ev.into_payload();
+        let payload = cbor_event(&env, &payload)?;
+        let commitment = sha256(&[&payload]);
+        let appended = match &mut self.seq {
+            Sequencer::Links(l) => l.link(env, 0, 0, commitment)?,
+            Sequencer::Epochs(c) => c.append(env, 0, commitment)?,
         };
-        let r = Record {
-            recorder: self.recorder,
-            seq: self.seq,
-            epoch,
-            timestamp_us: ts,
-            category: cat,
-            lane: None,
-            concurrent_with: Vec::new(),
-            prev_hash: self.prev,
-            payload_commitment: sha256(&[&payload]),
-        };
-        let bytes = r.encode();
-        self.prev = leaf_hash(&bytes);
-        self.out.write_all(&bytes)?;
+        self.out.write_all(&appended.bytes)?;
         self.out.write_all(&payload)?;
-        self.seq += 1;
-        if let Some(tree) = &mut self.tree {
-            tree.push(self.prev);
-            if tree.size() == EPOCH_SIZE {
-                self.seal()?;
-            }
+        if let Sequencer::Epochs(c) = &self.seq
+            && c.open().len() == EPOCH_SIZE
+        {
+            self.seal()?;
         }
         Ok(())
     }
 
     fn seal(&mut self) -> Result<()> {
-        let Some(tree) = &mut self.tree else {
-            return Ok(());
-        };
-        if tree.size() == 0 {
-            return Ok(());
+        if let Sequencer::Epochs(c) = &mut self.seq
+            && let Some(sealed) = c.seal(afr_recorder::now_us())
+        {
+            self.out.write_all(&sealed.header().encode())?;
         }
-        let h = EpochHeader {
-            recorder: self.recorder,
-            epoch: self.first_seq / EPOCH_SIZE,
-            first_seq: self.first_seq,
-            count: tree.size(),
-            merkle_root: tree.root(),
-            chain_head: self.prev,
-            prev_epoch_root: self.prev_root,
-            sealed_at_us: afr_recorder::now_us(),
-        };
-        self.prev_root = h.root();
-        self.out.write_all(&h.encode())?;
-        *tree = CompactRange::new();
-        self.first_seq = self.seq;
         Ok(())
     }
 }
@@ -194,7 +165,8 @@ pub fn run(config: &str, events: Vec<EventInput>, dir: &Path) -> Result<Run> {
                     s.scratch.push(b'\n');
                     s.out.write_all(&s.scratch)?;
                 } else {
-                    s.out.write_all(&cbor_event(ev)?)?;
+                    let (env, payload) = ev.into_payload();
+                    s.out.write_all(&cbor_event(&env, &payload)?)?;
                 }
                 Ok(())
             })?;
@@ -206,14 +178,14 @@ pub fn run(config: &str, events: Vec<EventInput>, dir: &Path) -> Result<Run> {
             })
         }
         "chain" | "merkle" => {
+            let recorder = [0x42; 20];
             let mut s = Chained {
                 out: BufWriter::new(File::create(&path)?),
-                recorder: [0x42; 20],
-                seq: 0,
-                prev: Hash32::ZERO,
-                prev_root: Hash32::ZERO,
-                tree: (config == "merkle").then(CompactRange::new),
-                first_seq: 0,
+                seq: if config == "merkle" {
+                    Sequencer::Epochs(Box::new(Chain::new(recorder)))
+                } else {
+                    Sequencer::Links(Links::new(recorder))
+                },
             };
             let latencies_us = time_each(events, |ev| s.log(ev))?;
             s.seal()?;

@@ -37,7 +37,7 @@ pub struct RecordBench {
     #[arg(long, default_value_t = 256)]
     window: usize,
     /// Workload seed.
-    #[arg(long, default_value_t = afr_recorder::synth::DEFAULT_SEED)]
+    #[arg(long, default_value_t = crate::synth::DEFAULT_SEED)]
     seed: u64,
     /// Keep the store in this directory instead of a temporary one.
     #[arg(long)]
@@ -57,7 +57,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Runs the benchmark and prints its figures.
 pub fn record(b: &RecordBench) -> Result<ExitCode> {
-    let events = afr_recorder::synth::generate(b.events, b.seed);
+    let events = crate::synth::generate(b.events, b.seed);
     let json_bytes: usize = events
         .iter()
         .map(|e| serde_json::to_vec(e).map_or(0, |v| v.len() + 1))

@@ -167,7 +167,7 @@ fn ecotone_size(raw: &[u8]) -> f64 {
 /// Deploys, anchors `STEADY_ANCHORS + 1` epochs singly and `batch` epochs in one
 /// `anchorBatch`, and returns (chain id, contract, single, batch) from the receipts.
 fn measure(rpc: &str, key: &str, batch: u64) -> Result<(u64, String, Measured, Measured)> {
-    let rt = crate::anchoring::runtime()?;
+    let rt = crate::runtime()?;
     let signer = signer_from_hex(key)?;
     let contract = rt.block_on(deploy(rpc, signer.clone()))?;
     let tmp = tempfile::tempdir()?;
@@ -181,7 +181,7 @@ fn measure(rpc: &str, key: &str, batch: u64) -> Result<(u64, String, Measured, M
             ..Config::default()
         },
     )?;
-    let mut events = afr_recorder::synth::generate(STEADY_ANCHORS + 1 + batch, 7).into_iter();
+    let mut events = crate::synth::generate(STEADY_ANCHORS + 1 + batch, 7).into_iter();
     let mut pass = |epochs: u64, max_batch: u64| -> Result<Vec<u64>> {
         for ev in events.by_ref().take(epochs as usize) {
             r.record(ev)?;
@@ -295,7 +295,7 @@ pub fn report(a: &CostArgs) -> Result<serde_json::Value> {
     let (_anvil, rpc, key, source) = match &a.rpc {
         Some(url) => {
             let key = Zeroizing::new(
-                std::env::var(crate::anchoring::ANCHOR_KEY_ENV).unwrap_or_else(|_| DEV_KEY.into()),
+                std::env::var(crate::ANCHOR_KEY_ENV).unwrap_or_else(|_| DEV_KEY.into()),
             );
             (
                 None,

@@ -19,7 +19,7 @@ use afr_anchorer::{anchor_pending, deploy, signer_from_hex};
 use afr_recorder::{Config, Durability, Recorder};
 use anyhow::{Context, Result};
 
-use super::rq1::{EPOCH_SIZE, Run};
+use crate::rq1::{EPOCH_SIZE, Run};
 
 /// One run: `events` recorded while the anchorer posts epochs to `rpc`. Returns the run and
 /// the number of epochs anchored while recording, plus the transactions sent.
@@ -44,7 +44,7 @@ pub fn run(
     let anchorer = rpc.map(|rpc| {
         let (rec, stop, rpc, signer) = (rec.clone(), stop.clone(), rpc.to_owned(), signer.clone());
         std::thread::spawn(move || -> Result<(usize, u64)> {
-            let rt = crate::anchoring::runtime()?;
+            let rt = crate::runtime()?;
             let contract = rt.block_on(deploy(&rpc, signer.clone()))?;
             let settings = crate::cost::dev_settings(&rpc, contract, 64);
             let (mut posted, mut txs) = (0, 0);

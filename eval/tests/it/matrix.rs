@@ -2,7 +2,7 @@
 //! no honest case is anything but verified, and each layer adds what it should.
 
 use afr_core::verify::Outcome;
-use afr_verify::{
+use afr_eval::{
     matrix::{self, Case},
     tamper::Attack,
 };
@@ -103,7 +103,7 @@ fn every_attack_is_caught_as_its_position_warrants() {
 
 #[test]
 fn the_cli_prints_the_matrix() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_afr-verify"))
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_afr-eval"))
         .args(["matrix", "--seeds", "3", "--json"])
         .output()
         .unwrap();

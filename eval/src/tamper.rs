@@ -2,8 +2,9 @@
 //! alone, and the attacks of issue 6 applied to them at random positions.
 //!
 //! An honest [`History`] is a list of epochs of plaintext events. Sealing it
-//! ([`History::seal`]) does what the recorder does: seal each payload under its event key,
-//! commit to it in the record, chain the records, build each epoch's Merkle tree and header.
+//! ([`History::seal`]) does what the recorder does, through the same sequencer
+//! (`afr_core::sequencer`): seal each payload under its event key, commit to it in the record,
+//! chain the records, build each epoch's Merkle tree and header.
 //! Two kinds of attacker then work on it:
 //!
 //! ```text
@@ -21,10 +22,11 @@ use afr_core::{
     Category, EpochHeader, Hash32, Payload, Record, RecorderId,
     bundle::{Bundle, DisclosedEvent},
     crypto::{EventKey, MasterKey, SealedPayload, Slot, seal},
-    event::Intent,
+    event::{Envelope, Intent},
     export::LogWriter,
     hash::leaf_hash,
     merkle,
+    sequencer::Chain,
 };
 
 /// A small deterministic PRNG (xorshift64*), so every case is reproducible from its seed.
@@ -195,19 +197,17 @@ impl History {
         self.len() == 0
     }
 
-    /// Seals everything as the recorder does: payloads, records, chain, trees, headers.
-    /// Empty epochs are dropped first.
+    /// Seals everything through the core's sequencer, as the recorder does: payloads,
+    /// records, chain, trees, headers. Empty epochs are dropped first.
     pub fn seal(&mut self) -> SealedLog {
         self.epochs.retain(|e| !e.is_empty());
         let mut epochs = std::mem::take(&mut self.epochs);
-        let (mut prev, mut prev_root, mut seq) = (Hash32::ZERO, Hash32::ZERO, 0u64);
+        let mut chain = Chain::new(self.recorder);
         let mut out = Vec::new();
-        for (e, evs) in epochs.iter_mut().enumerate() {
-            let e = e as u64;
-            let first_seq = seq;
-            let mut leaves = Vec::new();
+        for evs in epochs.iter_mut() {
             let mut sealed_events = Vec::new();
             for ev in evs.iter_mut() {
+                let Slot { epoch: e, seq, .. } = chain.slot();
                 let p = match &ev.sealed {
                     Some((se, ss, p)) if *se == e && *ss == seq => p.clone(),
                     _ => {
@@ -216,38 +216,31 @@ impl History {
                         p
                     }
                 };
-                let record = Record {
-                    recorder: self.recorder,
-                    seq,
-                    epoch: e,
-                    timestamp_us: ev.timestamp_us,
+                let env = Envelope {
                     category: ev.category,
+                    timestamp_us: Some(ev.timestamp_us),
                     lane: None,
                     concurrent_with: Vec::new(),
-                    prev_hash: prev,
-                    payload_commitment: p.commitment(),
                 };
-                let bytes = record.encode();
-                prev = leaf_hash(&bytes);
-                leaves.push(prev);
+                #[expect(
+                    clippy::expect_used,
+                    reason = "an envelope without concurrent_with always appends"
+                )]
+                let appended = chain
+                    .append(env, ev.timestamp_us, p.commitment())
+                    .expect("appends");
                 sealed_events.push(SealedEvent {
-                    record: bytes,
+                    record: appended.bytes,
                     payload: Some(p),
                     key: self.key(e, seq),
                 });
-                seq += 1;
             }
-            let header = EpochHeader {
-                recorder: self.recorder,
-                epoch: e,
-                first_seq,
-                count: leaves.len() as u64,
-                merkle_root: merkle::root(&leaves),
-                chain_head: prev,
-                prev_epoch_root: prev_root,
-                sealed_at_us: 1_764_000_000_000_000 + e,
-            };
-            prev_root = header.root();
+            let e = chain.open().number();
+            #[expect(clippy::expect_used, reason = "empty epochs were dropped above")]
+            let header = chain
+                .seal(1_764_000_000_000_000 + e)
+                .expect("a non-empty epoch seals")
+                .into_header();
             out.push(SealedEpoch {
                 header,
                 events: sealed_events,

@@ -13,9 +13,7 @@ use std::{
 use anyhow::{Context, Result};
 use clap::Args;
 
-pub mod anchored;
-pub mod rq1;
-pub mod svg;
+use crate::{anchored, rq1, svg};
 
 /// Options of `afr eval`.
 #[derive(Args, Debug)]
@@ -160,7 +158,7 @@ pub fn run(a: &EvalArgs) -> Result<ExitCode> {
     );
 
     progress("RQ3: tamper matrix");
-    let m = afr_verify::matrix::run(matrix_seeds)?;
+    let m = crate::matrix::run(matrix_seeds)?;
     rq3_section(&mut md, &m, matrix_seeds);
 
     progress("RQ4: forensic queries against grep");
@@ -171,7 +169,7 @@ pub fn run(a: &EvalArgs) -> Result<ExitCode> {
         } else {
             crate::scenarios::DEFAULT_BACKGROUND
         },
-        afr_recorder::synth::DEFAULT_SEED,
+        crate::synth::DEFAULT_SEED,
         Some(&url),
     )?;
     rq4_section(&mut md, &rq4);
@@ -220,14 +218,14 @@ fn rq1_synthetic(seeds: u64, sizes: &[usize]) -> Result<(Vec<rq1::Cell>, Cdf)> {
     for (i, c) in rq1::CONFIGS.iter().enumerate() {
         let d = tmp.path().join(format!("warm-{i}"));
         std::fs::create_dir_all(&d)?;
-        rq1::run(c, afr_recorder::synth::generate(200, 1), &d)?;
+        rq1::run(c, crate::synth::generate(200, 1), &d)?;
     }
     let mut cells = Vec::new();
     let mut cdf = Vec::new();
     for &size in sizes {
         for (ci, c) in rq1::CONFIGS.iter().enumerate() {
             let runs = rq1::repeat(c, seeds, tmp.path(), |seed| {
-                afr_recorder::synth::generate(size as u64, 1_000 + seed)
+                crate::synth::generate(size as u64, 1_000 + seed)
             })?;
             if Some(&size) == sizes.last() {
                 let mut all: Vec<f64> = runs
@@ -251,7 +249,7 @@ fn rq1_section(md: &mut String, cells: &[rq1::Cell], seeds: u64) {
         "Five cumulative configurations log the same seeded synthetic tool calls \
          (`afr gen`'s workload: every category, guardrails, approvals, delegation chains, \
          context provenance), one call per event, timed from the call to its return \
-         (`cli/src/eval/rq1.rs` says exactly what each does). The first four append to a \
+         (`eval/src/rq1.rs` says exactly what each does). The first four append to a \
          buffered file; `full` is the real recorder in buffered durability: per-event key \
          derivation, ChaCha20-Poly1305, the record, the chain, the epoch tree and RocksDB. \
          Anchoring runs in another process (`afr anchor --watch`) and never on this path; \
@@ -302,12 +300,12 @@ fn trace_events(dir: &Path) -> Result<(Vec<afr_core::EventInput>, usize)> {
     for f in &files {
         let text =
             std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
-        let opts = crate::import::SweAgentOptions {
+        let opts = afr_import::SweAgentOptions {
             instance_hint: f.file_stem().map(|s| s.to_string_lossy().into_owned()),
             ..Default::default()
         };
         events.extend(
-            crate::import::swe_agent_events(&text, &opts)
+            afr_import::swe_agent_events(&text, &opts)
                 .with_context(|| format!("{}", f.display()))?,
         );
     }
@@ -415,7 +413,7 @@ fn anchored_runs(a: &EvalArgs, seeds: u64) -> Result<Anchored> {
         for anchor in [false, true] {
             let d = tmp.path().join(format!("a{seed}-{anchor}"));
             std::fs::create_dir_all(&d)?;
-            let events = afr_recorder::synth::generate(n as u64, 2_000 + seed);
+            let events = crate::synth::generate(n as u64, 2_000 + seed);
             let (run, anchored, t) =
                 anchored::run(anchor.then_some(url.as_str()), events, gap, &d)?;
             std::fs::remove_dir_all(&d)?;
@@ -445,7 +443,7 @@ fn anchored_section(md: &mut String, r: &Anchored, a: &EvalArgs) {
          runs beside the recorder, on the same store, against a local anvil: {} paced runs of \
          {} events ({} µs between calls, outside the timing), each against a fresh contract, \
          with the anchorer polling every 50 ms, signing and posting each epoch as it seals; the \
-         control is the same paced runs with no anchorer (`cli/src/eval/anchored.rs`).\n",
+         control is the same paced runs with no anchorer (`eval/src/anchored.rs`).\n",
         r.with.runs, r.with.events, a.gap_us
     );
     let _ = writeln!(md, "| variant | median µs | P99 µs | run medians µs |");
@@ -589,7 +587,7 @@ fn rq4_section(md: &mut String, r: &crate::scenarios::Rq4Report) {
     );
     let _ = writeln!(
         md,
-        "`afr eval-rq4` (run inside this command; scenarios in `cli/src/scenarios.rs`, query \
+        "`afr eval-rq4` (run inside this command; scenarios in `eval/src/scenarios.rs`, query \
          syntax in [query.md](query.md)): three synthetic multi-step failures, {} events, are \
          mixed into {} background events (seed {}) and recorded; each question is asked as an \
          `afr query` over the store and as the `grep -F` an investigator would type over a \
@@ -644,11 +642,11 @@ fn rq4_section(md: &mut String, r: &crate::scenarios::Rq4Report) {
     );
 }
 
-fn rq3_section(md: &mut String, m: &afr_verify::matrix::Matrix, seeds: u64) {
+fn rq3_section(md: &mut String, m: &crate::matrix::Matrix, seeds: u64) {
     let _ = writeln!(md, "\n## RQ3: tamper detection\n");
     let _ = writeln!(
         md,
-        "`afr-verify matrix --seeds {seeds}`: each seed builds an honest log, anchors all its \
+        "`afr-eval matrix --seeds {seeds}`: each seed builds an honest log, anchors all its \
          epochs or all but the last one or two (the compromise window), and applies every \
          attack class once at random positions; honest logs and bundles are the false-positive \
          controls. Columns are cumulative verifier configurations. A cell counts the cases \
