@@ -636,10 +636,10 @@ fn print_missing_and_failure(missing: &[String], failure: Option<&verify::Failur
     if let Some(f) = failure {
         println!(
             "  first failure at {}: {} ({}); consistent with {}",
-            escape(&f.location),
-            escape(f.check),
+            f.location,
+            f.check,
             escape(&f.detail),
-            escape(f.consistent_with)
+            f.consistent_with()
         );
     }
 }

@@ -39,7 +39,7 @@ use crate::{
     crypto::{self, EventKey, SealedPayload, Slot},
     event::Payload,
     merkle,
-    verify::{Failure, Outcome},
+    verify::{Check, Failure, Location, Outcome},
 };
 
 /// Magic of the start frame.
@@ -152,17 +152,11 @@ pub struct BundleReport {
     pub erasures: Vec<(u64, u64)>,
 }
 
-fn fail(
-    location: String,
-    check: &'static str,
-    detail: &str,
-    consistent_with: &'static str,
-) -> Failure {
+fn fail(location: Location, check: Check, detail: &str) -> Failure {
     Failure {
-        location,
         check,
+        location,
         detail: detail.to_owned(),
-        consistent_with,
     }
 }
 
@@ -194,10 +188,9 @@ pub fn verify_bundle(bytes: &[u8]) -> BundleReport {
 
 fn malformed(r: &Reader<'_>, e: CborError) -> Failure {
     fail(
-        format!("file offset {}", r.position()),
-        "encoding",
+        Location::Offset(r.position() as u64),
+        Check::Encoding,
         &e.to_string(),
-        "edit or truncation of the file",
     )
 }
 
@@ -233,21 +226,19 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
         match (tag, n) {
             ("header", 2) => {
                 let h = EpochHeader::read(&mut r).map_err(|e| m(&r, e))?;
-                let at = format!("epoch {}", h.epoch);
+                let at = Location::Epoch(h.epoch);
                 if h.recorder != recorder {
                     return Err(fail(
                         at,
-                        "recorder-id",
+                        Check::ForeignRecorder,
                         "header names another recorder",
-                        "splice from another recorder",
                     ));
                 }
                 if h.epoch != headers.len() as u64 {
                     return Err(fail(
                         at,
-                        "epoch-sequence",
+                        Check::BundleEpochSequence,
                         "headers must run from epoch 0 without a gap",
-                        "dropped or reordered epoch",
                     ));
                 }
                 if erased.is_some() {
@@ -259,18 +250,16 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                 if h.first_seq.checked_add(h.count).is_none() {
                     return Err(fail(
                         at,
-                        "epoch-range",
+                        Check::EpochRangeOverflow,
                         "first_seq + count overflows",
-                        "edit of the header",
                     ));
                 }
                 let expected_first = headers.last().map_or(0, EpochHeader::end_seq);
                 if h.prev_epoch_root != prev_root || h.first_seq != expected_first {
                     return Err(fail(
                         at,
-                        "back-pointer",
+                        Check::BackPointer,
                         "header does not continue the previous epoch",
-                        "dropped epoch or fork",
                     ));
                 }
                 *rep.checks.entry("back-pointer").or_default() += 1;
@@ -308,14 +297,13 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                 let record_bytes = &bytes[start..r.position()];
                 let record = Record::decode(record_bytes).map_err(|e| m(&r, e))?;
                 let seq = record.seq;
-                let at = format!("event {seq}");
+                let at = Location::Event(seq);
                 let np = r.array().map_err(|e| m(&r, e))?;
                 if np > MAX_PROOF {
                     return Err(fail(
                         at,
-                        "inclusion-proof",
+                        Check::ProofTooLong,
                         "audit path longer than 64 hashes",
-                        "edit of the proof",
                     ));
                 }
                 let mut proof = Vec::with_capacity(np as usize);
@@ -335,17 +323,15 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                 if record.recorder != recorder {
                     return Err(fail(
                         at,
-                        "recorder-id",
+                        Check::ForeignRecorder,
                         "record names another recorder",
-                        "splice from another recorder",
                     ));
                 }
                 if last_seq.is_some_and(|l| seq <= l) {
                     return Err(fail(
                         at,
-                        "sequence",
+                        Check::BundleSequence,
                         "events out of order or repeated",
-                        "reordering or replay",
                     ));
                 }
                 last_seq = Some(seq);
@@ -353,17 +339,15 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                 else {
                     return Err(fail(
                         at,
-                        "epoch-membership",
+                        Check::NoHeaderForEpoch,
                         "no header for the record's epoch",
-                        "splice or unsealed event",
                     ));
                 };
                 if seq < h.first_seq || seq >= h.end_seq() {
                     return Err(fail(
                         at,
-                        "epoch-membership",
+                        Check::EpochMembership,
                         "sequence number outside its epoch",
-                        "splice from another epoch",
                     ));
                 }
                 let leaf = crate::hash::leaf_hash(record_bytes);
@@ -378,9 +362,8 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                 {
                     return Err(fail(
                         at,
-                        "inclusion-proof",
+                        Check::InclusionProof,
                         "record is not in its epoch's tree",
-                        "edit, insertion or splice",
                     ));
                 }
                 *rep.checks.entry("inclusion-proof").or_default() += 1;
@@ -390,9 +373,8 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                         if p.commitment() != record.payload_commitment {
                             return Err(fail(
                                 at,
-                                "payload-commitment",
+                                Check::PayloadCommitment,
                                 "sealed payload does not match the record",
-                                "payload edit or swapped ciphertext",
                             ));
                         }
                         *rep.checks.entry("payload-commitment").or_default() += 1;
@@ -405,18 +387,16 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                                 };
                                 let plain = crypto::open(&k, &slot, &p).map_err(|_| {
                                     fail(
-                                        at.clone(),
-                                        "payload-key",
+                                        at,
+                                        Check::PayloadKey,
                                         "key does not open the payload to its committed plaintext",
-                                        "swapped keys or ciphertexts",
                                     )
                                 })?;
                                 let pl = Payload::decode(&plain).map_err(|_| {
                                     fail(
-                                        at.clone(),
-                                        "payload-encoding",
+                                        at,
+                                        Check::PayloadEncoding,
                                         "plaintext is not a canonical payload",
-                                        "forged payload",
                                     )
                                 })?;
                                 *rep.checks.entry("payload-content").or_default() += 1;
@@ -431,9 +411,8 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                     (None, Some(_)) => {
                         return Err(fail(
                             at,
-                            "payload-commitment",
+                            Check::KeyWithoutPayload,
                             "key without its sealed payload",
-                            "edit of the bundle",
                         ));
                     }
                     (None, None) if erased.contains(&record.epoch) => {
@@ -447,10 +426,9 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                 let ne = r.uint().map_err(|e| m(&r, e))?;
                 if nh != headers.len() as u64 || ne != rep.events.len() as u64 {
                     return Err(fail(
-                        "file".into(),
-                        "totals",
+                        Location::File,
+                        Check::BundleTotals,
                         "end frame totals differ from the bundle",
-                        "deletion or insertion",
                     ));
                 }
                 r.finish().map_err(|e| m(&r, e))?;

@@ -43,27 +43,227 @@ impl Outcome {
     }
 }
 
+/// A check the verifiers run, named by what its failure means. Several variants share the
+/// public name printed as `check` (one check can fail in ways that point at different
+/// attacks); each knows the attack its failure is consistent with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Check {
+    /// `encoding`: consistent with edit or truncation of the file.
+    Encoding,
+    /// `event-count`: consistent with deletion or truncation.
+    EventFrameMissing,
+    /// `recorder-id`: consistent with splice from another recorder.
+    ForeignRecorder,
+    /// `chain-link`: consistent with edit, deletion, insertion or reordering.
+    ChainLink,
+    /// `payload-commitment`: consistent with payload edit or swapped ciphertext.
+    PayloadCommitment,
+    /// `start-frame`: consistent with not an AFR log export.
+    NoStartFrame,
+    /// `back-pointer`: consistent with dropped epoch or fork.
+    BackPointer,
+    /// `event-count`: consistent with edit of the header.
+    HeaderCount,
+    /// `merkle-root`: consistent with edit, deletion, insertion or reordering inside the epoch.
+    MerkleRoot,
+    /// `chain-head`: consistent with truncation of the epoch.
+    ChainHead,
+    /// `event-count`: consistent with edit of the file.
+    TailCount,
+    /// `totals`: consistent with deletion or truncation.
+    Totals,
+    /// `end-frame`: consistent with insertion.
+    TrailingBytes,
+    /// `event-count`: consistent with insertion.
+    EventOutsideEpoch,
+    /// `start-frame`: consistent with splice of two logs.
+    SecondStartFrame,
+    /// `end-frame`: consistent with truncation.
+    NoEndFrame,
+    /// `epoch-sequence`: consistent with dropped or reordered epoch.
+    BundleEpochSequence,
+    /// `epoch-range`: consistent with edit of the header.
+    EpochRangeOverflow,
+    /// `epoch-range`: consistent with deletion or insertion across epochs.
+    EpochRange,
+    /// `inclusion-proof`: consistent with edit of the proof.
+    ProofTooLong,
+    /// `sequence`: consistent with reordering or replay.
+    BundleSequence,
+    /// `epoch-membership`: consistent with splice or unsealed event.
+    NoHeaderForEpoch,
+    /// `epoch-membership`: consistent with splice from another epoch.
+    EpochMembership,
+    /// `inclusion-proof`: consistent with edit, insertion or splice.
+    InclusionProof,
+    /// `payload-key`: consistent with swapped keys or ciphertexts.
+    PayloadKey,
+    /// `payload-encoding`: consistent with forged payload.
+    PayloadEncoding,
+    /// `payload-commitment`: consistent with edit of the bundle.
+    KeyWithoutPayload,
+    /// `totals`: consistent with deletion or insertion.
+    BundleTotals,
+    /// `recorder-id`: consistent with evidence from another recorder.
+    UnpinnedRecorder,
+    /// `anchored-root`: consistent with edit, fork or equivocation after anchoring.
+    AnchoredRoot,
+    /// `sequence`: consistent with deletion.
+    SequenceSkipped,
+    /// `sequence`: consistent with reordering, insertion or replay.
+    SequenceRepeated,
+    /// `epoch-sequence`: consistent with dropped epoch.
+    EpochSkipped,
+    /// `epoch-sequence`: consistent with reordered or replayed epoch.
+    EpochRepeated,
+}
+
+impl Check {
+    /// The check's public name (`chain-link`, `merkle-root`, ...), as reports print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::Encoding => "encoding",
+            Check::EventFrameMissing => "event-count",
+            Check::ForeignRecorder => "recorder-id",
+            Check::ChainLink => "chain-link",
+            Check::PayloadCommitment => "payload-commitment",
+            Check::NoStartFrame => "start-frame",
+            Check::BackPointer => "back-pointer",
+            Check::HeaderCount => "event-count",
+            Check::MerkleRoot => "merkle-root",
+            Check::ChainHead => "chain-head",
+            Check::TailCount => "event-count",
+            Check::Totals => "totals",
+            Check::TrailingBytes => "end-frame",
+            Check::EventOutsideEpoch => "event-count",
+            Check::SecondStartFrame => "start-frame",
+            Check::NoEndFrame => "end-frame",
+            Check::BundleEpochSequence => "epoch-sequence",
+            Check::EpochRangeOverflow => "epoch-range",
+            Check::EpochRange => "epoch-range",
+            Check::ProofTooLong => "inclusion-proof",
+            Check::BundleSequence => "sequence",
+            Check::NoHeaderForEpoch => "epoch-membership",
+            Check::EpochMembership => "epoch-membership",
+            Check::InclusionProof => "inclusion-proof",
+            Check::PayloadKey => "payload-key",
+            Check::PayloadEncoding => "payload-encoding",
+            Check::KeyWithoutPayload => "payload-commitment",
+            Check::BundleTotals => "totals",
+            Check::UnpinnedRecorder => "recorder-id",
+            Check::AnchoredRoot => "anchored-root",
+            Check::SequenceSkipped => "sequence",
+            Check::SequenceRepeated => "sequence",
+            Check::EpochSkipped => "epoch-sequence",
+            Check::EpochRepeated => "epoch-sequence",
+        }
+    }
+
+    /// The attack a failure of this check is consistent with, in plain words.
+    pub fn consistent_with(self) -> &'static str {
+        match self {
+            Check::Encoding => "edit or truncation of the file",
+            Check::EventFrameMissing => "deletion or truncation",
+            Check::ForeignRecorder => "splice from another recorder",
+            Check::ChainLink => "edit, deletion, insertion or reordering",
+            Check::PayloadCommitment => "payload edit or swapped ciphertext",
+            Check::NoStartFrame => "not an AFR log export",
+            Check::BackPointer => "dropped epoch or fork",
+            Check::HeaderCount => "edit of the header",
+            Check::MerkleRoot => "edit, deletion, insertion or reordering inside the epoch",
+            Check::ChainHead => "truncation of the epoch",
+            Check::TailCount => "edit of the file",
+            Check::Totals => "deletion or truncation",
+            Check::TrailingBytes => "insertion",
+            Check::EventOutsideEpoch => "insertion",
+            Check::SecondStartFrame => "splice of two logs",
+            Check::NoEndFrame => "truncation",
+            Check::BundleEpochSequence => "dropped or reordered epoch",
+            Check::EpochRangeOverflow => "edit of the header",
+            Check::EpochRange => "deletion or insertion across epochs",
+            Check::ProofTooLong => "edit of the proof",
+            Check::BundleSequence => "reordering or replay",
+            Check::NoHeaderForEpoch => "splice or unsealed event",
+            Check::EpochMembership => "splice from another epoch",
+            Check::InclusionProof => "edit, insertion or splice",
+            Check::PayloadKey => "swapped keys or ciphertexts",
+            Check::PayloadEncoding => "forged payload",
+            Check::KeyWithoutPayload => "edit of the bundle",
+            Check::BundleTotals => "deletion or insertion",
+            Check::UnpinnedRecorder => "evidence from another recorder",
+            Check::AnchoredRoot => "edit, fork or equivocation after anchoring",
+            Check::SequenceSkipped => "deletion",
+            Check::SequenceRepeated => "reordering, insertion or replay",
+            Check::EpochSkipped => "dropped epoch",
+            Check::EpochRepeated => "reordered or replayed epoch",
+        }
+    }
+}
+
+impl serde::Serialize for Check {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl std::fmt::Display for Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a check failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    /// The file as a whole (its frames, its totals).
+    File,
+    /// A byte offset in the file (a frame that does not decode).
+    Offset(u64),
+    /// An event, by sequence number.
+    Event(u64),
+    /// An epoch, by number.
+    Epoch(u64),
+    /// What follows the last sealed epoch.
+    Tail,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::File => f.write_str("file"),
+            Location::Offset(o) => write!(f, "file offset {o}"),
+            Location::Event(s) => write!(f, "event {s}"),
+            Location::Epoch(e) => write!(f, "epoch {e}"),
+            Location::Tail => f.write_str("tail"),
+        }
+    }
+}
+
 /// The first failing check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
-    /// Where: `event 17`, `epoch 3`, `file`.
-    pub location: String,
     /// Which check.
-    pub check: &'static str,
+    pub check: Check,
+    /// Where.
+    pub location: Location,
     /// What differed.
     pub detail: String,
-    /// The attack this failure is consistent with.
-    pub consistent_with: &'static str,
 }
 
 impl Failure {
+    /// The attack this failure is consistent with ([`Check::consistent_with`]).
+    pub fn consistent_with(&self) -> &'static str {
+        self.check.consistent_with()
+    }
+
     /// `{location, check, detail, consistent_with}`, as the verifiers print it with `--json`.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
-            "location": self.location,
-            "check": self.check,
+            "location": self.location.to_string(),
+            "check": self.check.name(),
             "detail": self.detail,
-            "consistent_with": self.consistent_with,
+            "consistent_with": self.consistent_with(),
         })
     }
 }
@@ -99,27 +299,16 @@ pub struct Report {
 
 struct Fail(Failure);
 
-fn fail(
-    location: String,
-    check: &'static str,
-    detail: String,
-    consistent_with: &'static str,
-) -> Fail {
+fn fail(location: Location, check: Check, detail: String) -> Fail {
     Fail(Failure {
-        location,
         check,
+        location,
         detail,
-        consistent_with,
     })
 }
 
 fn malformed(at: usize, e: CborError) -> Fail {
-    fail(
-        format!("file offset {at}"),
-        "encoding",
-        e.to_string(),
-        "edit or truncation of the file",
-    )
+    fail(Location::Offset(at as u64), Check::Encoding, e.to_string())
 }
 
 /// Which integrity layers a verification uses, to show what each adds (the tamper matrix).
@@ -186,7 +375,7 @@ impl Chain {
         rep: &mut Report,
     ) -> Result<Hash32, Fail> {
         let seq = self.next_seq;
-        let at = || format!("event {seq}");
+        let at = || Location::Event(seq);
         let Some(Frame::Event {
             record_bytes,
             record,
@@ -195,45 +384,41 @@ impl Chain {
         else {
             return Err(fail(
                 at(),
-                "event-count",
+                Check::EventFrameMissing,
                 "event frame missing".into(),
-                "deletion or truncation",
             ));
         };
         if record.recorder != self.recorder {
             return Err(fail(
                 at(),
-                "recorder-id",
+                Check::ForeignRecorder,
                 "record names another recorder".into(),
-                "splice from another recorder",
             ));
         }
         if self.merkle && record.seq != seq {
+            let check = if record.seq > seq {
+                Check::SequenceSkipped
+            } else {
+                Check::SequenceRepeated
+            };
             return Err(fail(
                 at(),
-                "sequence",
+                check,
                 format!("found sequence number {}", record.seq),
-                if record.seq > seq {
-                    "deletion"
-                } else {
-                    "reordering, insertion or replay"
-                },
             ));
         }
         if self.merkle && record.epoch != epoch {
             return Err(fail(
                 at(),
-                "epoch-membership",
+                Check::EpochMembership,
                 format!("record says epoch {}", record.epoch),
-                "splice from another epoch",
             ));
         }
         if record.prev_hash != self.prev_leaf {
             return Err(fail(
                 at(),
-                "chain-link",
+                Check::ChainLink,
                 "prev_hash is not the previous record's hash".into(),
-                "edit, deletion, insertion or reordering",
             ));
         }
         *rep.checks.entry("chain-link").or_default() += 1;
@@ -242,9 +427,8 @@ impl Chain {
                 if p.commitment() != record.payload_commitment {
                     return Err(fail(
                         at(),
-                        "payload-commitment",
+                        Check::PayloadCommitment,
                         "sealed payload does not match the record".into(),
-                        "payload edit or swapped ciphertext",
                     ));
                 }
                 *rep.checks.entry("payload-commitment").or_default() += 1;
@@ -271,10 +455,9 @@ fn run(bytes: &[u8], rep: &mut Report, layers: Layers) -> Result<(), Fail> {
         Some(Frame::Start { recorder, .. }) => recorder,
         _ => {
             return Err(fail(
-                "file".into(),
-                "start-frame",
+                Location::File,
+                Check::NoStartFrame,
                 "no start frame".into(),
-                "not an AFR log export",
             ));
         }
     };
@@ -291,44 +474,37 @@ fn run(bytes: &[u8], rep: &mut Report, layers: Layers) -> Result<(), Fail> {
     loop {
         match next(&mut rd)? {
             Some(Frame::Epoch(h)) => {
-                let at = format!("epoch {}", h.epoch);
+                let at = Location::Epoch(h.epoch);
                 if m && h.recorder != recorder {
                     return Err(fail(
                         at,
-                        "recorder-id",
+                        Check::ForeignRecorder,
                         "header names another recorder".into(),
-                        "splice from another recorder",
                     ));
                 }
                 if m && h.epoch != epoch_no {
-                    return Err(fail(
-                        at,
-                        "epoch-sequence",
-                        format!("expected epoch {epoch_no}"),
-                        if h.epoch > epoch_no {
-                            "dropped epoch"
-                        } else {
-                            "reordered or replayed epoch"
-                        },
-                    ));
+                    let check = if h.epoch > epoch_no {
+                        Check::EpochSkipped
+                    } else {
+                        Check::EpochRepeated
+                    };
+                    return Err(fail(at, check, format!("expected epoch {epoch_no}")));
                 }
                 if m && h.first_seq != chain.next_seq {
                     return Err(fail(
                         at,
-                        "epoch-range",
+                        Check::EpochRange,
                         format!(
                             "first_seq {} but next event is {}",
                             h.first_seq, chain.next_seq
                         ),
-                        "deletion or insertion across epochs",
                     ));
                 }
                 if m && h.prev_epoch_root != prev_root {
                     return Err(fail(
                         at,
-                        "back-pointer",
+                        Check::BackPointer,
                         "prev_epoch_root is not the previous epoch's root".into(),
-                        "dropped epoch or fork",
                     ));
                 }
                 if m {
@@ -337,9 +513,8 @@ fn run(bytes: &[u8], rep: &mut Report, layers: Layers) -> Result<(), Fail> {
                 if h.count > (bytes.len() as u64) / 40 {
                     return Err(fail(
                         at,
-                        "event-count",
+                        Check::HeaderCount,
                         format!("{} events cannot fit in the file", h.count),
-                        "edit of the header",
                     ));
                 }
                 let mut tree = CompactRange::new();
@@ -350,9 +525,8 @@ fn run(bytes: &[u8], rep: &mut Report, layers: Layers) -> Result<(), Fail> {
                 if m && tree.root() != h.merkle_root {
                     return Err(fail(
                         at,
-                        "merkle-root",
+                        Check::MerkleRoot,
                         "recomputed Merkle root differs".into(),
-                        "edit, deletion, insertion or reordering inside the epoch",
                     ));
                 }
                 if m {
@@ -361,9 +535,8 @@ fn run(bytes: &[u8], rep: &mut Report, layers: Layers) -> Result<(), Fail> {
                 if m && h.chain_head != chain.prev_leaf {
                     return Err(fail(
                         at,
-                        "chain-head",
+                        Check::ChainHead,
                         "chain head is not the last record's hash".into(),
-                        "truncation of the epoch",
                     ));
                 }
                 prev_root = h.root();
@@ -374,10 +547,9 @@ fn run(bytes: &[u8], rep: &mut Report, layers: Layers) -> Result<(), Fail> {
             Some(Frame::Tail(n)) => {
                 if n > (bytes.len() as u64) / 40 {
                     return Err(fail(
-                        "tail".into(),
-                        "event-count",
+                        Location::Tail,
+                        Check::TailCount,
                         format!("{n} events cannot fit in the file"),
-                        "edit of the file",
                     ));
                 }
                 for _ in 0..n {
@@ -395,21 +567,19 @@ fn run(bytes: &[u8], rep: &mut Report, layers: Layers) -> Result<(), Fail> {
             Some(Frame::End { events, epochs }) => {
                 if m && (events != rep.events || epochs != rep.epochs) {
                     return Err(fail(
-                        "file".into(),
-                        "totals",
+                        Location::File,
+                        Check::Totals,
                         format!(
                             "end frame says {events} events in {epochs} epochs, file holds {} in {}",
                             rep.events, rep.epochs
                         ),
-                        "deletion or truncation",
                     ));
                 }
                 if !rd.at_end() {
                     return Err(fail(
-                        "file".into(),
-                        "end-frame",
+                        Location::File,
+                        Check::TrailingBytes,
                         "bytes after the end frame".into(),
-                        "insertion",
                     ));
                 }
                 if chain.withheld > 0 {
@@ -420,26 +590,23 @@ fn run(bytes: &[u8], rep: &mut Report, layers: Layers) -> Result<(), Fail> {
             }
             Some(Frame::Event { record, .. }) => {
                 return Err(fail(
-                    format!("event {}", record.seq),
-                    "event-count",
+                    Location::Event(record.seq),
+                    Check::EventOutsideEpoch,
                     "event outside any epoch".into(),
-                    "insertion",
                 ));
             }
             Some(Frame::Start { .. }) => {
                 return Err(fail(
-                    "file".into(),
-                    "start-frame",
+                    Location::File,
+                    Check::SecondStartFrame,
                     "second start frame".into(),
-                    "splice of two logs",
                 ));
             }
             None => {
                 return Err(fail(
-                    "file".into(),
-                    "end-frame",
+                    Location::File,
+                    Check::NoEndFrame,
                     "file ends without an end frame".into(),
-                    "truncation",
                 ));
             }
         }

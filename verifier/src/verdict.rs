@@ -9,7 +9,7 @@
 use afr_core::{
     Hash32, RecorderId,
     bundle::BundleReport,
-    verify::{Failure, Outcome, Report},
+    verify::{Check, Failure, Location, Outcome, Report},
 };
 use anyhow::{Context, Result};
 
@@ -183,28 +183,21 @@ impl Verdict {
             let _ = writeln!(
                 out,
                 "  first failure at {}: {} ({})",
-                escape(&f.location),
+                f.location,
                 f.check,
                 escape(&f.detail)
             );
-            let _ = writeln!(out, "  consistent with: {}", f.consistent_with);
+            let _ = writeln!(out, "  consistent with: {}", f.consistent_with());
         }
         out
     }
 
-    fn tamper(
-        &mut self,
-        location: String,
-        check: &'static str,
-        detail: String,
-        consistent_with: &'static str,
-    ) {
+    fn tamper(&mut self, location: Location, check: Check, detail: String) {
         self.outcome = Outcome::Tampered;
         self.first_failure = Some(Failure {
-            location,
             check,
+            location,
             detail,
-            consistent_with,
         });
     }
 }
@@ -242,14 +235,13 @@ pub fn check_recorder(v: &mut Verdict, trust: &Trust) {
                 .flat_map(|p| p.recorders.iter().map(|r| format!("0x{}", hex::encode(r))))
                 .collect();
             v.tamper(
-                "file".into(),
-                "recorder-id",
+                Location::File,
+                Check::UnpinnedRecorder,
                 format!(
                     "the file is from recorder 0x{}, not a pinned one ({})",
                     hex::encode(r),
                     pinned.join(", ")
                 ),
-                "evidence from another recorder",
             );
         }
     }
@@ -279,10 +271,9 @@ pub fn check_anchors(v: &mut Verdict, a: &Anchors, whole_log: bool) -> Result<()
             }
             (Some(r), _) => {
                 v.tamper(
-                    format!("epoch {e}"),
-                    "anchored-root",
+                    Location::Epoch(e),
+                    Check::AnchoredRoot,
                     format!("file commits to root {root}, the recorder anchored {r}"),
-                    "edit, fork or equivocation after anchoring",
                 );
                 return Ok(());
             }

@@ -15,7 +15,7 @@ use afr_core::{
     EventInput,
     crypto::{MasterKey, Slot, open},
     event::Payload,
-    verify::{Outcome, verify_log},
+    verify::{Check, Outcome, verify_log},
 };
 use afr_recorder::{Config, Durability, RecordError, Recorder, export_log, init, read_key_file};
 use afr_testkit::synth;
@@ -376,7 +376,7 @@ mod disclosure {
         swapped.events[1].key = k0;
         let rep = verify_bundle(&swapped.encode());
         assert_eq!(rep.outcome, Outcome::Tampered);
-        assert_eq!(rep.first_failure.unwrap().check, "payload-key");
+        assert_eq!(rep.first_failure.unwrap().check, Check::PayloadKey);
         // Swapping ciphertexts: the commitment catches it without any key.
         let mut swapped = b.clone();
         let p0 = swapped.events[0].payload.clone();
@@ -388,7 +388,7 @@ mod disclosure {
                 .first_failure
                 .unwrap()
                 .check,
-            "payload-commitment"
+            Check::PayloadCommitment
         );
         // Dropping a header breaks the back-pointer chain.
         let mut dropped = b.clone();
