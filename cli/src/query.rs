@@ -10,7 +10,7 @@ use std::{
     time::Instant,
 };
 
-use afr_core::text::escape;
+use afr_core::{calendar, text::escape};
 use afr_recorder::{
     Config, Durability, Recorder,
     index::Opener,
@@ -234,7 +234,7 @@ fn print_table(
         writeln!(
             out,
             "{seq:>8}  {:<24}  {:<10}  {:<22}  {}",
-            query::format_time_us(ev.record.timestamp_us),
+            calendar::format_time_us(ev.record.timestamp_us),
             ev.record.category.name(),
             clip(&tool, 22),
             clip(&what, 70)

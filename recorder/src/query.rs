@@ -38,7 +38,7 @@
 use std::collections::BTreeSet;
 
 use afr_core::{
-    Category, Record,
+    Category, Record, calendar,
     crypto::{IndexKey, MasterKey},
     event::{ContextSource, Payload},
 };
@@ -763,7 +763,7 @@ impl<'a> Parser<'a> {
             )),
             Ty::Time => match &lit {
                 Json::Number(n) if n.as_u64().is_some() => Ok(lit),
-                Json::String(s) => parse_time_us(s).map(Json::from).ok_or_else(|| {
+                Json::String(s) => calendar::parse_time_us(s).map(Json::from).ok_or_else(|| {
                     self.err(
                         &t,
                         format!(
@@ -896,119 +896,6 @@ impl<'a> Parser<'a> {
         }
         Ok((Target { root, segs, canon }, ty))
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Time
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (
-        if m <= 2 {
-            yoe + era * 400 + 1
-        } else {
-            yoe + era * 400
-        },
-        m,
-        d,
-    )
-}
-
-/// Parses `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM:SS[.ffffff](Z|±HH:MM)` into microseconds since
-/// the Unix epoch.
-pub fn parse_time_us(s: &str) -> Option<u64> {
-    let num = |a: usize, b: usize| -> Option<i64> {
-        let t = s.get(a..b)?;
-        t.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| t.parse().ok())?
-    };
-    let (y, mo, d) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
-    if s.get(4..5)? != "-"
-        || s.get(7..8)? != "-"
-        || !(1..=12).contains(&mo)
-        || !(1..=31).contains(&d)
-    {
-        return None;
-    }
-    let days = days_from_civil(y, mo, d);
-    if s.len() == 10 {
-        return u64::try_from(days * 86_400_000_000).ok();
-    }
-    if !matches!(s.get(10..11)?, "T" | "t" | " ") || s.get(13..14)? != ":" || s.get(16..17)? != ":"
-    {
-        return None;
-    }
-    let (h, mi, sec) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
-    if h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    let mut rest = s.get(19..)?;
-    let mut micros = 0i64;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if n == 0 {
-            return None;
-        }
-        let digits = &frac[..n];
-        let padded: String = digits
-            .chars()
-            .chain(std::iter::repeat('0'))
-            .take(6)
-            .collect();
-        micros = padded.parse().ok()?;
-        rest = &frac[n..];
-    }
-    let offset_s = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let sign = match rest.get(0..1)? {
-                "+" => 1,
-                "-" => -1,
-                _ => return None,
-            };
-            if rest.len() != 6 || rest.get(3..4)? != ":" {
-                return None;
-            }
-            let oh: i64 = rest.get(1..3)?.parse().ok()?;
-            let om: i64 = rest.get(4..6)?.parse().ok()?;
-            sign * (oh * 3600 + om * 60)
-        }
-    };
-    let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_s;
-    u64::try_from(secs * 1_000_000 + micros).ok()
-}
-
-/// Formats microseconds since the Unix epoch as RFC 3339 UTC with milliseconds.
-pub fn format_time_us(us: u64) -> String {
-    let secs = (us / 1_000_000) as i64;
-    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
-    let s = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        s / 3600,
-        (s / 60) % 60,
-        s % 60,
-        (us % 1_000_000) / 1000
-    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1947,22 +1834,5 @@ mod tests {
             shown.ends_with("\n  intent.tol = \"x\"\n         ^^^"),
             "{shown}"
         );
-    }
-
-    #[test]
-    fn times_round_trip() {
-        let t = parse_time_us("2026-11-30T12:34:56.789Z").unwrap();
-        assert_eq!(format_time_us(t), "2026-11-30T12:34:56.789Z");
-        assert_eq!(parse_time_us("1970-01-01"), Some(0));
-        assert_eq!(
-            parse_time_us("2026-01-01T00:00:00Z"),
-            Some(1_767_225_600_000_000)
-        );
-        assert_eq!(
-            parse_time_us("2026-01-01T02:00:00+02:00"),
-            Some(1_767_225_600_000_000)
-        );
-        assert_eq!(parse_time_us("2026-13-01"), None);
-        assert_eq!(parse_time_us("2026-01-01T00:00"), None);
     }
 }
