@@ -210,16 +210,9 @@ fn print_table(
                             .and_then(|f| f.state_changes.first().cloned())
                     })
                     .or_else(|| {
-                        p.human_approval.as_ref().map(|h| {
-                            format!(
-                                "{} by {}",
-                                serde_json::to_value(h.decision)
-                                    .ok()
-                                    .and_then(|v| v.as_str().map(str::to_owned))
-                                    .unwrap_or_default(),
-                                h.approver
-                            )
-                        })
+                        p.human_approval
+                            .as_ref()
+                            .map(|h| format!("{} by {}", h.decision.name(), h.approver))
                     })
                     .unwrap_or_else(|| {
                         if p.intent.args.is_null() {

@@ -66,19 +66,27 @@ impl Category {
         Category::ALL.get(usize::try_from(n).ok()?).copied()
     }
 
+    /// The lower-case names used in JSON, in wire order.
+    pub const NAMES: [&'static str; 9] = [
+        "file",
+        "shell",
+        "api",
+        "database",
+        "retrieval",
+        "code",
+        "approval",
+        "delegation",
+        "other",
+    ];
+
     /// The lower-case name used in JSON.
     pub fn name(self) -> &'static str {
-        [
-            "file",
-            "shell",
-            "api",
-            "database",
-            "retrieval",
-            "code",
-            "approval",
-            "delegation",
-            "other",
-        ][self as usize]
+        Category::NAMES[self as usize]
+    }
+
+    /// The category with JSON name `s`.
+    pub fn from_name(s: &str) -> Option<Category> {
+        Category::ALL.into_iter().find(|c| c.name() == s)
     }
 }
 

@@ -40,7 +40,7 @@ use std::collections::BTreeSet;
 use afr_core::{
     Category, Record, calendar,
     crypto::{IndexKey, MasterKey},
-    event::{ContextSource, Payload},
+    event::{ContextSource, Decision, Payload, Verdict},
 };
 use serde_json::Value as Json;
 
@@ -65,26 +65,12 @@ enum Ty {
     List(&'static Ty),
 }
 
-const CATEGORIES: &[&str] = &[
-    "file",
-    "shell",
-    "api",
-    "database",
-    "retrieval",
-    "code",
-    "approval",
-    "delegation",
-    "other",
-];
-const VERDICTS: &[&str] = &["allow", "deny", "warn", "escalate"];
-const DECISIONS: &[&str] = &["approved", "rejected"];
-
 /// Envelope fields (from the record, never encrypted).
 const ENVELOPE: &[(&str, Ty)] = &[
     ("seq", Ty::Uint),
     ("epoch", Ty::Uint),
     ("timestamp_us", Ty::Time),
-    ("category", Ty::Enum(CATEGORIES)),
+    ("category", Ty::Enum(&Category::NAMES)),
     ("lane", Ty::Str),
     ("concurrent_with", Ty::List(&Ty::Uint)),
 ];
@@ -97,7 +83,7 @@ const PAYLOAD: &[(&str, Ty)] = &[
         Ty::List(&Ty::Obj(&[
             ("guardrail", Ty::Str),
             ("version", Ty::Str),
-            ("verdict", Ty::Enum(VERDICTS)),
+            ("verdict", Ty::Enum(&Verdict::NAMES)),
             ("reason", Ty::Str),
         ])),
     ),
@@ -106,7 +92,7 @@ const PAYLOAD: &[(&str, Ty)] = &[
         Ty::Obj(&[
             ("approver", Ty::Str),
             ("prompt", Ty::Str),
-            ("decision", Ty::Enum(DECISIONS)),
+            ("decision", Ty::Enum(&Decision::NAMES)),
             ("decided_at_us", Ty::Time),
             (
                 "signature",
@@ -1768,11 +1754,6 @@ fn compare(v: &Json, op: Op, lit: &Json) -> bool {
         Op::Ge => o != Ordering::Less,
         Op::Contains => false,
     }
-}
-
-/// A category by its JSON name.
-pub fn category_named(s: &str) -> Option<Category> {
-    Category::ALL.into_iter().find(|c| c.name() == s)
 }
 
 #[cfg(test)]
