@@ -12,9 +12,8 @@ use std::{
 
 use afr_core::{calendar, text::escape};
 use afr_recorder::{
-    Config, Durability, Recorder,
-    index::Opener,
-    query::{self, Query, QueryResult},
+    Config, Durability, RecordError, Recorder,
+    query::{self, LoadedEvent, Query, QueryResult},
 };
 use anyhow::{Context, Result};
 use clap::Args;
@@ -54,15 +53,14 @@ pub fn run(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
     };
     let r = Recorder::open(dir, Config::default())?;
     let started = Instant::now();
-    let res = query::run(r.store(), r.master_key(), &q)?;
+    let res = r.query(&q)?;
     let took = started.elapsed();
     let out = std::io::stdout();
     let mut out = BufWriter::new(out.lock());
-    let mut opener = Opener::new(r.store(), r.master_key())?;
     let shown = &res.matches[..a.limit.unwrap_or(usize::MAX).min(res.matches.len())];
     if a.json {
-        for &seq in shown {
-            let ev = query::load(&mut opener, r.store(), seq)?;
+        for (&seq, ev) in shown.iter().zip(r.load_events(shown)) {
+            let ev = ev?;
             let v = serde_json::json!({
                 "seq": seq,
                 "epoch": ev.record.epoch,
@@ -72,7 +70,7 @@ pub fn run(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
             writeln!(out, "{v}")?;
         }
     } else {
-        print_table(&mut out, &mut opener, r.store(), shown)?;
+        print_table(&mut out, shown, r.load_events(shown))?;
     }
     out.flush()?;
     drop(out);
@@ -178,11 +176,11 @@ fn clip(s: &str, n: usize) -> String {
     }
 }
 
+/// The table of `afr query`: one row per event of `seqs`, read from `events` in step.
 fn print_table(
     out: &mut impl Write,
-    opener: &mut Opener<'_>,
-    store: &afr_recorder::Store,
     seqs: &[u64],
+    events: impl Iterator<Item = Result<LoadedEvent, RecordError>>,
 ) -> Result<()> {
     if seqs.is_empty() {
         return Ok(());
@@ -192,8 +190,8 @@ fn print_table(
         "{:>8}  {:<24}  {:<10}  {:<22}  summary",
         "seq", "time", "category", "tool"
     )?;
-    for &seq in seqs {
-        let ev = query::load(opener, store, seq)?;
+    for (&seq, ev) in seqs.iter().zip(events) {
+        let ev = ev?;
         let (tool, what) = match &ev.payload {
             None => (
                 "(erased)".to_owned(),
@@ -297,14 +295,12 @@ pub fn bench(b: &QueryBench) -> Result<ExitCode> {
     // A delegation event with children, for the selective lookups.
     let parent = {
         let q = Query::parse(r#"category = "delegation" and seq >= 1000"#)?;
-        let res = query::run(r.store(), r.master_key(), &q)?;
+        let res = r.query(&q)?;
         let mut pick = None;
         for s in res.matches.iter().take(50) {
-            let kids = query::run(
-                r.store(),
-                r.master_key(),
-                &Query::parse(&format!("delegation_provenance.parent_event.seq = {s}"))?,
-            )?;
+            let kids = r.query(&Query::parse(&format!(
+                "delegation_provenance.parent_event.seq = {s}"
+            ))?)?;
             if kids.matches.len() >= 2 {
                 pick = Some(*s);
                 break;
@@ -331,7 +327,7 @@ pub fn bench(b: &QueryBench) -> Result<ExitCode> {
         let mut last = None;
         for _ in 0..runs {
             let t0 = Instant::now();
-            let res = query::run(r.store(), r.master_key(), &q)?;
+            let res = r.query(&q)?;
             times.push(t0.elapsed().as_secs_f64() * 1e3);
             last = Some(res);
         }

@@ -520,6 +520,27 @@ impl Recorder {
         lock(&self.shared.state).last_sealed.clone()
     }
 
+    /// Answers `query` over the events in the store ([`query`] explains the language and
+    /// the three-valued answer). It reads the store as written: events still queued for the
+    /// writer ([`Durability::Buffered`] before [`Recorder::flush`]) are not seen.
+    pub fn query(&self, query: &query::Query) -> Result<query::QueryResult, query::QueryError> {
+        query::run(&self.shared.store, &self.shared.master, query)
+    }
+
+    /// Reads and decrypts the events `seqs` in their order, for showing a query's matches.
+    /// An event of an erased epoch comes without its payload; a `seq` the store does not hold
+    /// is an error.
+    pub fn load_events(
+        &self,
+        seqs: &[u64],
+    ) -> impl Iterator<Item = Result<query::LoadedEvent, RecordError>> {
+        let store = &self.shared.store;
+        let mut opener =
+            index::Opener::with_recorder(store, &self.shared.master, self.shared.recorder);
+        seqs.iter()
+            .map(move |&seq| query::load(&mut opener, store, seq))
+    }
+
     fn open_epoch_key(&self, st: &mut State) -> Result<(), RecordError> {
         let sh = &*self.shared;
         // The open epoch may already have a salt (events recorded before a restart).

@@ -24,7 +24,11 @@ use crate::{
 };
 
 /// Runs `query` over `store`, decrypting with `master` where needed.
-pub fn run(store: &Store, master: &MasterKey, query: &Query) -> Result<QueryResult, QueryError> {
+pub(crate) fn run(
+    store: &Store,
+    master: &MasterKey,
+    query: &Query,
+) -> Result<QueryResult, QueryError> {
     let mut ex = Exec::new(store, master)?;
     let node = ex.plan(&query.expr)?;
     let cand = ex.candidates(&node);

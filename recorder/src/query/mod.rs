@@ -58,7 +58,7 @@ use serde_json::Value as Json;
 
 use crate::{RecordError, Store, index::Opener};
 
-pub use exec::run;
+pub(crate) use exec::run;
 pub use parse::MAX_DEPTH;
 pub use relations::Relation;
 
@@ -196,7 +196,11 @@ impl LoadedEvent {
 }
 
 /// Reads and decrypts event `seq`.
-pub fn load(opener: &mut Opener<'_>, store: &Store, seq: u64) -> Result<LoadedEvent, RecordError> {
+pub(crate) fn load(
+    opener: &mut Opener<'_>,
+    store: &Store,
+    seq: u64,
+) -> Result<LoadedEvent, RecordError> {
     let record = store
         .record(seq)?
         .ok_or_else(|| RecordError::Invalid(format!("no event {seq} in the log")))?;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use afr_core::EventInput;
 use afr_recorder::{
     CF_INDEX, CF_META, Config, DB_DIR, Durability, Recorder, Store, WriteBatch, index, init,
-    query::{Query, QueryResult, run},
+    query::{Query, QueryResult},
     synth,
 };
 
@@ -120,7 +120,7 @@ fn reopen(dir: &Path) -> Recorder {
 
 fn q(r: &Recorder, text: &str) -> QueryResult {
     let query = Query::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
-    run(r.store(), r.master_key(), &query).unwrap_or_else(|e| panic!("{text}: {e}"))
+    r.query(&query).unwrap_or_else(|e| panic!("{text}: {e}"))
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {

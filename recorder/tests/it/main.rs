@@ -488,7 +488,7 @@ mod disclosure {
             "human_approval.approver = \"{MARKER}@acme.example\""
         ))
         .unwrap();
-        let hits = afr_recorder::query::run(r.store(), r.master_key(), &marked).unwrap();
+        let hits = r.query(&marked).unwrap();
         assert_eq!(hits.matches.len(), 10, "{hits:?}");
         let salt = r.store().epoch_salt(1).unwrap().unwrap();
         let other = r.store().epoch_salt(2).unwrap().unwrap();
@@ -533,7 +533,7 @@ mod disclosure {
                 .iter()
                 .any(|s| (100..200).contains(s))
         );
-        let after = afr_recorder::query::run(r.store(), r.master_key(), &marked).unwrap();
+        let after = r.query(&marked).unwrap();
         assert!(after.matches.is_empty());
         assert_eq!(after.unknown, (100..200).collect::<Vec<_>>());
         assert_eq!(after.erased_epochs, [1]);
