@@ -275,29 +275,29 @@ impl<'a> Exec<'a> {
             }
             Node::Pred(p) => self.pred(p, ev)?,
             Node::Not(x) => self.eval(x, ev)?.not(),
-            Node::And(v) => {
-                let mut out = Tri::T;
-                for x in v {
-                    match self.eval(x, ev)? {
-                        Tri::F => return Ok(Tri::F),
-                        Tri::U => out = Tri::U,
-                        Tri::T => {}
-                    }
-                }
-                out
-            }
-            Node::Or(v) => {
-                let mut out = Tri::F;
-                for x in v {
-                    match self.eval(x, ev)? {
-                        Tri::T => return Ok(Tri::T),
-                        Tri::U => out = Tri::U,
-                        Tri::F => {}
-                    }
-                }
-                out
-            }
+            Node::And(v) => self.junction(v, ev, Tri::F)?,
+            Node::Or(v) => self.junction(v, ev, Tri::T)?,
         })
+    }
+
+    /// `and` (`decisive` false) or `or` (`decisive` true) of `v`: the first part that is
+    /// `decisive` decides, and the rest are not evaluated; otherwise an unknown part makes
+    /// the whole unknown.
+    fn junction(
+        &mut self,
+        v: &[Node],
+        ev: &mut EventState,
+        decisive: Tri,
+    ) -> Result<Tri, RecordError> {
+        let mut out = decisive.not();
+        for x in v {
+            match self.eval(x, ev)? {
+                t if t == decisive => return Ok(t),
+                Tri::U => out = Tri::U,
+                _ => {}
+            }
+        }
+        Ok(out)
     }
 
     fn pred(&mut self, p: &Pred, ev: &mut EventState) -> Result<Tri, RecordError> {

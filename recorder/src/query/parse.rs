@@ -84,29 +84,26 @@ impl Parser<'_> {
     }
 
     fn or(&mut self) -> Result<Expr, ParseError> {
-        let mut v = vec![self.and()?];
-        while self.is_word("or") {
-            self.bump();
-            v.push(self.and()?);
-        }
-        Ok(if v.len() == 1 {
-            v.remove(0)
-        } else {
-            Expr::Or(v)
-        })
+        self.joined("or", Self::and, Expr::Or)
     }
 
     fn and(&mut self) -> Result<Expr, ParseError> {
-        let mut v = vec![self.unary()?];
-        while self.is_word("and") {
+        self.joined("and", Self::unary, Expr::And)
+    }
+
+    /// `item (sep item)*`: a lone item as itself, more than one as `join(items)`.
+    fn joined(
+        &mut self,
+        sep: &str,
+        item: fn(&mut Self) -> Result<Expr, ParseError>,
+        join: fn(Vec<Expr>) -> Expr,
+    ) -> Result<Expr, ParseError> {
+        let mut v = vec![item(self)?];
+        while self.is_word(sep) {
             self.bump();
-            v.push(self.unary()?);
+            v.push(item(self)?);
         }
-        Ok(if v.len() == 1 {
-            v.remove(0)
-        } else {
-            Expr::And(v)
-        })
+        Ok(if v.len() == 1 { v.remove(0) } else { join(v) })
     }
 
     fn unary(&mut self) -> Result<Expr, ParseError> {
