@@ -73,9 +73,7 @@ fn main() {
     let mut out = std::io::BufWriter::new(std::fs::File::create(&log_path).unwrap());
     let summary = afr_recorder::export_log(rec.store(), &mut out).unwrap();
     drop(out);
-    let bundle = afr_recorder::disclose(rec.store(), rec.master_key(), &[events / 2], true)
-        .unwrap()
-        .encode();
+    let bundle = rec.disclose(&[events / 2], true).unwrap().encode();
     drop(rec);
     eprintln!(
         "set-up: recorded and exported {} events in {} epochs ({:.1} MB) in {:.1} s",

@@ -553,7 +553,7 @@ fn parse_seqs(spec: &str) -> Result<Vec<u64>> {
 fn disclose(dir: &Path, spec: &str, with_keys: bool, out: &Path) -> Result<ExitCode> {
     let seqs = parse_seqs(spec)?;
     let r = Recorder::open(dir, Config::default())?;
-    let bundle = afr_recorder::disclose(r.store(), r.master_key(), &seqs, with_keys)?;
+    let bundle = r.disclose(&seqs, with_keys)?;
     let bytes = bundle.encode();
     std::fs::write(out, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
     println!(

@@ -10,11 +10,10 @@ use std::{
     time::Instant,
 };
 
-use afr_core::text::escape;
+use afr_core::{calendar, text::escape};
 use afr_recorder::{
-    Config, Recorder,
-    index::Opener,
-    query::{self, Query, QueryResult},
+    Config, RecordError, Recorder,
+    query::{self, LoadedEvent, Query, QueryResult},
 };
 use anyhow::{Context, Result};
 use clap::Args;
@@ -54,15 +53,14 @@ pub fn run(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
     };
     let r = Recorder::open(dir, Config::default())?;
     let started = Instant::now();
-    let res = query::run(r.store(), r.master_key(), &q)?;
+    let res = r.query(&q)?;
     let took = started.elapsed();
     let out = std::io::stdout();
     let mut out = BufWriter::new(out.lock());
-    let mut opener = Opener::new(r.store(), r.master_key())?;
     let shown = &res.matches[..a.limit.unwrap_or(usize::MAX).min(res.matches.len())];
     if a.json {
-        for &seq in shown {
-            let ev = query::load(&mut opener, r.store(), seq)?;
+        for (&seq, ev) in shown.iter().zip(r.load_events(shown)) {
+            let ev = ev?;
             let v = serde_json::json!({
                 "seq": seq,
                 "epoch": ev.record.epoch,
@@ -72,7 +70,7 @@ pub fn run(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
             writeln!(out, "{v}")?;
         }
     } else {
-        print_table(&mut out, &mut opener, r.store(), shown)?;
+        print_table(&mut out, shown, r.load_events(shown))?;
     }
     out.flush()?;
     drop(out);
@@ -87,7 +85,7 @@ pub fn run(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
         if res.matches.is_empty() {
             anyhow::bail!("no events matched: nothing to disclose");
         }
-        let bundle = afr_recorder::disclose(r.store(), r.master_key(), &res.matches, a.with_keys)?;
+        let bundle = r.disclose(&res.matches, a.with_keys)?;
         let bytes = bundle.encode();
         std::fs::write(file, &bytes).with_context(|| format!("cannot write {}", file.display()))?;
         let msg = format!(
@@ -178,11 +176,11 @@ fn clip(s: &str, n: usize) -> String {
     }
 }
 
+/// The table of `afr query`: one row per event of `seqs`, read from `events` in step.
 fn print_table(
     out: &mut impl Write,
-    opener: &mut Opener<'_>,
-    store: &afr_recorder::Store,
     seqs: &[u64],
+    events: impl Iterator<Item = Result<LoadedEvent, RecordError>>,
 ) -> Result<()> {
     if seqs.is_empty() {
         return Ok(());
@@ -192,8 +190,8 @@ fn print_table(
         "{:>8}  {:<24}  {:<10}  {:<22}  summary",
         "seq", "time", "category", "tool"
     )?;
-    for &seq in seqs {
-        let ev = query::load(opener, store, seq)?;
+    for (&seq, ev) in seqs.iter().zip(events) {
+        let ev = ev?;
         let (tool, what) = match &ev.payload {
             None => (
                 "(erased)".to_owned(),
@@ -210,16 +208,9 @@ fn print_table(
                             .and_then(|f| f.state_changes.first().cloned())
                     })
                     .or_else(|| {
-                        p.human_approval.as_ref().map(|h| {
-                            format!(
-                                "{} by {}",
-                                serde_json::to_value(h.decision)
-                                    .ok()
-                                    .and_then(|v| v.as_str().map(str::to_owned))
-                                    .unwrap_or_default(),
-                                h.approver
-                            )
-                        })
+                        p.human_approval
+                            .as_ref()
+                            .map(|h| format!("{} by {}", h.decision.name(), h.approver))
                     })
                     .unwrap_or_else(|| {
                         if p.intent.args.is_null() {
@@ -234,7 +225,7 @@ fn print_table(
         writeln!(
             out,
             "{seq:>8}  {:<24}  {:<10}  {:<22}  {}",
-            query::format_time_us(ev.record.timestamp_us),
+            calendar::format_time_us(ev.record.timestamp_us),
             ev.record.category.name(),
             clip(&tool, 22),
             clip(&what, 70)

@@ -149,6 +149,28 @@ pub enum Verdict {
     Escalate,
 }
 
+impl Verdict {
+    /// Every verdict, in declaration order.
+    pub const ALL: [Verdict; 4] = [
+        Verdict::Allow,
+        Verdict::Deny,
+        Verdict::Warn,
+        Verdict::Escalate,
+    ];
+    /// The lower-case names used in JSON, in the order of [`Verdict::ALL`].
+    pub const NAMES: [&'static str; 4] = ["allow", "deny", "warn", "escalate"];
+
+    /// The lower-case name used in JSON.
+    pub fn name(self) -> &'static str {
+        Verdict::NAMES[self as usize]
+    }
+
+    /// The verdict with JSON name `s`.
+    pub fn from_name(s: &str) -> Option<Verdict> {
+        Verdict::ALL.into_iter().find(|v| v.name() == s)
+    }
+}
+
 /// One guardrail evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -173,6 +195,23 @@ pub enum Decision {
     Approved,
     /// Rejected.
     Rejected,
+}
+
+impl Decision {
+    /// Every decision, in declaration order.
+    pub const ALL: [Decision; 2] = [Decision::Approved, Decision::Rejected];
+    /// The lower-case names used in JSON, in the order of [`Decision::ALL`].
+    pub const NAMES: [&'static str; 2] = ["approved", "rejected"];
+
+    /// The lower-case name used in JSON.
+    pub fn name(self) -> &'static str {
+        Decision::NAMES[self as usize]
+    }
+
+    /// The decision with JSON name `s`.
+    pub fn from_name(s: &str) -> Option<Decision> {
+        Decision::ALL.into_iter().find(|d| d.name() == s)
+    }
 }
 
 /// Human approval of the action.
@@ -698,6 +737,55 @@ mod tests {
         );
         let e = EventInput::from_json(big.as_bytes(), 1000).unwrap_err();
         assert!(e.message.contains("over the cap"), "{e}");
+    }
+
+    /// Every variant of `all` round-trips through its name, `names` lists those names in the
+    /// same order, and serde writes and reads the same name.
+    fn names_agree<T>(
+        all: &[T],
+        names: &[&str],
+        name: fn(T) -> &'static str,
+        from_name: fn(&str) -> Option<T>,
+    ) where
+        T: Copy + PartialEq + std::fmt::Debug + Serialize + serde::de::DeserializeOwned,
+    {
+        assert_eq!(all.len(), names.len());
+        for (&v, &n) in all.iter().zip(names) {
+            assert_eq!(name(v), n, "{v:?}");
+            assert_eq!(from_name(n), Some(v), "{n}");
+            assert_eq!(serde_json::to_value(v).unwrap(), Json::from(n), "{v:?}");
+            assert_eq!(
+                serde_json::from_value::<T>(Json::from(n)).unwrap(),
+                v,
+                "{n}"
+            );
+        }
+        assert_eq!(from_name("no such name"), None);
+    }
+
+    #[test]
+    fn enum_names_round_trip_and_agree_with_serde() {
+        names_agree(
+            &Category::ALL,
+            &Category::NAMES,
+            Category::name,
+            Category::from_name,
+        );
+        names_agree(
+            &Verdict::ALL,
+            &Verdict::NAMES,
+            Verdict::name,
+            Verdict::from_name,
+        );
+        names_agree(
+            &Decision::ALL,
+            &Decision::NAMES,
+            Decision::name,
+            Decision::from_name,
+        );
+        for (i, c) in Category::ALL.into_iter().enumerate() {
+            assert_eq!(Category::from_wire(i as u64), Some(c));
+        }
     }
 
     #[test]

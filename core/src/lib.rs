@@ -22,6 +22,7 @@
 //! The exact byte layouts and formulas are in `docs/spec/format.md`.
 
 pub mod bundle;
+pub mod calendar;
 pub mod cbor;
 mod cbor_ser;
 pub mod crypto;

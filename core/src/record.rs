@@ -66,19 +66,27 @@ impl Category {
         Category::ALL.get(usize::try_from(n).ok()?).copied()
     }
 
+    /// The lower-case names used in JSON, in wire order.
+    pub const NAMES: [&'static str; 9] = [
+        "file",
+        "shell",
+        "api",
+        "database",
+        "retrieval",
+        "code",
+        "approval",
+        "delegation",
+        "other",
+    ];
+
     /// The lower-case name used in JSON.
     pub fn name(self) -> &'static str {
-        [
-            "file",
-            "shell",
-            "api",
-            "database",
-            "retrieval",
-            "code",
-            "approval",
-            "delegation",
-            "other",
-        ][self as usize]
+        Category::NAMES[self as usize]
+    }
+
+    /// The category with JSON name `s`.
+    pub fn from_name(s: &str) -> Option<Category> {
+        Category::ALL.into_iter().find(|c| c.name() == s)
     }
 }
 
@@ -215,7 +223,7 @@ mod tests {
             recorder: [7; 20],
             seq,
             epoch: seq / 100,
-            timestamp_us: 1_764_000_000_000_000 + seq,
+            timestamp_us: 1_764_000_000_000_000_u64.wrapping_add(seq),
             category: Category::Database,
             lane: Some("task-3".into()),
             concurrent_with: if seq > 2 {

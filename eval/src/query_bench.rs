@@ -3,10 +3,7 @@
 
 use std::{path::PathBuf, process::ExitCode, time::Instant};
 
-use afr_recorder::{
-    Config, Durability, Recorder,
-    query::{self, Query},
-};
+use afr_recorder::{Config, Durability, Recorder, query::Query};
 use anyhow::{Context, Result};
 use clap::Args;
 
@@ -71,14 +68,12 @@ pub fn bench(b: &QueryBench) -> Result<ExitCode> {
     // A delegation event with children, for the selective lookups.
     let parent = {
         let q = Query::parse(r#"category = "delegation" and seq >= 1000"#)?;
-        let res = query::run(r.store(), r.master_key(), &q)?;
+        let res = r.query(&q)?;
         let mut pick = None;
         for s in res.matches.iter().take(50) {
-            let kids = query::run(
-                r.store(),
-                r.master_key(),
-                &Query::parse(&format!("delegation_provenance.parent_event.seq = {s}"))?,
-            )?;
+            let kids = r.query(&Query::parse(&format!(
+                "delegation_provenance.parent_event.seq = {s}"
+            ))?)?;
             if kids.matches.len() >= 2 {
                 pick = Some(*s);
                 break;
@@ -105,7 +100,7 @@ pub fn bench(b: &QueryBench) -> Result<ExitCode> {
         let mut last = None;
         for _ in 0..runs {
             let t0 = Instant::now();
-            let res = query::run(r.store(), r.master_key(), &q)?;
+            let res = r.query(&q)?;
             times.push(t0.elapsed().as_secs_f64() * 1e3);
             last = Some(res);
         }

@@ -75,20 +75,13 @@ fn machine() -> String {
     )
 }
 
-/// `YYYY-MM-DD HH:MM UTC` for Unix seconds (proleptic Gregorian, days-from-civil inverted).
+/// `YYYY-MM-DD HH:MM UTC` for Unix seconds.
 fn utc(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let (h, m) = ((secs % 86_400) / 3600, (secs % 3600) / 60);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    format!("{y:04}-{mo:02}-{d:02} {h:02}:{m:02} UTC")
+    let t = afr_core::calendar::UtcTime::from_unix_us(secs.saturating_mul(1_000_000));
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02} UTC",
+        t.year, t.month, t.day, t.hour, t.minute
+    )
 }
 
 fn progress(msg: &str) {

@@ -30,10 +30,7 @@ use afr_core::{
     },
     verify::Outcome,
 };
-use afr_recorder::{
-    Config, Durability, Recorder,
-    query::{self, Query},
-};
+use afr_recorder::{Config, Durability, Recorder, query::Query};
 use anyhow::{Context, Result};
 
 use crate::synth;
@@ -992,7 +989,7 @@ pub fn rq4(background_events: u64, seed: u64, rpc: Option<&str>) -> Result<Rq4Re
     let mut rows = Vec::new();
     for q in qs {
         let parsed = Query::parse(&q.query).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let res = query::run(r.store(), r.master_key(), &parsed)?;
+        let res = r.query(&parsed)?;
         let structured: BTreeSet<u64> = res.matches.into_iter().collect();
         let grep: BTreeSet<u64> = lines
             .iter()
@@ -1023,8 +1020,8 @@ pub fn rq4(background_events: u64, seed: u64, rpc: Option<&str>) -> Result<Rq4Re
     // C: disclose the chain and the disputed event; check the bundle with the core verifier.
     let chain_query = format!("ancestors({0}) or seq = {0}", s("c_refund2")?);
     let parsed = Query::parse(&chain_query).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let chain = query::run(r.store(), r.master_key(), &parsed)?.matches;
-    let bundle = afr_recorder::disclose(r.store(), r.master_key(), &chain, true)?;
+    let chain = r.query(&parsed)?.matches;
+    let bundle = r.disclose(&chain, true)?;
     let bytes = bundle.encode();
     let rep = afr_core::bundle::verify_bundle(&bytes);
     let opened_matching = rep

@@ -71,7 +71,7 @@ impl Store {
 /// each event's sealed payload and event key go in, except for erased epochs; for those, the
 /// `afr.erase` event that records the erasure is added with its key (when it is sealed), since
 /// a verifier accepts an erasure claim only with that proof.
-pub fn disclose(
+pub(crate) fn disclose(
     store: &Store,
     master: &MasterKey,
     seqs: &[u64],

@@ -244,7 +244,7 @@ impl Terms {
         t.add(Field::Tool, payload.intent.tool.as_bytes());
         for g in &payload.policy_evaluation {
             t.add(Field::Guardrail, g.guardrail.as_bytes());
-            t.add(Field::Verdict, verdict_name(g.verdict).as_bytes());
+            t.add(Field::Verdict, g.verdict.name().as_bytes());
         }
         if let Some(a) = &payload.human_approval {
             t.add(Field::Approver, a.approver.as_bytes());
@@ -438,16 +438,6 @@ fn block_key_tail(key: &[u8]) -> Result<(u64, u64), RecordError> {
     e.copy_from_slice(&k[TERM_LEN..TERM_LEN + 8]);
     f.copy_from_slice(&k[TERM_LEN + 8..]);
     Ok((u64::from_be_bytes(e), u64::from_be_bytes(f)))
-}
-
-fn verdict_name(v: afr_core::event::Verdict) -> &'static str {
-    use afr_core::event::Verdict;
-    match v {
-        Verdict::Allow => "allow",
-        Verdict::Deny => "deny",
-        Verdict::Warn => "warn",
-        Verdict::Escalate => "escalate",
-    }
 }
 
 /// Whether an event reference's recorder (`0x` + 40 hex, or absent) is `own`.

@@ -49,18 +49,18 @@ use afr_core::{
     event::{InputError, Payload},
     sequencer::{Chain, SequenceError},
 };
-pub use rocksdb::WriteBatch;
-pub use store::{
-    AnchorReceipt, CF_ANCHORS, CF_EPOCHS, CF_INDEX, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS,
-    ForkAlarm, META_FORK_ALARM, Store,
-};
+use rocksdb::WriteBatch;
+pub use store::{AnchorReceipt, ForkAlarm, Store};
+use store::{CF_EPOCHS, CF_INDEX, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS};
+#[cfg(feature = "raw-store")]
+pub use store::{Column, RawOp};
 
 mod disclose;
 mod export;
 pub mod index;
 mod keyfile;
 pub mod query;
-pub use disclose::{META_ERASED, META_SCRUB_PENDING, disclose};
+pub use disclose::{META_ERASED, META_SCRUB_PENDING};
 pub use export::{ExportSummary, export_log};
 pub use keyfile::{read_key_file, write_key_file};
 
@@ -379,8 +379,9 @@ impl Recorder {
         self.shared.recorder
     }
 
-    /// The master key (for disclosure).
-    pub fn master_key(&self) -> &MasterKey {
+    /// The master key: only the recorder's own modules see it (queries and disclosures go
+    /// through [`Recorder::query`] and [`Recorder::disclose`]).
+    pub(crate) fn master_key(&self) -> &MasterKey {
         &self.shared.master
     }
 
@@ -534,6 +535,39 @@ impl Recorder {
             .chain
             .last_sealed()
             .map(|s| s.header().clone())
+    }
+
+    /// A disclosure bundle of the events `seqs` (sorted and deduplicated): their records,
+    /// inclusion proofs and the epoch headers back to epoch 0; with `keys`, each event's sealed
+    /// payload and event key too, except for erased epochs, whose `afr.erase` event is added
+    /// as the proof of the erasure. Only sealed events can be disclosed.
+    pub fn disclose(
+        &self,
+        seqs: &[u64],
+        keys: bool,
+    ) -> Result<afr_core::bundle::Bundle, RecordError> {
+        disclose::disclose(&self.shared.store, &self.shared.master, seqs, keys)
+    }
+
+    /// Answers `query` over the events in the store ([`query`] explains the language and
+    /// the three-valued answer). It reads the store as written: events still queued for the
+    /// writer ([`Durability::Buffered`] before [`Recorder::flush`]) are not seen.
+    pub fn query(&self, query: &query::Query) -> Result<query::QueryResult, query::QueryError> {
+        query::run(&self.shared.store, &self.shared.master, query)
+    }
+
+    /// Reads and decrypts the events `seqs` in their order, for showing a query's matches.
+    /// An event of an erased epoch comes without its payload; a `seq` the store does not hold
+    /// is an error.
+    pub fn load_events(
+        &self,
+        seqs: &[u64],
+    ) -> impl Iterator<Item = Result<query::LoadedEvent, RecordError>> {
+        let store = &self.shared.store;
+        let mut opener =
+            index::Opener::with_recorder(store, &self.shared.master, self.shared.recorder);
+        seqs.iter()
+            .map(move |&seq| query::load(&mut opener, store, seq))
     }
 
     fn open_epoch_key(&self, st: &mut State) -> Result<(), RecordError> {

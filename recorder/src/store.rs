@@ -25,19 +25,19 @@ use rocksdb::{
 use crate::RecordError;
 
 /// Column family of records.
-pub const CF_RECORDS: &str = "records";
+pub(crate) const CF_RECORDS: &str = "records";
 /// Column family of sealed payloads.
-pub const CF_PAYLOADS: &str = "payloads";
+pub(crate) const CF_PAYLOADS: &str = "payloads";
 /// Column family of epoch headers.
-pub const CF_EPOCHS: &str = "epochs";
+pub(crate) const CF_EPOCHS: &str = "epochs";
 /// Column family of anchor receipts.
-pub const CF_ANCHORS: &str = "anchors";
+pub(crate) const CF_ANCHORS: &str = "anchors";
 /// Column family of epoch salts (key material).
-pub const CF_KEYS: &str = "keys";
+pub(crate) const CF_KEYS: &str = "keys";
 /// Column family of metadata.
-pub const CF_META: &str = "meta";
+pub(crate) const CF_META: &str = "meta";
 /// Column family of query index terms (see [`crate::index`]).
-pub const CF_INDEX: &str = "index";
+pub(crate) const CF_INDEX: &str = "index";
 
 const ALL_CFS: [&str; 7] = [
     CF_RECORDS,
@@ -48,6 +48,52 @@ const ALL_CFS: [&str; 7] = [
     CF_META,
     CF_INDEX,
 ];
+
+/// A column family, named for [`Store::raw_write`] (feature `raw-store`).
+#[cfg(feature = "raw-store")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Column {
+    /// Records.
+    Records,
+    /// Sealed payloads.
+    Payloads,
+    /// Epoch headers.
+    Epochs,
+    /// Anchor receipts.
+    Anchors,
+    /// Epoch salts (key material).
+    Keys,
+    /// Metadata.
+    Meta,
+    /// Query index terms.
+    Index,
+}
+
+#[cfg(feature = "raw-store")]
+impl Column {
+    /// The RocksDB column family's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Column::Records => CF_RECORDS,
+            Column::Payloads => CF_PAYLOADS,
+            Column::Epochs => CF_EPOCHS,
+            Column::Anchors => CF_ANCHORS,
+            Column::Keys => CF_KEYS,
+            Column::Meta => CF_META,
+            Column::Index => CF_INDEX,
+        }
+    }
+}
+
+/// One raw write: a put or a delete of a key in a column family.
+#[cfg(feature = "raw-store")]
+#[derive(Debug, Clone, Copy)]
+pub enum RawOp<'a> {
+    /// Writes `value` under `key`.
+    Put(Column, &'a [u8], &'a [u8]),
+    /// Deletes `key`.
+    Delete(Column, &'a [u8]),
+}
 
 /// Metadata key of the store format version.
 pub const META_FORMAT: &[u8] = b"format";
@@ -114,17 +160,32 @@ impl Store {
     }
 
     /// A column family handle by name (`CF_*`), for batches passed to [`Store::write`].
-    pub fn cf(&self, name: &str) -> Result<&ColumnFamily, RecordError> {
+    pub(crate) fn cf(&self, name: &str) -> Result<&ColumnFamily, RecordError> {
         self.db
             .cf_handle(name)
             .ok_or_else(|| corrupt(format!("column family {name} missing")))
     }
 
     /// Writes a batch; with `sync`, returns only once it is on stable storage.
-    pub fn write(&self, batch: WriteBatch, sync: bool) -> Result<(), RecordError> {
+    pub(crate) fn write(&self, batch: WriteBatch, sync: bool) -> Result<(), RecordError> {
         let mut wo = WriteOptions::default();
         wo.set_sync(sync);
         self.db.write_opt(batch, &wo).map_err(db_err)
+    }
+
+    /// Applies `ops` in one synced batch, bypassing every check the recorder makes: for tests
+    /// that play an attacker (or a crash) with write access to the disk. Only with the
+    /// `raw-store` feature, which no shipped binary enables.
+    #[cfg(feature = "raw-store")]
+    pub fn raw_write(&self, ops: &[RawOp<'_>]) -> Result<(), RecordError> {
+        let mut b = WriteBatch::default();
+        for op in ops {
+            match *op {
+                RawOp::Put(c, k, v) => b.put_cf(self.cf(c.name())?, k, v),
+                RawOp::Delete(c, k) => b.delete_cf(self.cf(c.name())?, k),
+            }
+        }
+        self.write(b, true)
     }
 
     /// Reads a metadata value.

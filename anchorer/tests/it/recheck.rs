@@ -4,21 +4,19 @@
 
 use afr_anchorer::{AnchorError, HeaderField, anchor_pending, signer_from_hex};
 use afr_core::{EpochHeader, Hash32, Record};
-use afr_recorder::{CF_EPOCHS, CF_RECORDS, Recorder, WriteBatch};
+use afr_recorder::{Column, RawOp, Recorder};
 use afr_testkit::{DEV_ADDR, anvil, cast_at as cast};
 
 use super::{KEY, deployed, record, recorder};
 
-fn put(r: &Recorder, cf: &str, key: u64, value: &[u8]) {
-    let mut b = WriteBatch::default();
-    b.put_cf(r.store().cf(cf).unwrap(), key.to_be_bytes(), value);
-    r.store().write(b, true).unwrap();
+fn put(r: &Recorder, cf: Column, key: u64, value: &[u8]) {
+    let key = key.to_be_bytes();
+    r.store().raw_write(&[RawOp::Put(cf, &key, value)]).unwrap();
 }
 
-fn delete(r: &Recorder, cf: &str, key: u64) {
-    let mut b = WriteBatch::default();
-    b.delete_cf(r.store().cf(cf).unwrap(), key.to_be_bytes());
-    r.store().write(b, true).unwrap();
+fn delete(r: &Recorder, cf: Column, key: u64) {
+    let key = key.to_be_bytes();
+    r.store().raw_write(&[RawOp::Delete(cf, &key)]).unwrap();
 }
 
 fn header(r: &Recorder, e: u64) -> EpochHeader {
@@ -66,19 +64,19 @@ fn a_header_its_records_do_not_back_is_never_anchored() {
     let good = r.store().record_bytes(13).unwrap().unwrap();
     let mut rec = Record::decode(&good).unwrap();
     rec.timestamp_us += 1;
-    put(&r, CF_RECORDS, 13, &rec.encode());
+    put(&r, Column::Records, 13, &rec.encode());
     refused(1, HeaderField::MerkleRoot);
     let e = run().unwrap_err().to_string();
     assert!(e.contains("epoch 1") && e.contains("merkle_root"), "{e}");
     assert_eq!(chain_head(), "false 0", "chain head stays unanchored");
     assert!(r.store().anchor(0).unwrap().is_none());
     // A missing record is named too.
-    delete(&r, CF_RECORDS, 13);
+    delete(&r, Column::Records, 13);
     match run() {
         Err(AnchorError::RecordMissing { epoch: 1, seq: 13 }) => {}
         other => panic!("expected record 13 missing, got {other:?}"),
     }
-    put(&r, CF_RECORDS, 13, &good);
+    put(&r, Column::Records, 13, &good);
     assert_eq!(run().unwrap().posted, vec![0, 1, 2]);
     assert_eq!(chain_head(), "true 2");
 
@@ -138,7 +136,7 @@ fn a_header_its_records_do_not_back_is_never_anchored() {
     ];
     for (e, bad, field) in cases {
         let good = header(&r, e);
-        put(&r, CF_EPOCHS, e, &bad.encode());
+        put(&r, Column::Epochs, e, &bad.encode());
         refused(e, field);
         assert_eq!(
             chain_head(),
@@ -146,13 +144,13 @@ fn a_header_its_records_do_not_back_is_never_anchored() {
             "{field}: the chain head stays at epoch 2"
         );
         assert!(r.store().anchor(3).unwrap().is_none());
-        put(&r, CF_EPOCHS, e, &good.encode());
+        put(&r, Column::Epochs, e, &good.encode());
     }
     // Epoch 3 rewritten as a whole (all its own fields consistent, another timestamp): its
     // root changes, so epoch 4's back link no longer matches.
     put(
         &r,
-        CF_EPOCHS,
+        Column::Epochs,
         3,
         &EpochHeader {
             sealed_at_us: h3.sealed_at_us + 1,
@@ -161,7 +159,7 @@ fn a_header_its_records_do_not_back_is_never_anchored() {
         .encode(),
     );
     refused(4, HeaderField::PrevEpochRoot);
-    put(&r, CF_EPOCHS, 3, &h3.encode());
+    put(&r, Column::Epochs, 3, &h3.encode());
 
     // Restored: both go out.
     assert_eq!(run().unwrap().posted, vec![3, 4]);

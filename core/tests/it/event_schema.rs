@@ -364,64 +364,55 @@ fn schema_and_parser_agree_on_variations_of_a_maximal_event() {
     // The maximal event names every property: 12 + 2 + 4 + 5 + 4 + 3 + 4 + 2 + 3 + 6 + 4 + 2.
     assert_eq!(fields, 51);
     // Enum values, limits and patterns.
-    let edits: Vec<(&str, Value)> = [
-        "file",
-        "shell",
-        "api",
-        "database",
-        "retrieval",
-        "code",
-        "approval",
-        "delegation",
-        "other",
-        "File",
-        "bogus",
-    ]
-    .iter()
-    .map(|c| ("/category", json!(c)))
-    .chain(
-        ["allow", "deny", "warn", "escalate", "Allow", "block"]
-            .iter()
-            .map(|c| ("/policy_evaluation/0/verdict", json!(c))),
-    )
-    .chain(
-        ["approved", "rejected", "maybe"]
-            .iter()
-            .map(|c| ("/human_approval/decision", json!(c))),
-    )
-    .chain([
-        ("/lane", json!("x".repeat(64))),
-        ("/lane", json!("x".repeat(65))),
-        ("/concurrent_with", json!((0..16).collect::<Vec<u64>>())),
-        ("/concurrent_with", json!((0..17).collect::<Vec<u64>>())),
-        ("/concurrent_with", json!([])),
-        ("/concurrent_with", json!([u64::MAX])),
-        ("/timestamp_us", json!(u64::MAX)),
-        ("/timestamp_us", json!(0)),
-        ("/intent/tool", json!("")),
-        (
-            "/delegation_provenance/parent_event/recorder",
-            json!("00000000000000000000000000000000000aF2Af"),
-        ),
-        (
-            "/delegation_provenance/parent_event/recorder",
-            json!("0x00000000000000000000000000000000000aF2A"),
-        ),
-        (
-            "/delegation_provenance/parent_event/recorder",
-            json!("0x00000000000000000000000000000000000aF2Ag"),
-        ),
-        (
-            "/delegation_provenance/parent_event/recorder",
-            json!("0X00000000000000000000000000000000000aF2Af"),
-        ),
-        ("/policy_evaluation", json!([])),
-        ("/context_provenance/sources", json!([{ "uri": "only" }])),
-        ("/effects/state_changes", json!([1])),
-        ("/intent/args", json!(null)),
-        ("/intent/args", json!([1, "a", { "b": null }])),
-    ])
-    .collect();
+    let edits: Vec<(&str, Value)> = Category::NAMES
+        .iter()
+        .chain(&["File", "bogus"])
+        .map(|c| ("/category", json!(c)))
+        .chain(
+            Verdict::NAMES
+                .iter()
+                .chain(&["Allow", "block"])
+                .map(|c| ("/policy_evaluation/0/verdict", json!(c))),
+        )
+        .chain(
+            Decision::NAMES
+                .iter()
+                .chain(&["maybe"])
+                .map(|c| ("/human_approval/decision", json!(c))),
+        )
+        .chain([
+            ("/lane", json!("x".repeat(64))),
+            ("/lane", json!("x".repeat(65))),
+            ("/concurrent_with", json!((0..16).collect::<Vec<u64>>())),
+            ("/concurrent_with", json!((0..17).collect::<Vec<u64>>())),
+            ("/concurrent_with", json!([])),
+            ("/concurrent_with", json!([u64::MAX])),
+            ("/timestamp_us", json!(u64::MAX)),
+            ("/timestamp_us", json!(0)),
+            ("/intent/tool", json!("")),
+            (
+                "/delegation_provenance/parent_event/recorder",
+                json!("00000000000000000000000000000000000aF2Af"),
+            ),
+            (
+                "/delegation_provenance/parent_event/recorder",
+                json!("0x00000000000000000000000000000000000aF2A"),
+            ),
+            (
+                "/delegation_provenance/parent_event/recorder",
+                json!("0x00000000000000000000000000000000000aF2Ag"),
+            ),
+            (
+                "/delegation_provenance/parent_event/recorder",
+                json!("0X00000000000000000000000000000000000aF2Af"),
+            ),
+            ("/policy_evaluation", json!([])),
+            ("/context_provenance/sources", json!([{ "uri": "only" }])),
+            ("/effects/state_changes", json!([1])),
+            ("/intent/args", json!(null)),
+            ("/intent/args", json!([1, "a", { "b": null }])),
+        ])
+        .collect();
     for (p, x) in edits {
         let mut d = base.clone();
         *d.pointer_mut(p).unwrap() = x.clone();

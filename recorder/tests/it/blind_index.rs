@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use afr_core::EventInput;
 use afr_recorder::{
-    CF_INDEX, CF_META, Config, DB_DIR, Durability, Recorder, Store, WriteBatch, index, init,
-    query::{Query, QueryResult, run},
+    Column, Config, DB_DIR, Durability, RawOp, Recorder, Store, index, init,
+    query::{Query, QueryResult},
 };
 use afr_testkit::synth;
 
@@ -120,7 +120,7 @@ fn reopen(dir: &Path) -> Recorder {
 
 fn q(r: &Recorder, text: &str) -> QueryResult {
     let query = Query::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
-    run(r.store(), r.master_key(), &query).unwrap_or_else(|e| panic!("{text}: {e}"))
+    r.query(&query).unwrap_or_else(|e| panic!("{text}: {e}"))
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -163,7 +163,10 @@ fn every_entry(db: &Path) -> Vec<(String, Vec<u8>, Vec<u8>)> {
 fn assert_no_plaintext_term(dir: &Path) {
     let db = dir.join(DB_DIR);
     let entries = every_entry(&db);
-    let index: Vec<_> = entries.iter().filter(|(cf, _, _)| cf == CF_INDEX).collect();
+    let index: Vec<_> = entries
+        .iter()
+        .filter(|(cf, _, _)| cf == Column::Index.name())
+        .collect();
     assert!(index.len() > 50, "the index is populated: {}", index.len());
     for (_, k, _) in &index {
         assert_eq!(
@@ -307,28 +310,26 @@ fn an_index_of_the_plaintext_layout_leaves_no_file_when_the_store_is_upgraded() 
         ]
         .concat()
     };
-    let mut b = WriteBatch::default();
-    for &seq in &marked {
-        b.put_cf(
-            store.cf(CF_INDEX).unwrap(),
-            v1(&format!("tool-{MARKER}"), seq),
-            [],
-        );
-    }
-    b.put_cf(
-        store.cf(CF_META).unwrap(),
+    let terms: Vec<Vec<u8>> = marked
+        .iter()
+        .map(|&seq| v1(&format!("tool-{MARKER}"), seq))
+        .collect();
+    let version = 1u64.to_be_bytes();
+    let mut ops: Vec<RawOp<'_>> = terms
+        .iter()
+        .map(|t| RawOp::Put(Column::Index, t, &[]))
+        .collect();
+    ops.push(RawOp::Put(
+        Column::Meta,
         index::META_INDEX_VERSION,
-        1u64.to_be_bytes(),
-    );
-    store.write(b, true).unwrap();
+        &version,
+    ));
+    store.raw_write(&ops).unwrap();
     store.flush().unwrap();
-    let mut b = WriteBatch::default();
-    b.put_cf(
-        store.cf(CF_INDEX).unwrap(),
-        v1(&format!("wal-{MARKER}"), 3),
-        [],
-    );
-    store.write(b, true).unwrap();
+    let wal = v1(&format!("wal-{MARKER}"), 3);
+    store
+        .raw_write(&[RawOp::Put(Column::Index, &wal, &[])])
+        .unwrap();
     drop(store);
     assert!(
         !files_containing(&dir.join(DB_DIR), format!("wal-{MARKER}").as_bytes()).is_empty(),

@@ -17,7 +17,9 @@ use afr_core::{
     event::Payload,
     verify::{Check, Outcome, verify_log},
 };
-use afr_recorder::{Config, Durability, RecordError, Recorder, export_log, init, read_key_file};
+use afr_recorder::{
+    Column, Config, Durability, RawOp, RecordError, Recorder, export_log, init, read_key_file,
+};
 use afr_testkit::synth;
 
 fn fresh(config: Config) -> (tempfile::TempDir, Recorder) {
@@ -281,7 +283,6 @@ fn event_json_round_trips_through_the_generator() {
 mod disclosure {
     use super::*;
     use afr_core::bundle::verify_bundle;
-    use afr_recorder::disclose;
 
     type Recorded = (
         tempfile::TempDir,
@@ -329,7 +330,7 @@ mod disclosure {
         };
         r.store().put_anchor(&receipt).unwrap();
         assert_eq!(r.store().anchor(0).unwrap(), Some(receipt.clone()));
-        let b = disclose(r.store(), r.master_key(), &seqs, true).unwrap();
+        let b = r.disclose(&seqs, true).unwrap();
         assert_eq!(b.headers.len(), 3);
         let bytes = b.encode();
         let rep = verify_bundle(&bytes);
@@ -341,11 +342,7 @@ mod disclosure {
         }
         assert_eq!(rep.opened.len(), seqs.len());
         // Without keys: integrity checks pass, content is withheld.
-        let rep = verify_bundle(
-            &disclose(r.store(), r.master_key(), &seqs, false)
-                .unwrap()
-                .encode(),
-        );
+        let rep = verify_bundle(&r.disclose(&seqs, false).unwrap().encode());
         assert_eq!(rep.outcome, Outcome::Incomplete);
         assert!(rep.opened.is_empty());
         assert_eq!(rep.missing.len(), seqs.len());
@@ -354,7 +351,7 @@ mod disclosure {
     #[test]
     fn tampered_bundles_are_caught() {
         let (_tmp, _dir, r, _) = recorded(300, 100);
-        let b = disclose(r.store(), r.master_key(), &[17, 42, 250], true).unwrap();
+        let b = r.disclose(&[17, 42, 250], true).unwrap();
         let good = b.encode();
         // Every single-bit flip after the start frame is caught (the start frame's creation
         // time is informative and covered by no hash).
@@ -404,9 +401,7 @@ mod disclosure {
             ev.concurrent_with.clear();
             r.record(ev).unwrap();
         }
-        let e = disclose(r.store(), r.master_key(), &[12], true)
-            .unwrap_err()
-            .to_string();
+        let e = r.disclose(&[12], true).unwrap_err().to_string();
         assert!(e.contains("not sealed"), "{e}");
     }
 
@@ -434,17 +429,12 @@ mod disclosure {
         r.store().flush().unwrap();
         // What erase_epoch's batch does, then the process dies before the scrub: the salt is
         // deleted logically, the flag is set, and the files still hold the salt.
-        let mut b = afr_recorder::WriteBatch::default();
-        b.delete_cf(
-            r.store().cf(afr_recorder::CF_KEYS).unwrap(),
-            1u64.to_be_bytes(),
-        );
-        b.put_cf(
-            r.store().cf(afr_recorder::CF_META).unwrap(),
-            afr_recorder::META_SCRUB_PENDING,
-            [1u8],
-        );
-        r.store().write(b, true).unwrap();
+        r.store()
+            .raw_write(&[
+                RawOp::Delete(Column::Keys, &1u64.to_be_bytes()),
+                RawOp::Put(Column::Meta, afr_recorder::META_SCRUB_PENDING, &[1u8]),
+            ])
+            .unwrap();
         drop(r);
         assert!(
             !files_containing(&dir, &salt).is_empty(),
@@ -489,7 +479,7 @@ mod disclosure {
             "human_approval.approver = \"{MARKER}@acme.example\""
         ))
         .unwrap();
-        let hits = afr_recorder::query::run(r.store(), r.master_key(), &marked).unwrap();
+        let hits = r.query(&marked).unwrap();
         assert_eq!(hits.matches.len(), 10, "{hits:?}");
         let salt = r.store().epoch_salt(1).unwrap().unwrap();
         let other = r.store().epoch_salt(2).unwrap().unwrap();
@@ -534,7 +524,7 @@ mod disclosure {
                 .iter()
                 .any(|s| (100..200).contains(s))
         );
-        let after = afr_recorder::query::run(r.store(), r.master_key(), &marked).unwrap();
+        let after = r.query(&marked).unwrap();
         assert!(after.matches.is_empty());
         assert_eq!(after.unknown, (100..200).collect::<Vec<_>>());
         assert_eq!(after.erased_epochs, [1]);
@@ -542,14 +532,10 @@ mod disclosure {
         assert_eq!(r.store().epoch_salt(2).unwrap(), Some(other));
         // The erasure is itself an event.
         let last = r.next_seq() - 1;
-        let b = disclose(r.store(), r.master_key(), &[last], true);
+        let b = r.disclose(&[last], true);
         assert!(b.is_err(), "the erasure event is not sealed yet");
         // Until it is sealed, the erasure of epoch 1 cannot be proven: incomplete, not verified.
-        let rep = verify_bundle(
-            &disclose(r.store(), r.master_key(), &[150], true)
-                .unwrap()
-                .encode(),
-        );
+        let rep = verify_bundle(&r.disclose(&[150], true).unwrap().encode());
         assert_eq!(rep.outcome, Outcome::Incomplete, "{:?}", rep.missing);
         assert!(rep.erased.is_empty());
         assert_eq!(r.store().erase_event(1).unwrap(), Some(last));
@@ -561,11 +547,7 @@ mod disclosure {
         assert!(err.contains("reserved"), "{err}");
         r.seal().unwrap();
         // Once sealed, disclosing an erased event brings the afr.erase event along as proof.
-        let rep = verify_bundle(
-            &disclose(r.store(), r.master_key(), &[150, 250], true)
-                .unwrap()
-                .encode(),
-        );
+        let rep = verify_bundle(&r.disclose(&[150, 250], true).unwrap().encode());
         assert_eq!(rep.erasures, vec![(1, last)]);
         assert_eq!(rep.outcome, Outcome::Verified, "{:?}", rep.first_failure);
         assert_eq!(rep.erased, vec![150]);

@@ -9,7 +9,7 @@ use afr_core::{
 };
 use afr_recorder::{
     Config, Durability, Recorder, index, init,
-    query::{Query, QueryResult, run},
+    query::{Query, QueryResult},
 };
 use afr_testkit::synth;
 
@@ -35,7 +35,7 @@ fn store_with(events: &[EventInput], epoch_size: u64) -> (tempfile::TempDir, Pat
 
 fn q(r: &Recorder, text: &str) -> QueryResult {
     let query = Query::parse(text).unwrap_or_else(|e| panic!("{e}"));
-    run(r.store(), r.master_key(), &query).unwrap_or_else(|e| panic!("{text}: {e}"))
+    r.query(&query).unwrap_or_else(|e| panic!("{text}: {e}"))
 }
 
 fn seqs(r: &Recorder, text: &str) -> Vec<u64> {
@@ -111,13 +111,10 @@ fn the_incident_questions_have_exact_answers() {
     assert_eq!((res.matches.clone(), res.decrypted), (vec![2, 5], 0));
     assert!(res.indexed);
     // A bad event number is an error naming it.
-    let e = run(
-        r.store(),
-        r.master_key(),
-        &Query::parse("ancestors(70)").unwrap(),
-    )
-    .unwrap_err()
-    .to_string();
+    let e = r
+        .query(&Query::parse("ancestors(70)").unwrap())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("no event 70"), "{e}");
 }
 
@@ -398,12 +395,7 @@ fn erased_epochs_are_reported_not_matched_and_leave_no_index_terms() {
         );
         assert_eq!(res.unknown, (100..200).collect::<Vec<_>>(), "{text}");
     }
-    let loaded = afr_recorder::query::load(
-        &mut index::Opener::new(r.store(), r.master_key()).unwrap(),
-        r.store(),
-        150,
-    )
-    .unwrap();
+    let loaded = r.load_events(&[150]).next().unwrap().unwrap();
     assert!(loaded.payload.is_none() && loaded.event_json().is_none());
 }
 
