@@ -498,31 +498,23 @@ fn export(dir: &Path, out: &Path) -> Result<ExitCode> {
 
 fn verify_export(file: &Path, json: bool) -> Result<ExitCode> {
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
-    let rep = verify::verify_log(&bytes);
+    print_verdict(
+        &afr_verify::Verdict::from_log(&verify::verify_log(&bytes)),
+        json,
+    )
+}
+
+/// Prints an integrity-only verdict with `afr-verify`'s renderer; its exit code.
+fn print_verdict(v: &afr_verify::Verdict, json: bool) -> Result<ExitCode> {
     if json {
-        let v = serde_json::json!({
-            "outcome": rep.outcome.name(),
-            "events": rep.events,
-            "epochs": rep.epochs,
-            "checks": rep.checks,
-            "missing": rep.missing,
-            "epoch_roots": verify::epoch_roots_json(&rep.epoch_roots),
-            "first_failure": rep.first_failure.as_ref().map(verify::Failure::to_json),
-        });
-        println!("{v}");
-    } else {
         println!(
-            "{}: {} events in {} epochs",
-            rep.outcome.name().to_uppercase(),
-            rep.events,
-            rep.epochs
+            "{}",
+            afr_core::text::escape_json(&v.to_json(None).to_string())
         );
-        for (c, n) in &rep.checks {
-            println!("  {c:<20} {n} passed");
-        }
-        print_missing_and_failure(&rep.missing, rep.first_failure.as_ref());
+    } else {
+        print!("{}", v.to_text(None));
     }
-    Ok(outcome_exit(rep.outcome))
+    Ok(outcome_exit(v.outcome))
 }
 
 /// Parses `17,42,100-120` into sequence numbers (ranges inclusive, at most 1,000,000).
@@ -580,44 +572,7 @@ fn disclose(dir: &Path, spec: &str, with_keys: bool, out: &Path) -> Result<ExitC
 fn verify_bundle(file: &Path, json: bool) -> Result<ExitCode> {
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let rep = afr_core::bundle::verify_bundle(&bytes);
-    if json {
-        let v = serde_json::json!({
-            "outcome": rep.outcome.name(),
-            "events": rep.events,
-            "checks": rep.checks,
-            "missing": rep.missing,
-            "erased": rep.erased,
-            "epoch_roots": verify::epoch_roots_json(&rep.epoch_roots),
-            "opened": rep.opened.iter().map(|(s, p)| serde_json::json!({"seq": s, "payload": p})).collect::<Vec<_>>(),
-            "first_failure": rep.first_failure.as_ref().map(verify::Failure::to_json),
-        });
-        println!("{v}");
-    } else {
-        println!(
-            "{}: {} events, {} epoch headers",
-            rep.outcome.name().to_uppercase(),
-            rep.events.len(),
-            rep.epoch_roots.len()
-        );
-        for (c, n) in &rep.checks {
-            println!("  {c:<20} {n} passed");
-        }
-        for (s, p) in &rep.opened {
-            match &p.execution {
-                Some(e) => println!(
-                    "  event {s}: {}: {}",
-                    escape(&p.intent.tool),
-                    escape(&e.command)
-                ),
-                None => println!("  event {s}: {}", escape(&p.intent.tool)),
-            }
-        }
-        if !rep.erased.is_empty() {
-            println!("  erased payloads: events {:?}", rep.erased);
-        }
-        print_missing_and_failure(&rep.missing, rep.first_failure.as_ref());
-    }
-    Ok(outcome_exit(rep.outcome))
+    print_verdict(&afr_verify::Verdict::from_bundle(&rep), json)
 }
 
 /// Exit code of a verification outcome: 0 verified, 1 tampered, 2 incomplete.
@@ -627,19 +582,4 @@ fn outcome_exit(o: verify::Outcome) -> ExitCode {
         verify::Outcome::Tampered => 1,
         verify::Outcome::Incomplete => 2,
     })
-}
-
-fn print_missing_and_failure(missing: &[String], failure: Option<&verify::Failure>) {
-    for m in missing {
-        println!("  missing: {}", escape(m));
-    }
-    if let Some(f) = failure {
-        println!(
-            "  first failure at {}: {} ({}); consistent with {}",
-            f.location,
-            f.check,
-            escape(&f.detail),
-            f.consistent_with()
-        );
-    }
 }

@@ -58,6 +58,10 @@ pub fn verify(kind: Kind, bytes: &[u8], trust: &Trust, src: Source<'_>) -> Resul
     if v.outcome == Outcome::Tampered {
         return Ok(v);
     }
+    if v.epochs == Some(0) {
+        v.missing
+            .push("the log holds no sealed epoch: nothing in it can be anchored".into());
+    }
     let contract = trust.contract_hex();
     let which = if trust.canonical() {
         "the canonical AfrAnchor address".to_owned()

@@ -255,10 +255,10 @@ fn check(kind: Kind, file: &std::path::Path, pins: &Pins, src: &AnchorSource) ->
     if src.json {
         println!(
             "{}",
-            afr_core::text::escape_json(&v.to_json(&trust).to_string())
+            afr_core::text::escape_json(&v.to_json(Some(&trust)).to_string())
         );
     } else {
-        print!("{}", v.to_text(&trust));
+        print!("{}", v.to_text(Some(&trust)));
     }
     Ok(ExitCode::from(match v.outcome {
         Outcome::Verified => 0,

@@ -22,6 +22,12 @@ pub struct Verdict {
     pub outcome: Outcome,
     /// Recorder of the file, once read.
     pub recorder: Option<RecorderId>,
+    /// Events in the file: a count for a log, the disclosed sequence numbers for a bundle.
+    pub events: serde_json::Value,
+    /// Sealed epochs in a log (`None` for a bundle).
+    pub epochs: Option<u64>,
+    /// Events of a bundle whose payloads were crypto-erased.
+    pub erased: Vec<u64>,
     /// Passed checks by name, with counts.
     pub checks: Vec<(String, u64)>,
     /// The first failure, if tampered.
@@ -47,16 +53,15 @@ fn checks_vec(checks: &std::collections::BTreeMap<&'static str, u64>) -> Vec<(St
 impl Verdict {
     /// The verdict of a whole-log report, before anchors are compared.
     pub fn from_log(rep: &Report) -> Verdict {
-        let mut missing = rep.missing.clone();
-        if rep.outcome != afr_core::verify::Outcome::Tampered && rep.epochs == 0 {
-            missing.push("the log holds no sealed epoch: nothing in it can be anchored".into());
-        }
         Verdict {
             outcome: rep.outcome,
             recorder: rep.recorder,
+            events: rep.events.into(),
+            epochs: Some(rep.epochs),
+            erased: Vec::new(),
             checks: checks_vec(&rep.checks),
             first_failure: rep.first_failure.clone(),
-            missing,
+            missing: rep.missing.clone(),
             notes: vec![format!(
                 "{} events in {} sealed epochs",
                 rep.events, rep.epochs
@@ -95,6 +100,9 @@ impl Verdict {
         Verdict {
             outcome: rep.outcome,
             recorder: rep.recorder,
+            events: rep.events.clone().into(),
+            epochs: None,
+            erased: rep.erased.clone(),
             checks: checks_vec(&rep.checks),
             first_failure: rep.first_failure.clone(),
             missing: rep.missing.clone(),
@@ -122,18 +130,23 @@ impl Verdict {
         }
     }
 
-    /// The report as one JSON object (what `--json` prints).
-    pub fn to_json(&self, trust: &Trust) -> serde_json::Value {
+    /// The report as one JSON object (what `--json` prints, in `afr-verify` and in `afr
+    /// verify-export` / `verify-bundle`). `trust` is `None` for an integrity-only check (the
+    /// file alone, no pins, no anchors): `"trust": null`.
+    pub fn to_json(&self, trust: Option<&Trust>) -> serde_json::Value {
         serde_json::json!({
             "outcome": self.outcome.name(),
             "recorder": self.recorder.map(|r| format!("0x{}", hex::encode(r))),
-            "trust": {
+            "events": self.events,
+            "epochs": self.epochs,
+            "erased": self.erased,
+            "trust": trust.map(|trust| serde_json::json!({
                 "chain_id": trust.chain_id,
                 "contract": trust.contract_hex(),
                 "canonical_contract": trust.canonical(),
                 "recorder_pinned": !trust.parties.is_empty(),
                 "party": self.party,
-            },
+            })),
             "checks": self.checks.iter().map(|(k, n)| (k.clone(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
             "first_failure": self.first_failure.as_ref().map(Failure::to_json),
             "missing": self.missing,
@@ -144,13 +157,23 @@ impl Verdict {
         })
     }
 
-    /// The report for a terminal. Every string that comes from the file or an RPC answer is
-    /// escaped ([`afr_core::text::escape`]): a recorded tool name cannot redraw the verdict.
-    pub fn to_text(&self, trust: &Trust) -> String {
+    /// The report for a terminal (`trust` as in [`Verdict::to_json`]). Every string that
+    /// comes from the file or an RPC answer is escaped ([`afr_core::text::escape`]): a recorded
+    /// tool name cannot redraw the verdict.
+    pub fn to_text(&self, trust: Option<&Trust>) -> String {
         use afr_core::text::escape;
         use std::fmt::Write as _;
         let mut out = String::new();
         let _ = writeln!(out, "{}", self.outcome.name().to_uppercase());
+        let Some(trust) = trust else {
+            let _ = writeln!(
+                out,
+                "  integrity only: the file's own checks, no recorder pinned and no anchored \
+                 root compared (afr-verify does both)"
+            );
+            self.body(&mut out);
+            return out;
+        };
         let pinned = match (&self.party, trust.parties.is_empty()) {
             (Some(p), _) if p == "--recorder" => "recorder pinned by --recorder".into(),
             (Some(p), _) => format!("recorder of {}", escape(p)),
@@ -170,6 +193,14 @@ impl Verdict {
                 " (named explicitly, not canonical)"
             }
         );
+        self.body(&mut out);
+        out
+    }
+
+    /// Notes, checks, what is missing and the first failure.
+    fn body(&self, out: &mut String) {
+        use afr_core::text::escape;
+        use std::fmt::Write as _;
         for n in &self.notes {
             let _ = writeln!(out, "  {}", escape(n));
         }
@@ -189,7 +220,6 @@ impl Verdict {
             );
             let _ = writeln!(out, "  consistent with: {}", f.consistent_with());
         }
-        out
     }
 
     fn tamper(&mut self, location: Location, check: Check, detail: String) {

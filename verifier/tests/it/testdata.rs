@@ -360,7 +360,7 @@ fn testdata() {
         let (v, trust) = run(&c, &d);
         assert_eq!(report(&v), spec["expected"], "{}: {}", c.name, c.why);
         // What a terminal shows never holds a raw control character.
-        let text = v.to_text(&trust);
+        let text = v.to_text(Some(&trust));
         assert!(
             !text
                 .chars()
