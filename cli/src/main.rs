@@ -9,7 +9,7 @@ use std::{
 };
 
 use afr_core::{EventInput, text::escape, verify};
-use afr_recorder::{Config, Durability, Recorder};
+use afr_recorder::{Config, Durability, LogReader, Recorder};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
@@ -381,10 +381,10 @@ fn record(dir: &Path, file: Option<&Path>, receipts: bool, opts: &RecordOpts) ->
 }
 
 fn status(dir: &Path, json: bool) -> Result<ExitCode> {
-    let r = Recorder::open(dir, Config::default())?;
-    let (open_epoch, open_count) = r.open_epoch();
-    let last = r.last_sealed();
-    let events = r.next_seq();
+    let r = LogReader::open(dir)?;
+    let (open_epoch, open_count) = r.open_epoch()?;
+    let last = r.last_sealed()?;
+    let events = r.next_seq()?;
     let sealed = last.as_ref().map_or(0, |h| h.epoch + 1);
     let store = r.store();
     let mut anchored = 0u64;
@@ -475,8 +475,7 @@ fn status(dir: &Path, json: bool) -> Result<ExitCode> {
 }
 
 fn export(dir: &Path, out: &Path) -> Result<ExitCode> {
-    let r = Recorder::open(dir, Config::default())?;
-    r.flush()?;
+    let r = LogReader::open(dir)?;
     let tmp = out.with_extension("partial");
     let f =
         std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
@@ -544,7 +543,7 @@ fn parse_seqs(spec: &str) -> Result<Vec<u64>> {
 
 fn disclose(dir: &Path, spec: &str, with_keys: bool, out: &Path) -> Result<ExitCode> {
     let seqs = parse_seqs(spec)?;
-    let r = Recorder::open(dir, Config::default())?;
+    let r = LogReader::open(dir)?;
     let bundle = r.disclose(&seqs, with_keys)?;
     let bytes = bundle.encode();
     std::fs::write(out, &bytes).with_context(|| format!("cannot write {}", out.display()))?;

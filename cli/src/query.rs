@@ -12,7 +12,7 @@ use std::{
 
 use afr_core::{calendar, text::escape};
 use afr_recorder::{
-    Config, RecordError, Recorder,
+    LogReader, RecordError,
     query::{self, LoadedEvent, Query, QueryResult},
 };
 use anyhow::{Context, Result};
@@ -51,7 +51,7 @@ pub fn run(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_USAGE));
         }
     };
-    let r = Recorder::open(dir, Config::default())?;
+    let r = LogReader::open(dir)?;
     let started = Instant::now();
     let res = r.query(&q)?;
     let took = started.elapsed();

@@ -60,9 +60,11 @@ mod export;
 pub mod index;
 mod keyfile;
 pub mod query;
+mod reader;
 pub use disclose::{META_ERASED, META_SCRUB_PENDING};
 pub use export::{ExportSummary, export_log};
 pub use keyfile::{read_key_file, write_key_file};
+pub use reader::LogReader;
 
 /// Name of the master key file inside a recorder directory.
 pub const MASTER_KEY_FILE: &str = "master.key";
@@ -127,6 +129,9 @@ pub enum RecordError {
     /// An erasure names an epoch already erased.
     #[error("epoch {0} is already erased")]
     AlreadyErased(u64),
+    /// A read-only view cannot serve this store until the writer has opened it once.
+    #[error("{0}; open it once with the writer (for example `afr seal`) and try again")]
+    NeedsWriter(String),
     /// The recorder is shutting down (its last handle is being dropped).
     #[error("recorder is shutting down")]
     ShuttingDown,

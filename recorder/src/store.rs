@@ -150,6 +150,18 @@ impl Store {
         })
     }
 
+    /// Opens an existing store read-only, as it is on disk now (the write-ahead log is read,
+    /// nothing is written). It does not take RocksDB's lock: a writer may hold the store, and
+    /// this view does not see what the writer adds after it opened.
+    pub fn open_read_only(path: &Path) -> Result<Store, RecordError> {
+        let opts = Options::default();
+        let db = DB::open_cf_for_read_only(&opts, path, ALL_CFS, false).map_err(db_err)?;
+        Ok(Store {
+            db,
+            path: path.to_owned(),
+        })
+    }
+
     /// Where the store lives.
     pub fn path(&self) -> &Path {
         &self.path

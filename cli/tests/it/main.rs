@@ -264,3 +264,52 @@ fn export_and_verify_commands_report_outcomes() {
     assert_eq!(v["events"], 250);
     assert_eq!(v["sealed_epochs"], 3);
 }
+
+/// While `afr record` holds the store (its writer and RocksDB's lock), `afr status`, `afr
+/// query`, `afr export` and `afr disclose` read it through a read-only view, and see every
+/// event acknowledged so far.
+#[test]
+fn reading_commands_run_beside_a_recording_writer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    ok(afr(&dir).arg("init"));
+    let mut writer = afr(&dir)
+        .args(["record", "-", "--receipts", "--epoch-size", "10"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = writer.stdin.take().unwrap();
+    let mut receipts = BufReader::new(writer.stdout.take().unwrap()).lines();
+    for line in String::from_utf8(gen_lines(25, 5)).unwrap().lines() {
+        writeln!(input, "{line}").unwrap();
+        input.flush().unwrap();
+        receipts.next().unwrap().unwrap();
+    }
+    // 25 acknowledged: two sealed epochs of 10, five in the open one.
+    let st = ok(afr(&dir).args(["status", "--json"]));
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(v["events"], 25, "{v}");
+    let q = ok(afr(&dir).args(["query", "seq < 25", "--json"]));
+    assert_eq!(String::from_utf8_lossy(&q.stdout).lines().count(), 25);
+    let bundle = tmp.path().join("b.bundle");
+    ok(afr(&dir)
+        .args(["disclose", "--seq", "3", "--with-keys", "--out"])
+        .arg(&bundle));
+    let log = tmp.path().join("log.afr");
+    ok(afr(&dir).args(["export", "--out"]).arg(&log));
+    // The writer is still running and still records.
+    writeln!(
+        input,
+        r#"{{"category":"shell","intent":{{"tool":"after"}}}}"#
+    )
+    .unwrap();
+    input.flush().unwrap();
+    receipts.next().unwrap().unwrap();
+    drop(input);
+    assert!(writer.wait().unwrap().success());
+    let v: serde_json::Value =
+        serde_json::from_slice(&ok(afr(&dir).args(["status", "--json"])).stdout).unwrap();
+    assert_eq!(v["events"], 26, "{v}");
+}
