@@ -119,3 +119,45 @@ pub fn cast_at(url: &str, args: &[&str]) -> String {
     a.extend(["--rpc-url", url]);
     cast(&a)
 }
+
+/// The `Anchored` events `contract` emitted for `recorder` on the chain at `url`, as
+/// `(epoch, root)` sorted by epoch (root as `0x` + 64 hex digits), read with `cast logs`.
+pub fn anchored_logs(url: &str, contract: &str, recorder: &str) -> Vec<(u64, String)> {
+    let logs = cast_at(
+        url,
+        &[
+            "logs",
+            "--json",
+            "--from-block",
+            "0",
+            "--address",
+            contract,
+            "Anchored(address indexed,uint64 indexed,bytes32,bytes32)",
+            recorder,
+        ],
+    );
+    let logs: Vec<serde_json::Value> = serde_json::from_str(&logs).unwrap();
+    let mut out: Vec<(u64, String)> = logs
+        .iter()
+        .map(|l| {
+            let e = l["topics"][2].as_str().unwrap().trim_start_matches("0x");
+            let root = &l["data"].as_str().unwrap()[..66];
+            (u64::from_str_radix(e, 16).unwrap(), root.to_owned())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Runs `c` and returns its output, failing the test with its exit status and stderr unless it
+/// succeeded.
+pub fn ok(c: &mut Command) -> std::process::Output {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

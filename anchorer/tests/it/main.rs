@@ -213,29 +213,7 @@ fn assert_chain_equals_local(url: &str, contract: &str, r: &Recorder) {
         ["true", &last.to_string()],
         "chain head"
     );
-    let logs = cast(
-        url,
-        &[
-            "logs",
-            "--json",
-            "--from-block",
-            "0",
-            "--address",
-            contract,
-            "Anchored(address indexed,uint64 indexed,bytes32,bytes32)",
-            &me,
-        ],
-    );
-    let logs: Vec<serde_json::Value> = serde_json::from_str(&logs).unwrap();
-    let mut events: Vec<(u64, String)> = logs
-        .iter()
-        .map(|l| {
-            let e = l["topics"][2].as_str().unwrap().trim_start_matches("0x");
-            let root = &l["data"].as_str().unwrap()[..66];
-            (u64::from_str_radix(e, 16).unwrap(), root.to_owned())
-        })
-        .collect();
-    events.sort();
+    let events = afr_testkit::anchored_logs(url, contract, &me);
     assert_eq!(
         events.len() as u64,
         last + 1,

@@ -69,31 +69,10 @@ fn assert_chain_equals_local(url: &str, contract: &str, recorder: &str, dir: &Pa
         );
         assert_eq!(&onchain, root, "epoch {e}");
     }
-    let logs = cast(
-        url,
-        &[
-            "logs",
-            "--json",
-            "--from-block",
-            "0",
-            "--address",
-            contract,
-            "Anchored(address indexed,uint64 indexed,bytes32,bytes32)",
-            recorder,
-        ],
-    );
-    let logs: Vec<serde_json::Value> = serde_json::from_str(&logs).unwrap();
-    let mut epochs: Vec<u64> = logs
-        .iter()
-        .map(|l| {
-            u64::from_str_radix(
-                l["topics"][2].as_str().unwrap().trim_start_matches("0x"),
-                16,
-            )
-            .unwrap()
-        })
+    let epochs: Vec<u64> = afr_testkit::anchored_logs(url, contract, recorder)
+        .into_iter()
+        .map(|(e, _)| e)
         .collect();
-    epochs.sort_unstable();
     assert_eq!(
         epochs,
         (0..roots.len() as u64).collect::<Vec<_>>(),

@@ -1,9 +1,6 @@
 //! `afr import swe-agent` on the five real SWE-agent trajectories in `tests/data/swe-agent/`.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
@@ -65,16 +62,7 @@ fn init(dir: &Path) {
     assert!(out.status.success(), "{out:?}");
 }
 
-fn run_ok(c: &mut Command) -> std::process::Output {
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{:?}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use afr_testkit::ok as run_ok;
 
 #[test]
 fn import_swe_agent_records_the_five_real_trajectories_and_the_export_verifies() {

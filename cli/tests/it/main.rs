@@ -50,16 +50,7 @@ fn gen_lines(n: u64, seed: u64) -> Vec<u8> {
     out
 }
 
-/// Runs `c` and returns its output, failing the test with its stderr unless it succeeded.
-fn ok(c: &mut Command) -> std::process::Output {
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use afr_testkit::ok;
 
 /// `afr init`, then `n` events of `afr gen` recorded by `afr record` from a file.
 fn init_with_synthetic(dir: &Path, n: u64) {
@@ -208,15 +199,7 @@ fn export_and_verify_commands_report_outcomes() {
     let dir = tmp.path().join("afr");
     init_with_synthetic(&dir, 250);
     let file = tmp.path().join("log.afr");
-    assert!(
-        afr(&dir)
-            .arg("export")
-            .arg("--out")
-            .arg(&file)
-            .status()
-            .unwrap()
-            .success()
-    );
+    ok(afr(&dir).args(["export", "--out"]).arg(&file));
     // 50 events are unsealed: incomplete, exit 2.
     assert_eq!(
         afr(&dir)
@@ -228,15 +211,7 @@ fn export_and_verify_commands_report_outcomes() {
         Some(2)
     );
     assert!(afr(&dir).arg("seal").status().unwrap().success());
-    assert!(
-        afr(&dir)
-            .arg("export")
-            .arg("--out")
-            .arg(&file)
-            .status()
-            .unwrap()
-            .success()
-    );
+    ok(afr(&dir).args(["export", "--out"]).arg(&file));
     let out = afr(&dir)
         .args(["verify-export", "--json"])
         .arg(&file)

@@ -16,16 +16,7 @@ fn afr_eval() -> Command {
     Command::new(env!("CARGO_BIN_EXE_afr-eval"))
 }
 
-/// Runs `c` and returns its output, failing the test with its stderr unless it succeeded.
-fn ok(c: &mut Command) -> std::process::Output {
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use afr_testkit::ok;
 
 /// `afr gen` is `afr-eval gen`: the same bytes, through `afr`'s hand-over. The `afr` binary
 /// is the one `cargo test --workspace` builds beside this test's `afr-eval`.
