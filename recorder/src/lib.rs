@@ -52,8 +52,9 @@ use afr_core::{
 };
 pub use rocksdb::WriteBatch;
 pub use store::{
-    AnchorReceipt, CF_ANCHORS, CF_EPOCHS, CF_INDEX, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS,
-    ForkAlarm, META_FORK_ALARM, Store,
+    AnchorMarker, AnchorReceipt, CF_ANCHORS, CF_EPOCHS, CF_INDEX, CF_KEYS, CF_META, CF_PAYLOADS,
+    CF_RECORDS, ForkAlarm, META_ANCHOR_MARKER, META_ARCHIVED_ANCHOR, META_FORK_ALARM, ReceiptState,
+    Store,
 };
 
 mod disclose;
