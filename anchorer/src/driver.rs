@@ -306,6 +306,12 @@ impl Driver<'_> {
         let answers = self.mixed(&reads).await?;
         let head_raw: Bytes =
             serde_json::from_value(answers[0].clone()).map_err(|_| malformed("head"))?;
+        if head_raw.is_empty() {
+            // No code at the address (or code that returns nothing): not AfrAnchor.
+            return Err(AnchorError::NotAfrAnchor {
+                address: self.s.contract,
+            });
+        }
         let head =
             IAfrAnchor::headCall::abi_decode_returns(&head_raw).map_err(|_| malformed("head"))?;
         let chain_head = head.any.then_some(head.epoch);
@@ -379,13 +385,11 @@ impl Driver<'_> {
                 .map_err(|_| malformed("rootOf"))?;
             roots.insert(e, Hash32(r.0));
         }
+        // Every receipt after the marker is checked by hash once: its block may have changed
+        // (a reorg that re-included the transaction elsewhere) since it was stored.
         let look: Vec<[u8; 32]> = local
             .iter()
-            .filter_map(|l| {
-                let r = l.receipt?;
-                let shown = chain_head.is_some_and(|h| l.epoch <= h);
-                (!r.state.covers() || !shown).then_some(r.tx)
-            })
+            .filter_map(|l| l.receipt.map(|r| r.tx))
             .collect();
         let inclusions = self.inclusions(&look).await?;
         let view = ChainView {
@@ -496,7 +500,7 @@ impl Driver<'_> {
                 Step::Post { .. } => {}
             }
         }
-        pass.recovered = self.recover(&recover, &at, &view).await?;
+        pass.recovered = self.recover(&recover, Some(&at), &view).await?;
         let verified = plan.verified_upto.or(verified);
         if plan.verified_upto.is_some()
             || marker
@@ -624,7 +628,7 @@ impl Driver<'_> {
     async fn recover(
         &self,
         epochs: &[u64],
-        at: &BlockRef,
+        upto: Option<&BlockRef>,
         view: &ChainView,
     ) -> Result<Vec<u64>, AnchorError> {
         if epochs.is_empty() {
@@ -635,7 +639,7 @@ impl Driver<'_> {
             "address": self.s.contract,
             "topics": [IAfrAnchor::Anchored::SIGNATURE_HASH, self.me.into_word(), topic2],
             "fromBlock": "0x0",
-            "toBlock": format!("{:#x}", at.number),
+            "toBlock": upto.map_or("latest".to_owned(), |b| format!("{:#x}", b.number)),
         }]);
         let logs: Vec<Value> = match self.rpc.call("logs", "eth_getLogs", filter).await {
             Ok(l) => l,
@@ -858,7 +862,7 @@ impl Driver<'_> {
                     roots: BTreeMap::new(),
                     inclusions: BTreeMap::new(),
                 };
-                let got = self.recover(&[epoch], &pinned.at, &view).await?;
+                let got = self.recover(&[epoch], None, &view).await?;
                 pass.recovered.extend(got);
                 pass.already += 1;
                 return Ok(false);
@@ -972,8 +976,21 @@ impl Driver<'_> {
                     .call::<_, B256>("send", "eth_sendRawTransaction", json!([raw]))
                     .await
                 {
-                    Ok(_) => {}
-                    // A replacement the node refuses (underpriced, nonce already used): the
+                    Ok(_) => {
+                        attempts.push(hash);
+                        if attempts.len() > 1 {
+                            pass.replacements += 1;
+                        }
+                        self.on(Event::Sent {
+                            first,
+                            last,
+                            tx: B256::from(hash),
+                            nonce,
+                            fees: fee,
+                            attempt: attempts.len() as u32,
+                        });
+                    }
+                    // A replacement the node refuses (underpriced, under the base fee): the
                     // earlier attempts are still the candidates.
                     Err(e) if !attempts.is_empty() => {
                         self.on(Event::Retry {
@@ -984,18 +1001,6 @@ impl Driver<'_> {
                     }
                     Err(e) => return Err(e),
                 }
-                attempts.push(hash);
-                if attempts.len() > 1 {
-                    pass.replacements += 1;
-                }
-                self.on(Event::Sent {
-                    first,
-                    last,
-                    tx: B256::from(hash),
-                    nonce,
-                    fees: fee,
-                    attempt: attempts.len() as u32,
-                });
                 last_sent = Instant::now();
             }
             // Wait for any attempt to land; replace after `replace_after`.
@@ -1050,8 +1055,6 @@ impl Driver<'_> {
                     return Ok(true);
                 }
                 if polls.is_multiple_of(5) && !attempts.is_empty() {
-                    // A node that knows none of the attempts any more (restarted, or it
-                    // evicted them) will never mine them: the next pass reconciles.
                     let params: Vec<Value> =
                         attempts.iter().map(|t| json!([B256::from(*t)])).collect();
                     let known: Vec<Value> = self
@@ -1059,10 +1062,36 @@ impl Driver<'_> {
                         .batch("transaction", "eth_getTransactionByHash", &params)
                         .await?;
                     if known.iter().all(Value::is_null) {
-                        return Err(AnchorError::Dropped {
-                            tx: B256::from(attempts.last().copied().unwrap_or_default()),
-                            nonce,
-                        });
+                        // The node knows none of the attempts any more. If the nonce is still
+                        // ours to use, it evicted them (anvil drops a transaction whose max
+                        // fee falls under the base fee): send again, bumped. Otherwise (it
+                        // restarted and lost blocks, or the nonce went to another
+                        // transaction) the next pass reconciles.
+                        let mined: U256 = self
+                            .rpc
+                            .call(
+                                "nonce",
+                                "eth_getTransactionCount",
+                                json!([self.me, "latest"]),
+                            )
+                            .await?;
+                        if mined != U256::from(nonce) {
+                            return Err(AnchorError::Dropped {
+                                tx: B256::from(attempts.last().copied().unwrap_or_default()),
+                                nonce,
+                            });
+                        }
+                        let b: Value = self
+                            .rpc
+                            .call("block", "eth_getBlockByNumber", json!(["latest", false]))
+                            .await?;
+                        let base_now = parse_block(&b, "eth_getBlockByNumber(latest)")?
+                            .base_fee
+                            .unwrap_or(base);
+                        if let Some(f) = fees::bump(fee, base_now, cap) {
+                            fee = f;
+                            continue 'send;
+                        }
                     }
                 }
                 if start.elapsed() > self.o.give_up_after {

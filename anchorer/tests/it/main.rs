@@ -18,6 +18,8 @@ use afr_recorder::{Config, Recorder, init};
 use afr_testkit::{anvil, anvil_on};
 
 mod canonical;
+mod chain;
+mod proxy;
 mod recheck;
 
 const KEY: &str = afr_testkit::DEV_KEY;
