@@ -67,7 +67,7 @@ pub mod reconcile;
 mod rpc;
 pub use contract::{ContractRevert, GAS_PRICE_ORACLE, IAfrAnchor};
 pub use driver::{PENDING_WAIT, anchor_pass};
-pub use keystore::{signer_from_keystore, write_keystore};
+pub use keystore::{KEYSTORE_SCRYPT_LOG_N, signer_from_keystore, write_keystore};
 pub(crate) use rpc::{retry, rpc_err};
 
 /// The contract artifact `forge build` produced (CI checks it is current).
