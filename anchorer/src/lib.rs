@@ -1,32 +1,44 @@
 //! The anchorer: posts each sealed epoch's root to the `AfrAnchor` contract, exactly once and
-//! in order, off the record path.
+//! in order, off the record path, and says how final each anchor is.
 //!
 //! Exactly-once rests on the contract, not on local bookkeeping: the contract accepts epoch
-//! `e` only as the recorder's head plus one, and never accepts an epoch twice. So every run
-//! starts by asking the chain where the recorder's head is, reconciles the local receipts with
-//! it, and only then posts what is missing:
+//! `e` only as the recorder's head plus one, and never accepts an epoch twice. A pass
+//! ([`anchor_pass`]) therefore reads the chain first, at one pinned block, decides what to do
+//! with a pure plan ([`reconcile`]), then carries it out:
 //!
 //! ```text
-//!  local sealed epochs 0 ..= L        chain head H (rootOf, head: plain eth_call)
-//!  ├─ e ≤ H: rootOf(e) == local root?  yes → anchored (no local receipt: recover it from the
-//!  │                                          Anchored event and store it)
-//!  │                                   no  → FORK ALARM: another history was anchored
-//!  └─ H < e ≤ L: pending → anchorBatch(H+1, roots[H+1..], backPointer(root(H)))
+//!  store: marker "verified up to E at block B"      chain, every read at block P (EIP-1898)
+//!         headers, receipts of epochs > E     ──►   head(recorder); rootOf(e) for E < e ≤ head
+//!                                                   (batched); receipts of unconfirmed txs
+//!                        └──────── reconcile::plan ───────┘
+//!   Anchored (state: included / confirmed / finalized; block corrected if the tx moved)
+//!   Recover (anchored, receipt lost)   NotVisibleYet (lagging reads: wait)   Post   FORK
+//!                        │
+//!   driver: re-derive headers to post from records; contract code; fees (EIP-1559, cap on
+//!   max_fee_per_gas, OP-stack L1 data fee capped); send; replace a stuck transaction at the
+//!   same nonce (+12.5 % per step, within the cap); store receipts; advance the marker
 //! ```
 //!
-//! A fork is also written to the store as a fork alarm ([`afr_recorder::ForkAlarm`]); while it
-//! is set, [`anchor_pending`] posts nothing and returns [`AnchorError::ForkAlarmSet`].
+//! A pass with nothing to do reads the chain id, the nonces, the pinned block, the marker's
+//! block and `head`: a constant number of calls whatever the log's age. `docs/anchoring.md`
+//! states the finality rules, the per-chain defaults and the fee policy.
+//!
+//! A fork is written to the store as a fork alarm ([`afr_recorder::ForkAlarm`]); while it is
+//! set, a pass posts nothing and returns [`AnchorError::ForkAlarmSet`].
 //!
 //! A crash at any point (before signing, after sending, before the receipt) leaves either the
-//! transaction on chain (the next run finds the head advanced and records it) or not (the next
-//! run posts it again): no duplicate, no gap. A stored receipt whose block is no longer on the
-//! canonical chain, with the root gone from the contract, is dropped and the epoch re-posted.
+//! transaction on chain (the next pass finds the root and confirms or recovers the receipt)
+//! or not (the next pass posts it again): no duplicate, no gap. A stored receipt whose
+//! transaction left the chain is marked pending, never deleted, and the epoch re-posted.
 //!
 //! Nothing is anchored on the word of a stored header alone: before sending, every epoch about
 //! to be posted is re-derived from the stored records (RFC 6962 root of their leaf hashes, the
 //! chain head, `first_seq` and `prev_epoch_root` continuing the previous header). A header
 //! that disagrees with its records is store corruption or tampering, and the pass stops with
 //! [`AnchorError::HeaderMismatch`] before anything is sent.
+//!
+//! The library prints nothing: what a pass does as it goes is reported through an [`Event`]
+//! callback, and what it did in the returned [`Pass`].
 //!
 //! [`deploy_canonical`] puts the contract at its one well-known address
 //! ([`afr_core::deployment::ANCHOR_ADDRESS`]) through the standard CREATE2 deployer, and is a
@@ -35,42 +47,129 @@
 use std::time::Duration;
 
 use afr_core::{
-    EpochHeader, Hash32, RecorderId, deployment, epoch::back_pointer, hash::leaf_hash,
-    merkle::CompactRange,
+    EpochHeader, Hash32, RecorderId, deployment, hash::leaf_hash, merkle::CompactRange,
 };
-use afr_recorder::{AnchorReceipt, ForkAlarm, Store};
+use afr_recorder::Store;
 use alloy::{
     network::{EthereumWallet, TransactionBuilder},
-    primitives::{B256, Bytes, FixedBytes},
+    primitives::{B256, Bytes},
     providers::{Provider, ProviderBuilder},
-    rpc::types::{Filter, TransactionRequest},
-    sol,
-    sol_types::SolEvent,
+    rpc::types::TransactionRequest,
 };
 
 pub use alloy::{primitives::Address, signers::local::PrivateKeySigner};
 
+mod contract;
+mod driver;
+pub mod fees;
 mod keystore;
-pub use keystore::{signer_from_keystore, write_keystore};
-
-sol! {
-    /// The anchor contract's interface (selectors checked against the artifact by a test).
-    #[sol(rpc)]
-    interface IAfrAnchor {
-        function anchor(uint64 epoch, bytes32 root, bytes32 prevBackPointer) external;
-        function anchorBatch(uint64 firstEpoch, bytes32[] calldata roots, bytes32 prevBackPointer) external;
-        function rootOf(address recorder, uint64 epoch) external view returns (bytes32);
-        function head(address recorder) external view returns (bool any, uint64 epoch);
-        event Anchored(address indexed recorder, uint64 indexed epoch, bytes32 root, bytes32 backPointer);
-    }
-}
+pub mod reconcile;
+mod rpc;
+pub use contract::{ContractRevert, GAS_PRICE_ORACLE, IAfrAnchor};
+pub use driver::{PENDING_WAIT, anchor_pass};
+pub use keystore::{KEYSTORE_SCRYPT_LOG_N, signer_from_keystore, write_keystore};
+pub(crate) use rpc::{retry, rpc_err};
 
 /// The contract artifact `forge build` produced (CI checks it is current).
 pub const ARTIFACT: &str = include_str!("../artifacts/AfrAnchor.json");
 
-/// Errors of the anchorer. Never contain key material.
+/// Errors of the anchorer. Never contain key material; every URL in them is redacted.
 #[derive(Debug, thiserror::Error)]
 pub enum AnchorError {
+    /// The base fee is over the cap on `max_fee_per_gas`: nothing is sent.
+    #[error("base fee {price} wei per gas is over the cap of {cap} wei per gas; not sending")]
+    GasCap {
+        /// The base fee, wei per gas.
+        price: u128,
+        /// The cap.
+        cap: u128,
+    },
+    /// The OP-stack L1 data fee of the transaction is over its cap: nothing is sent.
+    #[error("L1 data fee {fee} wei is over the cap of {cap} wei; not sending")]
+    L1FeeCap {
+        /// The fee the GasPriceOracle quoted, wei.
+        fee: u128,
+        /// The cap.
+        cap: u128,
+    },
+    /// The anchoring transaction was mined but reverted.
+    #[error("anchoring transaction {tx} reverted")]
+    Reverted {
+        /// The transaction.
+        tx: B256,
+    },
+    /// The contract refuses the transaction (its custom error, decoded), found before sending.
+    #[error("the contract refuses epochs {first}..={last}: {revert}")]
+    Contract {
+        /// First epoch of the refused transaction.
+        first: u64,
+        /// Last epoch.
+        last: u64,
+        /// The contract's error.
+        revert: ContractRevert,
+    },
+    /// A transaction stays unmined at the cap: it cannot be bumped by 12.5 % any more.
+    #[error(
+        "anchoring transaction {tx} (nonce {nonce}) is still pending after {waited_s} s at a max \
+         fee of {max_fee} wei per gas, and the cap of {cap} wei per gas allows no further bump; \
+         raise --max-gas-price-gwei or wait"
+    )]
+    Stuck {
+        /// The last attempt.
+        tx: B256,
+        /// Its nonce.
+        nonce: u64,
+        /// Its max fee per gas.
+        max_fee: u128,
+        /// The cap.
+        cap: u128,
+        /// Seconds waited.
+        waited_s: u64,
+    },
+    /// The node no longer knows the pass's transaction (it restarted or evicted it) and has
+    /// not mined it: nothing is lost, the next pass reconciles and posts again.
+    #[error(
+        "anchoring transaction {tx} (nonce {nonce}) was dropped by the node before it was \
+         mined; the next pass posts again"
+    )]
+    Dropped {
+        /// The last attempt.
+        tx: B256,
+        /// Its nonce.
+        nonce: u64,
+    },
+    /// Transactions of the anchoring key an earlier run left in the mempool stay pending.
+    #[error(
+        "{} transaction(s) from the anchoring key {from} are still pending after {waited_s} s \
+         (nonces {latest}..{pending}); not sending until they are mined or dropped",
+        pending.saturating_sub(*latest)
+    )]
+    PendingTransactions {
+        /// The anchoring key's address.
+        from: Address,
+        /// Nonce counting mined transactions.
+        latest: u64,
+        /// Nonce counting pending ones too.
+        pending: u64,
+        /// Seconds waited.
+        waited_s: u64,
+    },
+    /// The store's receipts were made on another chain or contract than the one given.
+    #[error(
+        "this log was anchored on chain {stored_chain} at contract {stored_contract}, not on \
+         chain {chain} at {contract}; refusing to switch (the receipts are kept; pass \
+         --switch-chain to archive them and anchor the whole log anew there)"
+    )]
+    Switch {
+        /// Chain of the stored receipts.
+        stored_chain: u64,
+        /// Contract of the stored receipts.
+        stored_contract: Address,
+        /// Chain of the endpoint.
+        chain: u64,
+        /// Contract given.
+        contract: Address,
+    },
     /// The chain holds a different root for an epoch than the local log: a fork.
     #[error(
         "FORK ALARM: epoch {epoch} is anchored on chain as {onchain}, but the local log's root is {local}"
@@ -106,7 +205,7 @@ pub enum AnchorError {
         /// Local last sealed epoch.
         local_head: Option<u64>,
     },
-    /// RPC failure (after retries).
+    /// RPC failure (after retries). The text has every URL redacted.
     #[error("rpc: {0}")]
     Rpc(String),
     /// Local store failure.
@@ -203,10 +302,6 @@ impl std::fmt::Display for HeaderField {
     }
 }
 
-fn rpc<E: std::fmt::Display>(e: E) -> AnchorError {
-    AnchorError::Rpc(e.to_string())
-}
-
 /// Anchoring settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -216,66 +311,237 @@ pub struct Settings {
     pub contract: Address,
     /// Most epochs per `anchorBatch` transaction.
     pub max_batch: usize,
-    /// Refuse to send when the network's gas price exceeds this (wei).
+    /// Cap on `max_fee_per_gas` (wei): no transaction is signed above it, and nothing is sent
+    /// while the base fee is over it.
     pub max_gas_price_wei: u128,
-    /// Confirmations to wait for.
+    /// Confirmations an anchor needs to count as confirmed; 0 takes the chain's default
+    /// ([`default_confirmations`]).
     pub confirmations: u64,
+}
+
+/// What counts as final enough for an anchor to cover its epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finality {
+    /// This many confirmations (the including block counts as one).
+    Depth(u64),
+    /// At or below the chain's `finalized` block (on an OP-stack chain: its batch is in a
+    /// finalized L1 block).
+    Finalized,
+}
+
+impl Finality {
+    /// The marker's encoding: the depth, or 0 for `finalized`.
+    pub fn code(self) -> u64 {
+        match self {
+            Finality::Depth(n) => n.max(1),
+            Finality::Finalized => 0,
+        }
+    }
+
+    /// From [`Finality::code`].
+    pub fn from_code(c: u64) -> Finality {
+        match c {
+            0 => Finality::Finalized,
+            n => Finality::Depth(n),
+        }
+    }
+}
+
+impl std::fmt::Display for Finality {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Finality::Depth(1) => f.write_str("1 confirmation"),
+            Finality::Depth(n) => write!(f, "{n} confirmations"),
+            Finality::Finalized => f.write_str("the finalized block"),
+        }
+    }
+}
+
+/// Confirmations asked for by default on a chain: 1 on local development chains (anvil,
+/// hardhat), 12 on Ethereum and its testnets, 10 on OP-stack L2s (20 s of L2 blocks; ask for
+/// `finalized` to wait for L1 finality), 40 on Arbitrum (about 10 s), 64 on Polygon PoS, and
+/// 12 on any other chain.
+pub fn default_confirmations(chain_id: u64) -> u64 {
+    match chain_id {
+        31337 | 1337 => 1,
+        1 | 11155111 | 17000 | 560048 => 12,
+        10 | 8453 | 11155420 | 84532 | 7777777 | 34443 => 10,
+        42161 | 421614 => 40,
+        137 | 80002 => 64,
+        _ => 12,
+    }
+}
+
+/// Options of a pass beyond [`Settings`] (defaults: see each field).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Wait for the chain's `finalized` block instead of a confirmation depth (default no).
+    pub finalized: bool,
+    /// Cap on the OP-stack L1 data fee of one transaction, wei (default: none).
+    pub max_l1_fee_wei: u128,
+    /// Archive the receipts of another chain or contract and anchor anew (default no:
+    /// [`AnchorError::Switch`]).
+    pub allow_switch: bool,
+    /// How long a sent transaction may stay unmined before it is replaced with higher fees
+    /// (default 30 s).
+    pub replace_after: Duration,
+    /// How long a pass waits for a transaction in all (default [`PENDING_WAIT`]).
+    pub give_up_after: Duration,
+    /// Most calls in one JSON-RPC batch (default 500).
+    pub max_rpc_batch: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            finalized: false,
+            max_l1_fee_wei: u128::MAX,
+            allow_switch: false,
+            replace_after: Duration::from_secs(30),
+            give_up_after: PENDING_WAIT,
+            max_rpc_batch: 500,
+        }
+    }
+}
+
+/// Something a pass did or saw, reported as it happens (the CLI prints these).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// An RPC call failed and is retried (the error has its URLs redacted).
+    Retry {
+        /// What was asked.
+        what: &'static str,
+        /// Attempt that failed (1-based).
+        attempt: u32,
+        /// The error.
+        error: String,
+    },
+    /// The chain no longer holds what the marker said was verified (a reorg deeper than the
+    /// confirmation depth, or a reset chain): verification starts again from epoch 0.
+    MarkerReset {
+        /// The marker's epoch.
+        epoch: u64,
+        /// The marker's block.
+        block: u64,
+    },
+    /// Receipts of another chain or contract were archived ([`Options::allow_switch`]).
+    Switched {
+        /// How many.
+        archived: u64,
+    },
+    /// A receipt was recovered from the contract's `Anchored` event.
+    Recovered {
+        /// Epoch.
+        epoch: u64,
+    },
+    /// An epoch is anchored on chain but its receipt could not be recovered (yet).
+    RecoverFailed {
+        /// Epoch.
+        epoch: u64,
+        /// Why.
+        reason: String,
+    },
+    /// A stored receipt's transaction left the chain: the epoch is re-posted.
+    Reorged {
+        /// Epoch.
+        epoch: u64,
+    },
+    /// A transaction is now in another block than stored: the receipt was corrected.
+    Moved {
+        /// Epoch.
+        epoch: u64,
+        /// Stored block.
+        from: u64,
+        /// Block now.
+        to: u64,
+    },
+    /// An epoch with a receipt is not visible at the pinned block yet.
+    NotVisibleYet {
+        /// Epoch.
+        epoch: u64,
+        /// Why.
+        wait: reconcile::Wait,
+    },
+    /// A transaction was signed and sent (attempt 1, or a replacement at the same nonce).
+    Sent {
+        /// First epoch.
+        first: u64,
+        /// Last epoch.
+        last: u64,
+        /// Transaction hash.
+        tx: B256,
+        /// Nonce.
+        nonce: u64,
+        /// Fee fields.
+        fees: fees::Fees,
+        /// Attempt (1-based).
+        attempt: u32,
+    },
+    /// A transaction landed.
+    Landed {
+        /// First epoch.
+        first: u64,
+        /// Last epoch.
+        last: u64,
+        /// Transaction hash.
+        tx: B256,
+        /// Block.
+        block: u64,
+        /// What it cost (execution + L1 data), wei.
+        cost_wei: u128,
+    },
+    /// The contract already holds the local root of this epoch (a transaction of an earlier
+    /// run landed): success, nothing sent.
+    AlreadyAnchored {
+        /// Epoch.
+        epoch: u64,
+    },
 }
 
 /// What one anchoring pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pass {
-    /// Epochs found already anchored with the local root (reconciled).
+    /// Epochs known anchored on chain with the local root: those behind the marker, and those
+    /// this pass read back or recovered.
     pub already: u64,
     /// Epochs posted by this pass.
     pub posted: Vec<u64>,
-    /// Transactions sent.
+    /// Transactions that landed.
     pub transactions: u64,
-    /// Receipts dropped because their block left the canonical chain.
+    /// Replacement transactions sent (fee bumps at the same nonce).
+    pub replacements: u64,
+    /// Epochs whose stored receipt's transaction left the chain (re-posted).
     pub reorged: Vec<u64>,
     /// Epochs found anchored on chain without a local receipt (a crash after sending), whose
     /// receipt was recovered from the contract's `Anchored` event.
     pub recovered: Vec<u64>,
+    /// Epochs whose transaction moved to another block (stored block corrected).
+    pub moved: Vec<u64>,
+    /// Epochs with a receipt not visible at the pinned block yet.
+    pub waiting: Vec<u64>,
+    /// The marker after the pass: every epoch up to it is anchored and confirmed.
+    pub verified_upto: Option<u64>,
+    /// The block every read of the pass was pinned to.
+    pub pinned_block: u64,
+    /// The finality the pass applied.
+    pub finality: Option<Finality>,
+    /// Wei spent by the transactions that landed (execution + L1 data).
+    pub cost_wei: u128,
 }
 
-/// The `Anchored` event of (`recorder`, `epoch`), if the node still has it.
-async fn anchored_log<P: Provider>(
-    provider: &P,
-    contract: Address,
-    recorder: Address,
-    epoch: u64,
-) -> Result<Option<alloy::rpc::types::Log>, AnchorError> {
-    let filter = Filter::new()
-        .address(contract)
-        .event_signature(IAfrAnchor::Anchored::SIGNATURE_HASH)
-        .topic1(recorder.into_word())
-        .topic2(B256::from(alloy::primitives::U256::from(epoch)))
-        .from_block(0);
-    let logs = retry("logs", || async {
-        provider.get_logs(&filter).await.map_err(rpc)
-    })
-    .await?;
-    Ok(logs.into_iter().next())
-}
-
-fn sealed_headers(store: &Store) -> Result<Vec<EpochHeader>, AnchorError> {
-    let mut out = Vec::new();
-    for kv in store.epochs_from(0)? {
-        let (e, b) = kv?;
-        // Header i must be epoch i: every index below relies on it.
-        if e != out.len() as u64 {
-            return Err(afr_recorder::RecordError::Corrupt(format!(
-                "epoch header {} missing (next stored header is epoch {e})",
-                out.len()
-            ))
-            .into());
-        }
-        out.push(
-            EpochHeader::decode(&b)
-                .map_err(|err| afr_recorder::RecordError::Corrupt(format!("epoch {e}: {err}")))?,
-        );
-    }
-    Ok(out)
+/// One anchoring pass with default [`Options`], no event callback, and `s.confirmations`
+/// (at least 1). For measurements and tests on development chains; `afr anchor` uses
+/// [`anchor_pass`].
+pub async fn anchor_pending(
+    store: &Store,
+    signer: PrivateKeySigner,
+    s: &Settings,
+) -> Result<Pass, AnchorError> {
+    let s = Settings {
+        confirmations: s.confirmations.max(1),
+        ..s.clone()
+    };
+    anchor_pass(store, signer, &s, &Options::default(), &|_| {}).await
 }
 
 /// Re-derives header `h` from the store before it is anchored: its epoch number and first
@@ -371,32 +637,6 @@ pub fn signer_from_bytes(k: &[u8; 32]) -> Result<PrivateKeySigner, AnchorError> 
     })
 }
 
-/// Runs `f` with retries and exponential backoff on RPC errors (5 attempts, 200 ms doubling).
-async fn retry<T, F, Fut>(what: &str, mut f: F) -> Result<T, AnchorError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, AnchorError>>,
-{
-    let mut delay = Duration::from_millis(200);
-    let mut last = None;
-    for attempt in 1..=5 {
-        match f().await {
-            Ok(v) => return Ok(v),
-            Err(AnchorError::Rpc(e)) => {
-                eprintln!("anchorer: {what}: attempt {attempt} failed: {e}; retrying in {delay:?}");
-                last = Some(e);
-                tokio::time::sleep(delay).await;
-                delay *= 2;
-            }
-            Err(other) => return Err(other),
-        }
-    }
-    Err(AnchorError::Rpc(format!(
-        "{what}: {}",
-        last.unwrap_or_default()
-    )))
-}
-
 /// A JSON field of the artifact, as bytes (`bytecode` or `deployedBytecode`).
 fn artifact_code(field: &str) -> Result<Bytes, AnchorError> {
     let v: serde_json::Value =
@@ -488,8 +728,11 @@ pub async fn deploy_canonical(
     let code_at = |a: Address| {
         let provider = &provider;
         async move {
-            retry("code", || async {
-                provider.get_code_at(a).await.map_err(rpc)
+            retry("code", &|_| {}, || async {
+                provider
+                    .get_code_at(a)
+                    .await
+                    .map_err(|e| rpc_err(rpc_url, &e))
             })
             .await
         }
@@ -506,8 +749,11 @@ pub async fn deploy_canonical(
     }
     let deployer = create2_deployer()?;
     if code_at(deployer).await?.is_empty() {
-        let chain_id = retry("chain id", || async {
-            provider.get_chain_id().await.map_err(rpc)
+        let chain_id = retry("chain id", &|_| {}, || async {
+            provider
+                .get_chain_id()
+                .await
+                .map_err(|e| rpc_err(rpc_url, &e))
         })
         .await?;
         return Err(AnchorError::DeployerMissing { deployer, chain_id });
@@ -524,14 +770,14 @@ pub async fn deploy_canonical(
             if deployed(&code_at(address).await?)? {
                 return Ok(Deployed { address, tx: None });
             }
-            return Err(rpc(e));
+            return Err(rpc_err(rpc_url, &e));
         }
     };
     let receipt = sent
         .with_timeout(Some(Duration::from_secs(120)))
         .get_receipt()
         .await
-        .map_err(rpc)?;
+        .map_err(|e| rpc_err(rpc_url, &e))?;
     if !deployed(&code_at(address).await?)? {
         return Err(AnchorError::Rpc(format!(
             "deployment transaction {} ({}) left no code at {address}",
@@ -558,10 +804,10 @@ pub async fn deploy(rpc_url: &str, signer: PrivateKeySigner) -> Result<Address, 
     let receipt = provider
         .send_transaction(tx)
         .await
-        .map_err(rpc)?
+        .map_err(|e| rpc_err(rpc_url, &e))?
         .get_receipt()
         .await
-        .map_err(rpc)?;
+        .map_err(|e| rpc_err(rpc_url, &e))?;
     receipt
         .contract_address
         .ok_or_else(|| AnchorError::Rpc("deployment receipt has no contract address".into()))
@@ -571,274 +817,19 @@ pub async fn deploy(rpc_url: &str, signer: PrivateKeySigner) -> Result<Address, 
 /// what an OP-stack chain charges the L1 data fee on.
 pub async fn raw_transaction(rpc_url: &str, tx: [u8; 32]) -> Result<Vec<u8>, AnchorError> {
     let provider = ProviderBuilder::new().connect_http(parse_rpc_url(rpc_url)?);
-    let raw: Bytes = retry("raw transaction", || async {
+    let raw: Bytes = retry("raw transaction", &|_| {}, || async {
         provider
             .raw_request("eth_getRawTransactionByHash".into(), (B256::from(tx),))
             .await
-            .map_err(rpc)
+            .map_err(|e| rpc_err(rpc_url, &e))
     })
     .await?;
     Ok(raw.to_vec())
 }
 
-/// How long a pass waits for transactions an earlier run left in the mempool.
-pub const PENDING_WAIT: Duration = Duration::from_secs(120);
-
-/// Waits until no transaction from `me` is pending. A run killed after sending leaves its
-/// transaction in the mempool; reading the contract before it is mined would send the same
-/// epochs again (and the node's gas estimate, taken on the pending state, reverts). The nonce
-/// is the node's: `latest` counts mined transactions, `pending` also the waiting ones.
-async fn wait_for_own_pending<P: Provider>(provider: &P, me: Address) -> Result<(), AnchorError> {
-    let start = std::time::Instant::now();
-    loop {
-        let latest = retry("nonce", || async {
-            provider
-                .get_transaction_count(me)
-                .latest()
-                .await
-                .map_err(rpc)
-        })
-        .await?;
-        let pending = retry("pending nonce", || async {
-            provider
-                .get_transaction_count(me)
-                .pending()
-                .await
-                .map_err(rpc)
-        })
-        .await?;
-        if pending <= latest {
-            return Ok(());
-        }
-        if start.elapsed() > PENDING_WAIT {
-            return Err(AnchorError::Rpc(format!(
-                "{} transaction(s) from the anchoring key {me} are still pending after {} s \
-                 (nonces {latest}..{pending}); not sending until they are mined or dropped",
-                pending - latest,
-                PENDING_WAIT.as_secs()
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// One anchoring pass: reconcile with the chain, then post every sealed, unanchored epoch in
-/// order, in batches. Returns what it did; a fork is an error, never papered over.
-pub async fn anchor_pending(
-    store: &Store,
-    signer: PrivateKeySigner,
-    s: &Settings,
-) -> Result<Pass, AnchorError> {
-    if let Some(a) = store.fork_alarm()? {
-        return Err(AnchorError::ForkAlarmSet {
-            epoch: a.epoch,
-            onchain: Hash32(a.onchain),
-            local: Hash32(a.local),
-        });
-    }
-    let me = signer.address();
-    let recorder = store.recorder_id()?;
-    if me.as_slice() != recorder {
-        return Err(AnchorError::Config(format!(
-            "the anchoring key's address {me} is not this recorder's id 0x{}",
-            hex::encode(recorder)
-        )));
-    }
-    let provider = wallet_provider(&s.rpc_url, signer)?;
-    let contract = IAfrAnchor::new(s.contract, &provider);
-    let chain_id = retry("chain id", || async {
-        provider.get_chain_id().await.map_err(rpc)
-    })
-    .await?;
-    wait_for_own_pending(&provider, me).await?;
-    let headers = sealed_headers(store)?;
-    let local_head = headers.last().map(|h| h.epoch);
-    let mut pass = Pass::default();
-
-    // Reorg check: a stored receipt whose root vanished from the contract is dropped.
-    for h in &headers {
-        if store.anchor(h.epoch)?.is_some() {
-            let onchain = retry("rootOf", || async {
-                contract.rootOf(me, h.epoch).call().await.map_err(rpc)
-            })
-            .await?;
-            if onchain == FixedBytes::ZERO {
-                store.delete_anchor(h.epoch)?;
-                pass.reorged.push(h.epoch);
-            }
-        }
-    }
-
-    let head = retry("head", || async {
-        contract.head(me).call().await.map_err(rpc)
-    })
-    .await?;
-    let chain_head = head.any.then_some(head.epoch);
-    if let Some(ch) = chain_head {
-        if local_head.is_none_or(|l| ch > l) {
-            return Err(AnchorError::ChainAhead {
-                chain_head: ch,
-                local_head,
-            });
-        }
-        let Some(anchored) = headers.get(..=ch as usize) else {
-            return Err(AnchorError::ChainAhead {
-                chain_head: ch,
-                local_head,
-            });
-        };
-        for h in anchored {
-            let onchain = retry("rootOf", || async {
-                contract.rootOf(me, h.epoch).call().await.map_err(rpc)
-            })
-            .await?;
-            let local = h.root();
-            if onchain.0 != local.0 {
-                // Best effort: find the transaction that anchored the other root.
-                let log = anchored_log(&provider, s.contract, me, h.epoch)
-                    .await
-                    .ok()
-                    .flatten();
-                store.put_fork_alarm(&ForkAlarm {
-                    epoch: h.epoch,
-                    local: local.0,
-                    onchain: onchain.0,
-                    chain_id,
-                    contract: s.contract.0.0,
-                    tx: log.as_ref().and_then(|l| l.transaction_hash).map(|t| t.0),
-                    block: log.as_ref().and_then(|l| l.block_number),
-                    seen_at_us: afr_recorder::now_us(),
-                })?;
-                return Err(AnchorError::Fork {
-                    epoch: h.epoch,
-                    onchain: Hash32(onchain.0),
-                    local,
-                });
-            }
-            pass.already += 1;
-            if store.anchor(h.epoch)?.is_none() {
-                // Sent and mined, but the receipt never reached the store (a crash in
-                // between): recover it from the event, so the epoch counts as anchored.
-                // Best effort: a node that limits log queries (many hosted RPCs refuse a
-                // range from block 0) must not stop anchoring of the epochs after this one.
-                let log = match anchored_log(&provider, s.contract, me, h.epoch).await {
-                    Ok(Some(log)) => log,
-                    Ok(None) => {
-                        eprintln!(
-                            "anchorer: epoch {} is anchored on chain but the node has no \
-                             Anchored event for it; its receipt cannot be recovered",
-                            h.epoch
-                        );
-                        continue;
-                    }
-                    Err(e) => {
-                        eprintln!(
-                            "anchorer: epoch {} is anchored on chain; recovering its receipt \
-                             failed ({e}); it stays pending in `afr status` until a pass recovers it",
-                            h.epoch
-                        );
-                        continue;
-                    }
-                };
-                let Some(tx) = log.transaction_hash else {
-                    continue;
-                };
-                let receipt = retry("receipt", || async {
-                    provider.get_transaction_receipt(tx).await.map_err(rpc)
-                })
-                .await?
-                .ok_or_else(|| AnchorError::Rpc(format!("no receipt for transaction {tx}")))?;
-                store.put_anchor(&AnchorReceipt {
-                    epoch: h.epoch,
-                    chain_id,
-                    contract: s.contract.0.0,
-                    tx: tx.0,
-                    block: receipt.block_number.unwrap_or_default(),
-                    block_hash: receipt.block_hash.map(|b| b.0).unwrap_or_default(),
-                    gas_used: receipt.gas_used,
-                    effective_gas_price: u64::try_from(receipt.effective_gas_price)
-                        .unwrap_or(u64::MAX),
-                })?;
-                pass.recovered.push(h.epoch);
-            }
-        }
-    }
-    let first = chain_head.map_or(0, |c| c + 1) as usize;
-    // Re-derive every header about to be posted before sending any: a header the records do
-    // not back is never anchored, and neither is anything after it.
-    for (i, h) in headers.iter().enumerate().skip(first) {
-        let prev = i.checked_sub(1).and_then(|p| headers.get(p));
-        recheck_header(store, &recorder, prev, h)?;
-    }
-    let mut next = first;
-    while next < headers.len() {
-        let batch = &headers[next..headers.len().min(next + s.max_batch.max(1))];
-        let gas_price = retry("gas price", || async {
-            provider.get_gas_price().await.map_err(rpc)
-        })
-        .await?;
-        if gas_price > s.max_gas_price_wei {
-            return Err(AnchorError::Rpc(format!(
-                "gas price {gas_price} wei is over the cap of {} wei; not sending",
-                s.max_gas_price_wei
-            )));
-        }
-        let prev_root = if next == 0 {
-            Hash32::ZERO
-        } else {
-            headers[next - 1].root()
-        };
-        let bp = back_pointer(batch[0].epoch, &prev_root);
-        // One epoch goes through `anchor` (no array in the calldata, no loop: about 600 gas
-        // and 64 calldata bytes less than a batch of one), several through `anchorBatch`.
-        let pending = if let [h] = batch {
-            contract
-                .anchor(h.epoch, FixedBytes(h.root().0), FixedBytes(bp.0))
-                .send()
-                .await
-        } else {
-            let roots: Vec<FixedBytes<32>> = batch.iter().map(|h| FixedBytes(h.root().0)).collect();
-            contract
-                .anchorBatch(batch[0].epoch, roots, FixedBytes(bp.0))
-                .send()
-                .await
-        }
-        .map_err(rpc)?;
-        pass.transactions += 1;
-        let receipt = pending
-            .with_required_confirmations(s.confirmations.max(1))
-            .with_timeout(Some(Duration::from_secs(120)))
-            .get_receipt()
-            .await
-            .map_err(rpc)?;
-        if !receipt.status() {
-            return Err(AnchorError::Rpc(format!(
-                "anchoring transaction {} reverted",
-                receipt.transaction_hash
-            )));
-        }
-        for h in batch {
-            store.put_anchor(&AnchorReceipt {
-                epoch: h.epoch,
-                chain_id,
-                contract: s.contract.0.0,
-                tx: receipt.transaction_hash.0,
-                block: receipt.block_number.unwrap_or_default(),
-                block_hash: receipt.block_hash.map(|b| b.0).unwrap_or_default(),
-                gas_used: receipt.gas_used,
-                effective_gas_price: u64::try_from(receipt.effective_gas_price).unwrap_or(u64::MAX),
-            })?;
-            pass.posted.push(h.epoch);
-        }
-        next += batch.len();
-    }
-    Ok(pass)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloy::sol_types::SolCall;
 
     /// The CREATE2 formula spelled out over the checked-in artifact gives the published
     /// canonical address: a change of the contract that is not carried into
@@ -861,25 +852,5 @@ mod tests {
         // The init code carries the runtime code verbatim (no immutables to patch in).
         let runtime = runtime_code().unwrap();
         assert!(init.windows(runtime.len()).any(|w| w == &runtime[..]));
-    }
-
-    #[test]
-    fn interface_selectors_match_the_artifact() {
-        let v: serde_json::Value = serde_json::from_str(ARTIFACT).unwrap();
-        let ids = &v["methodIdentifiers"];
-        for (sig, sel) in [
-            (
-                "anchor(uint64,bytes32,bytes32)",
-                IAfrAnchor::anchorCall::SELECTOR,
-            ),
-            (
-                "anchorBatch(uint64,bytes32[],bytes32)",
-                IAfrAnchor::anchorBatchCall::SELECTOR,
-            ),
-            ("rootOf(address,uint64)", IAfrAnchor::rootOfCall::SELECTOR),
-            ("head(address)", IAfrAnchor::headCall::SELECTOR),
-        ] {
-            assert_eq!(ids[sig].as_str().unwrap(), hex::encode(sel), "{sig}");
-        }
     }
 }

@@ -2,9 +2,9 @@
 
 use std::{path::Path, process::ExitCode, time::Duration};
 
-use afr_anchorer::Address;
 use afr_anchorer::{
-    AnchorError, Settings, signer_from_bytes, signer_from_hex, signer_from_keystore, write_keystore,
+    Address, AnchorError, Event, Options, Settings, reconcile::Wait, signer_from_bytes,
+    signer_from_hex, signer_from_keystore, write_keystore,
 };
 use afr_recorder::{Config, Recorder, read_key_file, write_key_file};
 use anyhow::{Context, Result};
@@ -18,6 +18,47 @@ pub const KEYSTORE_FILE: &str = "anchor.keystore.json";
 pub const ANCHOR_KEY_ENV: &str = "AFR_ANCHOR_KEY";
 /// Environment variable that may hold the keystore passphrase (else `--password-file`).
 pub const KEYSTORE_PASSWORD_ENV: &str = "AFR_KEYSTORE_PASSWORD";
+/// Environment variable that may hold the JSON-RPC endpoint (else `--rpc` or [`RPC_FILE`]).
+pub const RPC_ENV: &str = "AFR_RPC_URL";
+/// File inside the recorder directory that may hold the JSON-RPC endpoint (first line; mode
+/// 0600, since hosted endpoints carry an API key in the URL).
+pub const RPC_FILE: &str = "rpc.url";
+
+/// The JSON-RPC endpoint: `--rpc`, else AFR_RPC_URL (clap reads both into `given`), else the
+/// first line of `<dir>/rpc.url`, which must not be readable by group or others.
+pub fn rpc_url(dir: &Path, given: Option<&str>) -> Result<String> {
+    if let Some(u) = given.filter(|u| !u.trim().is_empty()) {
+        return Ok(u.trim().to_owned());
+    }
+    let path = dir.join(RPC_FILE);
+    let meta = match std::fs::metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
+            "no JSON-RPC endpoint: pass --rpc URL, set {RPC_ENV}, or write it to {} (mode 0600)",
+            path.display()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            anyhow::bail!(
+                "{}: mode is {mode:o}; it must be 600 (it holds the endpoint's API key)",
+                path.display()
+            );
+        }
+    }
+    let text = Zeroizing::new(
+        std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?,
+    );
+    let url = text.lines().next().unwrap_or_default().trim().to_owned();
+    if url.is_empty() {
+        anyhow::bail!("{} is empty", path.display());
+    }
+    Ok(url)
+}
 
 /// The keystore passphrase: the first line of `--password-file` if given, else
 /// AFR_KEYSTORE_PASSWORD, else none.
@@ -161,12 +202,39 @@ pub fn deploy(
 /// Exit code of `afr anchor` and `afr status` while a fork alarm is raised.
 pub const EXIT_FORK: u8 = 3;
 
+/// `--confirmations`: a depth, `auto` (the chain's default) or `finalized`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmations {
+    /// The chain's default ([`afr_anchorer::default_confirmations`]).
+    Auto,
+    /// This many.
+    Depth(u64),
+    /// The chain's `finalized` block.
+    Finalized,
+}
+
+impl std::str::FromStr for Confirmations {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Confirmations::Auto),
+            "finalized" => Ok(Confirmations::Finalized),
+            n => match n.parse::<u64>() {
+                Ok(0) | Err(_) => Err(format!(
+                    "{n:?}: expected a number of confirmations (1 or more), auto or finalized"
+                )),
+                Ok(d) => Ok(Confirmations::Depth(d)),
+            },
+        }
+    }
+}
+
 /// The flags of `afr anchor`.
 #[derive(clap::Args, Debug)]
 pub struct AnchorArgs {
-    /// JSON-RPC endpoint.
-    #[arg(long)]
-    pub rpc: String,
+    /// JSON-RPC endpoint (else AFR_RPC_URL, else the first line of <dir>/rpc.url, mode 0600).
+    #[arg(long, env = RPC_ENV, hide_env_values = true)]
+    pub rpc: Option<String>,
     /// Contract address.
     #[arg(long)]
     pub contract: String,
@@ -179,12 +247,27 @@ pub struct AnchorArgs {
     /// Most epochs per transaction (a backlog goes out through anchorBatch).
     #[arg(long, default_value_t = 64)]
     pub max_batch: usize,
-    /// Do not send while the gas price is above this many gwei.
+    /// Cap on max_fee_per_gas, in gwei: no transaction is signed above it (replacements of a
+    /// stuck one included), and nothing is sent while the base fee is over it.
     #[arg(long, default_value_t = 200)]
     pub max_gas_price_gwei: u64,
-    /// Confirmations to wait for.
-    #[arg(long, default_value_t = 1)]
-    pub confirmations: u64,
+    /// Cap on the OP-stack L1 data fee of one transaction, in gwei (read from the
+    /// GasPriceOracle before sending; ignored on chains without it).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub max_l1_fee_gwei: u64,
+    /// When an anchor counts as covering its epoch: a number of confirmations, `auto` (1 on
+    /// anvil, 12 on Ethereum, 10 on OP-stack L2s, ...: docs/anchoring.md) or `finalized` (the
+    /// chain's finalized block; on an OP-stack chain, L1 finality).
+    #[arg(long, default_value = "auto")]
+    pub confirmations: Confirmations,
+    /// Replace a transaction still unmined after this many seconds, at the same nonce with
+    /// fees 12.5 % higher (never above the cap).
+    #[arg(long, default_value_t = 30)]
+    pub replace_after_s: u64,
+    /// The store's receipts were made on another chain or contract: archive them (they are
+    /// kept in the store) and anchor the whole log anew on this one.
+    #[arg(long)]
+    pub switch_chain: bool,
     /// Clear the fork alarm of this epoch (after investigating it), then anchor: the pass
     /// checks the chain again and raises the alarm again if the fork is still there.
     #[arg(long, value_name = "EPOCH")]
@@ -226,6 +309,78 @@ pub fn fork_alarm_json(a: &afr_recorder::ForkAlarm) -> serde_json::Value {
     })
 }
 
+/// The line `afr anchor` prints for an event of a pass (None: not worth a line).
+fn event_line(e: &Event) -> Option<String> {
+    Some(match e {
+        Event::Retry {
+            what,
+            attempt,
+            error,
+        } => format!("anchorer: {what}: attempt {attempt} failed: {error}; retrying"),
+        Event::MarkerReset { epoch, block } => format!(
+            "the chain no longer holds what was verified up to epoch {epoch} at block {block} \
+             (a reorg deeper than the confirmation depth, or a reset chain); verifying again from epoch 0"
+        ),
+        Event::Switched { archived } => format!(
+            "switched chain or contract: {archived} receipts of the old one archived in the store"
+        ),
+        Event::Recovered { epoch } => {
+            format!(
+                "epoch {epoch}: found anchored on chain without a local receipt; receipt recovered"
+            )
+        }
+        Event::RecoverFailed { epoch, reason } => format!(
+            "epoch {epoch}: anchored on chain, but its receipt cannot be recovered ({reason}); \
+             it stays uncovered in `afr status` until a pass recovers it"
+        ),
+        Event::Reorged { epoch } => {
+            format!("epoch {epoch}: anchoring transaction left the canonical chain; re-posting")
+        }
+        Event::Moved { epoch, from, to } => format!(
+            "epoch {epoch}: anchoring transaction re-included in block {to} (was {from}); receipt corrected"
+        ),
+        Event::NotVisibleYet { epoch, wait } => match wait {
+            Wait::TxAfterPinnedBlock { block } => format!(
+                "epoch {epoch}: mined in block {block}, newer than the block the endpoint answers for; waiting"
+            ),
+            Wait::ProviderDisagrees { block } => format!(
+                "epoch {epoch}: mined in block {block}, but the endpoint shows no root yet; waiting"
+            ),
+            Wait::OtherRootAtOlderBlock { block } => format!(
+                "epoch {epoch}: the endpoint shows another root at a block older than ours ({block}); waiting"
+            ),
+            Wait::Earlier { .. } => return None,
+        },
+        Event::Sent {
+            first,
+            last,
+            tx,
+            nonce,
+            fees,
+            attempt,
+        } => format!(
+            "epochs {first}..={last}: {} {tx} (nonce {nonce}, max fee {} wei/gas, tip {} wei/gas)",
+            if *attempt == 1 {
+                "sent".to_owned()
+            } else {
+                format!("replacement {attempt} sent")
+            },
+            fees.max_fee_per_gas,
+            fees.max_priority_fee_per_gas
+        ),
+        Event::Landed {
+            first,
+            last,
+            tx,
+            block,
+            cost_wei,
+        } => format!("epochs {first}..={last}: {tx} mined in block {block}, cost {cost_wei} wei"),
+        Event::AlreadyAnchored { epoch } => format!(
+            "epoch {epoch}: the contract already holds the local root (an earlier run's transaction); nothing sent"
+        ),
+    })
+}
+
 /// `afr anchor`.
 pub fn anchor(dir: &Path, password_file: Option<&Path>, args: &AnchorArgs) -> Result<ExitCode> {
     let contract: Address = args
@@ -233,11 +388,21 @@ pub fn anchor(dir: &Path, password_file: Option<&Path>, args: &AnchorArgs) -> Re
         .parse()
         .context("--contract must be a 0x address")?;
     let settings = Settings {
-        rpc_url: args.rpc.clone(),
+        rpc_url: rpc_url(dir, args.rpc.as_deref())?,
         contract,
         max_batch: args.max_batch,
         max_gas_price_wei: u128::from(args.max_gas_price_gwei) * 1_000_000_000,
-        confirmations: args.confirmations,
+        confirmations: match args.confirmations {
+            Confirmations::Depth(n) => n,
+            Confirmations::Auto | Confirmations::Finalized => 0,
+        },
+    };
+    let options = Options {
+        finalized: args.confirmations == Confirmations::Finalized,
+        max_l1_fee_wei: u128::from(args.max_l1_fee_gwei) * 1_000_000_000,
+        allow_switch: args.switch_chain,
+        replace_after: Duration::from_secs(args.replace_after_s.max(1)),
+        ..Options::default()
     };
     if let Some(epoch) = args.clear_fork_alarm {
         let r = Recorder::open(dir, Config::default())?;
@@ -254,35 +419,44 @@ pub fn anchor(dir: &Path, password_file: Option<&Path>, args: &AnchorArgs) -> Re
         }
     }
     let rt = runtime()?;
+    let print = |e: &Event| {
+        if let Some(line) = event_line(e) {
+            let line = crate::esc(afr_core::redact_urls_in(&line));
+            match e {
+                Event::Retry { .. } | Event::RecoverFailed { .. } => eprintln!("{line}"),
+                _ => println!("{line}"),
+            }
+        }
+    };
     loop {
         // Open the store per pass: the recorder may be running in another process between
         // passes (RocksDB allows one writer), and anchoring never blocks recording.
         let result = {
             let r = Recorder::open(dir, Config::default())?;
             let s = signer(dir, password_file)?;
-            rt.block_on(afr_anchorer::anchor_pending(r.store(), s, &settings))
+            rt.block_on(afr_anchorer::anchor_pass(
+                r.store(),
+                s,
+                &settings,
+                &options,
+                &print,
+            ))
         };
         match result {
             Ok(p) => {
-                for e in &p.recovered {
-                    println!(
-                        "epoch {e}: found anchored on chain without a local receipt; receipt recovered"
-                    );
-                }
-                for e in &p.reorged {
-                    println!(
-                        "epoch {e}: anchoring transaction left the canonical chain; re-posting"
-                    );
-                }
                 println!(
-                    "anchored {} new epochs in {} transactions ({} already anchored){}",
+                    "anchored {} new epochs in {} transactions ({} already anchored){}; \
+                     verified and confirmed ({}) up to {}",
                     p.posted.len(),
                     p.transactions,
                     p.already,
                     p.posted
                         .last()
                         .map(|e| format!("; head is now epoch {e}"))
-                        .unwrap_or_default()
+                        .unwrap_or_default(),
+                    p.finality.map(|f| f.to_string()).unwrap_or_default(),
+                    p.verified_upto
+                        .map_or("no epoch yet".to_owned(), |e| format!("epoch {e}")),
                 );
             }
             Err(AnchorError::Fork { .. } | AnchorError::ForkAlarmSet { .. }) => {

@@ -82,9 +82,9 @@ enum Cmd {
     /// Deploy the AfrAnchor contract (the artifact built from contracts/) at its canonical
     /// address through the CREATE2 deployer, and print its address; a no-op if it is there.
     Deploy {
-        /// JSON-RPC endpoint.
-        #[arg(long)]
-        rpc: String,
+        /// JSON-RPC endpoint (else AFR_RPC_URL, else the first line of <dir>/rpc.url, 0600).
+        #[arg(long, env = anchoring::RPC_ENV, hide_env_values = true)]
+        rpc: Option<String>,
         /// One JSON object.
         #[arg(long)]
         json: bool,
@@ -243,7 +243,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => anchoring::deploy(
             &cli.dir,
             cli.password_file.as_deref(),
-            &rpc,
+            &anchoring::rpc_url(&cli.dir, rpc.as_deref())?,
             json,
             no_canonical,
         ),
@@ -387,12 +387,23 @@ fn status(dir: &Path, json: bool) -> Result<ExitCode> {
     let events = r.next_seq()?;
     let sealed = last.as_ref().map_or(0, |h| h.epoch + 1);
     let store = r.store();
+    // An epoch counts as covered once its anchor is confirmed as the anchorer's policy asks
+    // (a depth, or the finalized block): included or pending anchors do not shrink the
+    // compromise window.
     let mut anchored = 0u64;
+    let mut states = [0u64; 4];
     let mut first_unanchored_seq = None;
     let mut last_receipt = None;
     for e in 0..sealed {
-        match store.anchor(e)? {
-            Some(a) if first_unanchored_seq.is_none() => {
+        let receipt = store.anchor(e)?;
+        if let Some(a) = &receipt {
+            states[afr_recorder::ReceiptState::ALL
+                .iter()
+                .position(|s| *s == a.state)
+                .unwrap_or(0)] += 1;
+        }
+        match receipt {
+            Some(a) if first_unanchored_seq.is_none() && a.state.covers() => {
                 anchored += 1;
                 last_receipt = Some(a);
             }
@@ -403,11 +414,16 @@ fn status(dir: &Path, json: bool) -> Result<ExitCode> {
             }
         }
     }
+    let marker = store.anchor_marker()?;
+    let finality = marker
+        .as_ref()
+        .map(|m| afr_anchorer::Finality::from_code(m.finality).to_string());
+    let archived = store.archived_anchors()?.len();
     if first_unanchored_seq.is_none() && open_count > 0 {
         first_unanchored_seq = Some(events - open_count);
     }
-    // The compromise window: how long the oldest event not yet covered by an anchored root has
-    // been open to rewriting by whoever controls this host.
+    // The compromise window: how long the oldest event not yet covered by a confirmed anchored
+    // root has been open to rewriting by whoever controls this host.
     let window_s = match first_unanchored_seq {
         Some(seq) => store
             .record(seq)?
@@ -423,6 +439,13 @@ fn status(dir: &Path, json: bool) -> Result<ExitCode> {
             "sealed_epochs": sealed,
             "anchored_epochs": anchored,
             "pending_epochs": pending_epochs,
+            "receipt_states": {
+                "pending": states[0], "included": states[1],
+                "confirmed": states[2], "finalized": states[3],
+            },
+            "covered_when": finality,
+            "verified_upto": marker.as_ref().and_then(|m| m.epoch),
+            "archived_receipts": archived,
             "open_epoch": open_epoch,
             "open_epoch_events": open_count,
             "last_epoch_root": last.as_ref().map(|h| h.root().to_hex()),
@@ -431,6 +454,8 @@ fn status(dir: &Path, json: bool) -> Result<ExitCode> {
             "last_anchor": last_receipt.as_ref().map(|a| serde_json::json!({
                 "epoch": a.epoch, "chain_id": a.chain_id, "tx": format!("0x{}", hex::encode(a.tx)),
                 "block": a.block, "gas_used": a.gas_used, "effective_gas_price": a.effective_gas_price,
+                "l1_fee": a.l1_fee, "cost_wei": a.cost_wei().to_string(), "state": a.state.name(),
+                "replaced": a.replaced.len(),
             })),
             "fork_alarm": alarm.as_ref().map(anchoring::fork_alarm_json),
         });
@@ -442,27 +467,47 @@ fn status(dir: &Path, json: bool) -> Result<ExitCode> {
         println!("recorder          0x{}", hex::encode(r.recorder_id()));
         println!("events            {events}");
         println!(
-            "sealed epochs     {sealed} ({anchored} anchored, {pending_epochs} waiting for the anchorer)"
+            "sealed epochs     {sealed} ({anchored} anchored and confirmed, {pending_epochs} not yet)"
         );
+        println!(
+            "anchor receipts   {} pending, {} included, {} confirmed, {} finalized; covered when \
+             confirmed by {}",
+            states[0],
+            states[1],
+            states[2],
+            states[3],
+            finality
+                .as_deref()
+                .unwrap_or("the anchorer's policy (no pass yet)")
+        );
+        if archived > 0 {
+            println!(
+                "archived receipts {archived} (from a chain or contract anchored to before a switch)"
+            );
+        }
         println!("open epoch        {open_epoch} ({open_count} events not yet sealed)");
         if let Some(h) = last {
             println!("last root         {} (epoch {})", h.root(), h.epoch);
         }
         if let Some(a) = last_receipt {
             println!(
-                "last anchor       epoch {} in tx 0x{} (block {}, chain {}, {} gas)",
+                "last anchor       epoch {} in tx 0x{} (block {}, chain {}, {} gas, {} wei, {})",
                 a.epoch,
                 hex::encode(a.tx),
                 a.block,
                 a.chain_id,
-                a.gas_used
+                a.gas_used,
+                a.cost_wei(),
+                a.state
             );
         }
         match window_s {
             Some(w) => println!(
-                "compromise window {w:.1} s (age of the oldest event not covered by an anchored root)"
+                "compromise window {w:.1} s (age of the oldest event not covered by a confirmed anchored root)"
             ),
-            None => println!("compromise window none: every event is covered by an anchored root"),
+            None => println!(
+                "compromise window none: every event is covered by a confirmed anchored root"
+            ),
         }
     }
     Ok(match alarm {

@@ -50,7 +50,7 @@ use afr_core::{
     sequencer::{Chain, SequenceError},
 };
 use rocksdb::WriteBatch;
-pub use store::{AnchorReceipt, ForkAlarm, Store};
+pub use store::{AnchorMarker, AnchorReceipt, ForkAlarm, ReceiptState, Store};
 use store::{CF_EPOCHS, CF_INDEX, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS};
 #[cfg(feature = "raw-store")]
 pub use store::{Column, RawOp};

@@ -7,7 +7,7 @@
 //! | `epochs`      | `u64be(epoch)` | sealed epoch header, canonical CBOR     |
 //! | `anchors`     | `u64be(epoch)` | anchor receipt (written by the anchorer)|
 //! | `keys`        | `u64be(epoch)` | 32-byte epoch salt (erasable)           |
-//! | `meta`        | ASCII name     | format version, recorder id, erasures, fork alarm |
+//! | `meta`        | ASCII name     | format version, recorder id, erasures, fork alarm, anchoring marker, archived receipts |
 //! | `index`       | see [`crate::index`] | query index terms (keyed hashes, erasable) |
 //!
 //! Every write the recorder makes is
@@ -102,6 +102,12 @@ pub const META_RECORDER: &[u8] = b"recorder";
 
 /// Metadata key of the fork alarm (see [`ForkAlarm`]); absent when there is none.
 pub const META_FORK_ALARM: &[u8] = b"fork-alarm";
+/// Metadata key of the anchorer's verification marker (see [`AnchorMarker`]).
+pub const META_ANCHOR_MARKER: &[u8] = b"anchor-marker";
+/// Metadata key prefix of receipts kept from an earlier chain or contract (see
+/// [`Store::archive_anchors`]): `archived-anchor/ ‖ u64be(chain_id) ‖ contract(20) ‖
+/// u64be(epoch)`.
+pub const META_ARCHIVED_ANCHOR: &[u8] = b"archived-anchor/";
 
 /// Store format version written at creation and checked at open.
 pub const STORE_FORMAT: u64 = 1;
@@ -385,6 +391,100 @@ impl Store {
             .transpose()
     }
 
+    /// The receipt with the highest epoch, if any.
+    pub fn last_anchor(&self) -> Result<Option<AnchorReceipt>, RecordError> {
+        let cf = self.cf(CF_ANCHORS)?;
+        match self.db.iterator_cf(cf, IteratorMode::End).next() {
+            None => Ok(None),
+            Some(kv) => {
+                let (k, v) = kv.map_err(db_err)?;
+                let k = <[u8; 8]>::try_from(&*k).map_err(|_| corrupt("key is not 8 bytes"))?;
+                let epoch = u64::from_be_bytes(k);
+                AnchorReceipt::decode(epoch, &v)
+                    .map(Some)
+                    .map_err(|e| corrupt(format!("anchor of epoch {epoch}: {e}")))
+            }
+        }
+    }
+
+    /// Iterates the receipts from `epoch` upwards, in order.
+    pub fn anchors_from(
+        &self,
+        epoch: u64,
+    ) -> Result<impl Iterator<Item = Result<AnchorReceipt, RecordError>> + '_, RecordError> {
+        Ok(self.iter_u64(CF_ANCHORS, epoch)?.map(|kv| {
+            let (e, b) = kv?;
+            AnchorReceipt::decode(e, &b)
+                .map_err(|err| corrupt(format!("anchor of epoch {e}: {err}")))
+        }))
+    }
+
+    /// Moves every receipt out of `anchors` into the archive in `meta` (one synced batch), and
+    /// drops the anchoring marker: what an operator's switch to another chain or contract
+    /// keeps of the old one. Returns how many receipts were archived.
+    pub fn archive_anchors(&self) -> Result<u64, RecordError> {
+        let mut b = WriteBatch::default();
+        let mut n = 0;
+        for r in self.anchors_from(0)? {
+            let r = r?;
+            let mut key = META_ARCHIVED_ANCHOR.to_vec();
+            key.extend_from_slice(&r.chain_id.to_be_bytes());
+            key.extend_from_slice(&r.contract);
+            key.extend_from_slice(&r.epoch.to_be_bytes());
+            b.put_cf(self.cf(CF_META)?, key, r.encode());
+            b.delete_cf(self.cf(CF_ANCHORS)?, r.epoch.to_be_bytes());
+            n += 1;
+        }
+        b.delete_cf(self.cf(CF_META)?, META_ANCHOR_MARKER);
+        self.write(b, true)?;
+        Ok(n)
+    }
+
+    /// The archived receipts (from chains or contracts anchored to before a switch).
+    pub fn archived_anchors(&self) -> Result<Vec<AnchorReceipt>, RecordError> {
+        let cf = self.cf(CF_META)?;
+        let it = self.db.iterator_cf(
+            cf,
+            IteratorMode::From(META_ARCHIVED_ANCHOR, Direction::Forward),
+        );
+        let mut out = Vec::new();
+        for kv in it {
+            let (k, v) = kv.map_err(db_err)?;
+            let Some(rest) = k.strip_prefix(META_ARCHIVED_ANCHOR) else {
+                break;
+            };
+            let epoch = rest
+                .get(28..36)
+                .and_then(|e| <[u8; 8]>::try_from(e).ok())
+                .map(u64::from_be_bytes)
+                .ok_or_else(|| corrupt("archived anchor key is not 52 bytes"))?;
+            out.push(
+                AnchorReceipt::decode(epoch, &v)
+                    .map_err(|e| corrupt(format!("archived anchor of epoch {epoch}: {e}")))?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Writes the anchoring marker (synced).
+    pub fn put_anchor_marker(&self, m: &AnchorMarker) -> Result<(), RecordError> {
+        self.put_meta(META_ANCHOR_MARKER, &m.encode())
+    }
+
+    /// The anchoring marker, if the anchorer wrote one.
+    pub fn anchor_marker(&self) -> Result<Option<AnchorMarker>, RecordError> {
+        self.meta(META_ANCHOR_MARKER)?
+            .map(|b| AnchorMarker::decode(&b).map_err(|e| corrupt(format!("anchor marker: {e}"))))
+            .transpose()
+    }
+
+    /// Removes the anchoring marker (synced): the next pass verifies from epoch 0.
+    pub fn clear_anchor_marker(&self) -> Result<(), RecordError> {
+        let mut b = WriteBatch::default();
+        b.delete_cf(self.cf(CF_META)?, META_ANCHOR_MARKER);
+        self.write(b, true)
+    }
+
     /// Raises the fork alarm (synced). An existing alarm is kept: the first fork seen is the
     /// one to investigate.
     pub fn put_fork_alarm(&self, alarm: &ForkAlarm) -> Result<(), RecordError> {
@@ -414,9 +514,74 @@ impl Store {
     }
 }
 
+/// How far an anchoring transaction has got, as the anchorer last saw it under its
+/// finality policy. Only `Confirmed` and `Finalized` count as covering an epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ReceiptState {
+    /// Sent (or its transaction left the canonical chain and the epoch is being re-posted):
+    /// not in any block the anchorer trusts.
+    Pending,
+    /// In a block, with fewer confirmations than the policy asks for.
+    Included,
+    /// In a block with at least the policy's confirmations.
+    Confirmed,
+    /// In a block at or below the chain's `finalized` block.
+    Finalized,
+}
+
+impl ReceiptState {
+    /// Every state, in order.
+    pub const ALL: [ReceiptState; 4] = [
+        ReceiptState::Pending,
+        ReceiptState::Included,
+        ReceiptState::Confirmed,
+        ReceiptState::Finalized,
+    ];
+
+    /// Lower-case name (`pending`, `included`, `confirmed`, `finalized`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReceiptState::Pending => "pending",
+            ReceiptState::Included => "included",
+            ReceiptState::Confirmed => "confirmed",
+            ReceiptState::Finalized => "finalized",
+        }
+    }
+
+    /// Whether an epoch with this receipt counts as covered by an anchored root.
+    pub fn covers(self) -> bool {
+        self >= ReceiptState::Confirmed
+    }
+
+    fn code(self) -> u64 {
+        match self {
+            ReceiptState::Pending => 0,
+            ReceiptState::Included => 1,
+            ReceiptState::Confirmed => 2,
+            ReceiptState::Finalized => 3,
+        }
+    }
+
+    fn from_code(c: u64) -> Result<ReceiptState, afr_core::cbor::CborError> {
+        ReceiptState::ALL
+            .get(usize::try_from(c).unwrap_or(usize::MAX))
+            .copied()
+            .ok_or_else(|| afr_core::cbor::CborError::Malformed(format!("receipt state {c}")))
+    }
+}
+
+impl std::fmt::Display for ReceiptState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What the anchorer keeps of an anchoring transaction's receipt. Stored in `anchors` as
 /// canonical CBOR `[chain_id, contract: bstr(20), tx: bstr(32), block: uint, block_hash:
-/// bstr(32), gas_used: uint, effective_gas_price: uint]`, keyed by `u64be(epoch)`.
+/// bstr(32), gas_used: uint, effective_gas_price: uint, state: uint, l1_fee: uint, replaced:
+/// [bstr(32)*]]`, keyed by `u64be(epoch)`. Receipts written before the last three fields
+/// existed (an array of 7) decode with state `included`, no L1 fee and no replaced
+/// transactions; the next anchoring pass re-checks them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AnchorReceipt {
     /// The anchored epoch.
@@ -427,7 +592,7 @@ pub struct AnchorReceipt {
     pub contract: [u8; 20],
     /// Transaction hash.
     pub tx: [u8; 32],
-    /// Block number.
+    /// Block number (0 while pending).
     pub block: u64,
     /// Block hash (to detect reorgs).
     pub block_hash: [u8; 32],
@@ -435,12 +600,24 @@ pub struct AnchorReceipt {
     pub gas_used: u64,
     /// Effective gas price, in wei.
     pub effective_gas_price: u64,
+    /// How far the transaction has got.
+    pub state: ReceiptState,
+    /// OP-stack L1 data fee of the transaction, in wei (0 elsewhere).
+    pub l1_fee: u64,
+    /// Earlier transactions at the same nonce that this one replaced (fee bumps), oldest first.
+    pub replaced: Vec<[u8; 32]>,
 }
 
 impl AnchorReceipt {
+    /// What the transaction cost, in wei: L2 (or L1) execution plus the L1 data fee. A batch
+    /// transaction's receipt is stored for each of its epochs with the whole cost.
+    pub fn cost_wei(&self) -> u128 {
+        u128::from(self.gas_used) * u128::from(self.effective_gas_price) + u128::from(self.l1_fee)
+    }
+
     fn encode(&self) -> Vec<u8> {
-        let mut w = afr_core::cbor::Writer::with_capacity(128);
-        w.array(7);
+        let mut w = afr_core::cbor::Writer::with_capacity(160 + 34 * self.replaced.len());
+        w.array(10);
         w.uint(self.chain_id);
         w.bytes(&self.contract);
         w.bytes(&self.tx);
@@ -448,13 +625,24 @@ impl AnchorReceipt {
         w.bytes(&self.block_hash);
         w.uint(self.gas_used);
         w.uint(self.effective_gas_price);
+        w.uint(self.state.code());
+        w.uint(self.l1_fee);
+        w.array(self.replaced.len() as u64);
+        for t in &self.replaced {
+            w.bytes(t);
+        }
         w.buf
     }
 
     fn decode(epoch: u64, b: &[u8]) -> Result<AnchorReceipt, afr_core::cbor::CborError> {
         let mut r = afr_core::cbor::Reader::new(b);
-        r.array_of(7, "anchor receipt")?;
-        let a = AnchorReceipt {
+        let n = r.array()?;
+        if n != 7 && n != 10 {
+            return Err(afr_core::cbor::CborError::Malformed(format!(
+                "anchor receipt has {n} fields, not 7 or 10"
+            )));
+        }
+        let mut a = AnchorReceipt {
             epoch,
             chain_id: r.uint()?,
             contract: r.fixed()?,
@@ -463,9 +651,81 @@ impl AnchorReceipt {
             block_hash: r.fixed()?,
             gas_used: r.uint()?,
             effective_gas_price: r.uint()?,
+            state: ReceiptState::Included,
+            l1_fee: 0,
+            replaced: Vec::new(),
         };
+        if n == 10 {
+            a.state = ReceiptState::from_code(r.uint()?)?;
+            a.l1_fee = r.uint()?;
+            let k = r.array()?;
+            // Each element is at least 33 bytes: a count beyond the input is malformed.
+            if k > b.len() as u64 {
+                return Err(afr_core::cbor::CborError::Malformed(
+                    "anchor receipt replaced list longer than its encoding".into(),
+                ));
+            }
+            for _ in 0..k {
+                a.replaced.push(r.fixed()?);
+            }
+        }
         r.finish()?;
         Ok(a)
+    }
+}
+
+/// The anchorer's verification marker: every epoch up to `epoch` was read back from `contract`
+/// on `chain_id` with the local root, in a block at `block` (`block_hash`), and its receipt
+/// was confirmed under `finality` (a confirmation depth, or 0 for the chain's `finalized`
+/// block). A pass reads only the epochs after it. Stored in `meta` under `anchor-marker` as
+/// canonical CBOR `[epoch: uint or null, block, block_hash: bstr(32), chain_id, contract:
+/// bstr(20), finality: uint]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnchorMarker {
+    /// Last verified epoch (`None`: none yet, but the policy is recorded).
+    pub epoch: Option<u64>,
+    /// Block the verification read at.
+    pub block: u64,
+    /// Its hash.
+    pub block_hash: [u8; 32],
+    /// EVM chain id.
+    pub chain_id: u64,
+    /// Anchor contract.
+    pub contract: [u8; 20],
+    /// Confirmations the policy asks for; 0 means the chain's `finalized` block.
+    pub finality: u64,
+}
+
+impl AnchorMarker {
+    fn encode(&self) -> Vec<u8> {
+        let mut w = afr_core::cbor::Writer::with_capacity(96);
+        w.array(6);
+        match self.epoch {
+            Some(e) => w.uint(e),
+            None => w.null(),
+        }
+        w.uint(self.block);
+        w.bytes(&self.block_hash);
+        w.uint(self.chain_id);
+        w.bytes(&self.contract);
+        w.uint(self.finality);
+        w.buf
+    }
+
+    fn decode(b: &[u8]) -> Result<AnchorMarker, afr_core::cbor::CborError> {
+        let mut r = afr_core::cbor::Reader::new(b);
+        r.array_of(6, "anchor marker")?;
+        let epoch = if r.null()? { None } else { Some(r.uint()?) };
+        let m = AnchorMarker {
+            epoch,
+            block: r.uint()?,
+            block_hash: r.fixed()?,
+            chain_id: r.uint()?,
+            contract: r.fixed()?,
+            finality: r.uint()?,
+        };
+        r.finish()?;
+        Ok(m)
     }
 }
 
@@ -554,4 +814,111 @@ fn dir_size(p: &Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receipt() -> AnchorReceipt {
+        AnchorReceipt {
+            epoch: 4,
+            chain_id: 10,
+            contract: [0x5f; 20],
+            tx: [0xab; 32],
+            block: 12,
+            block_hash: [0xcd; 32],
+            gas_used: 49_808,
+            effective_gas_price: 1_000_000_000,
+            state: ReceiptState::Finalized,
+            l1_fee: 1234,
+            replaced: vec![[1; 32], [2; 32]],
+        }
+    }
+
+    #[test]
+    fn receipts_round_trip_and_old_receipts_still_decode() {
+        let r = receipt();
+        assert_eq!(AnchorReceipt::decode(4, &r.encode()).unwrap(), r);
+        assert_eq!(r.cost_wei(), 49_808 * 1_000_000_000 + 1234);
+        // The seven-field receipt of earlier versions.
+        let mut w = afr_core::cbor::Writer::with_capacity(128);
+        w.array(7);
+        w.uint(r.chain_id);
+        w.bytes(&r.contract);
+        w.bytes(&r.tx);
+        w.uint(r.block);
+        w.bytes(&r.block_hash);
+        w.uint(r.gas_used);
+        w.uint(r.effective_gas_price);
+        let old = AnchorReceipt::decode(4, &w.buf).unwrap();
+        assert_eq!(
+            old,
+            AnchorReceipt {
+                state: ReceiptState::Included,
+                l1_fee: 0,
+                replaced: vec![],
+                ..r.clone()
+            }
+        );
+        // Trailing bytes, an unknown state and another arity are refused.
+        let mut long = r.encode();
+        long.push(0);
+        assert!(AnchorReceipt::decode(4, &long).is_err());
+        let bad = AnchorReceipt {
+            replaced: vec![],
+            ..r.clone()
+        }
+        .encode();
+        let mut bad_state = bad.clone();
+        // state sits just before `l1_fee` and the empty list: [.., 3, 0x19 0x04d2, 0x80]
+        let at = bad_state.len() - 5;
+        assert_eq!(bad_state[at], 3);
+        bad_state[at] = 4;
+        assert!(AnchorReceipt::decode(4, &bad_state).is_err());
+        let mut w = afr_core::cbor::Writer::with_capacity(8);
+        w.array(8);
+        assert!(AnchorReceipt::decode(4, &w.buf).is_err());
+    }
+
+    #[test]
+    fn markers_round_trip() {
+        for epoch in [None, Some(0), Some(u64::MAX)] {
+            let m = AnchorMarker {
+                epoch,
+                block: 99,
+                block_hash: [3; 32],
+                chain_id: 8453,
+                contract: [4; 20],
+                finality: 0,
+            };
+            assert_eq!(AnchorMarker::decode(&m.encode()).unwrap(), m);
+        }
+    }
+
+    #[test]
+    fn receipts_are_archived_not_deleted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Store::open(&tmp.path().join("db"), true).unwrap();
+        let mut a = receipt();
+        s.put_anchor(&a).unwrap();
+        a.epoch = 5;
+        s.put_anchor(&a).unwrap();
+        assert_eq!(s.last_anchor().unwrap().unwrap().epoch, 5);
+        s.put_anchor_marker(&AnchorMarker {
+            epoch: Some(5),
+            block: 1,
+            block_hash: [0; 32],
+            chain_id: 10,
+            contract: [0x5f; 20],
+            finality: 1,
+        })
+        .unwrap();
+        assert_eq!(s.archive_anchors().unwrap(), 2);
+        assert!(s.anchor(4).unwrap().is_none() && s.last_anchor().unwrap().is_none());
+        assert!(s.anchor_marker().unwrap().is_none());
+        let kept = s.archived_anchors().unwrap();
+        assert_eq!(kept.iter().map(|r| r.epoch).collect::<Vec<_>>(), [4, 5]);
+        assert_eq!(kept[1], a);
+    }
 }

@@ -411,5 +411,134 @@ fn afr_anchor_killed_at_random_points_never_duplicates_or_skips_an_epoch() {
     );
 }
 
+/// The endpoint comes from AFR_RPC_URL or a 0600 `rpc.url` file as well as `--rpc`; errors
+/// never show its path (where hosted endpoints keep the API key); `afr status` says which
+/// anchors are confirmed and under which rule.
+#[test]
+fn the_endpoint_comes_from_env_or_a_private_file_and_is_never_printed() {
+    use std::os::unix::fs::PermissionsExt;
+    let chain = anvil();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    let keyed = |c: &mut Command| {
+        c.env("AFR_ANCHOR_KEY", afr_testkit::DEV_KEY)
+            .env_remove("AFR_RPC_URL");
+    };
+    let mut c = afr_clean(&dir);
+    keyed(&mut c);
+    assert!(c.arg("init").output().unwrap().status.success());
+    {
+        let r = Recorder::open(
+            &dir,
+            Config {
+                epoch_size: 5,
+                ..Config::default()
+            },
+        )
+        .unwrap();
+        for i in 0..12 {
+            let line = format!(r#"{{"category":"shell","intent":{{"tool":"t{i}"}}}}"#);
+            r.record(afr_core::EventInput::from_json(line.as_bytes(), 1 << 20).unwrap())
+                .unwrap();
+        }
+    }
+    // deploy: the endpoint from the environment.
+    let mut c = afr_clean(&dir);
+    keyed(&mut c);
+    let out = ok(c.args(["deploy", "--json"]).env("AFR_RPC_URL", &chain.url));
+    let contract = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["contract"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // No endpoint at all: a clear refusal.
+    let mut c = afr_clean(&dir);
+    keyed(&mut c);
+    let out = c
+        .args(["anchor", "--contract", &contract])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no JSON-RPC endpoint"));
+
+    // A secret-bearing endpoint that fails: the key is in no output.
+    let secret = "http://127.0.0.1:9/v3/SECRETKEY0123";
+    let mut c = afr_clean(&dir);
+    keyed(&mut c);
+    let out = c
+        .args(["anchor", "--contract", &contract, "--rpc", secret])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!all.contains("SECRETKEY0123"), "{all}");
+    assert!(all.contains("127.0.0.1"), "{all}");
+
+    // The file must be private.
+    let file = dir.join("rpc.url");
+    std::fs::write(&file, format!("{}\n", chain.url)).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut c = afr_clean(&dir);
+    keyed(&mut c);
+    let out = c
+        .args(["anchor", "--contract", &contract])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("mode is 644") && !err.contains(&chain.url),
+        "{err}"
+    );
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut c = afr_clean(&dir);
+    keyed(&mut c);
+    let out = ok(c.args(["anchor", "--contract", &contract]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("anchored 2 new epochs"), "{text}");
+
+    // Two confirmations asked for on a chain that mines only on demand: every anchor is
+    // re-checked under the new rule, and counts as covered only once a block more is mined.
+    {
+        let r = Recorder::open(
+            &dir,
+            Config {
+                epoch_size: 5,
+                ..Config::default()
+            },
+        )
+        .unwrap();
+        for i in 0..3 {
+            let line = format!(r#"{{"category":"shell","intent":{{"tool":"u{i}"}}}}"#);
+            r.record(afr_core::EventInput::from_json(line.as_bytes(), 1 << 20).unwrap())
+                .unwrap();
+        }
+    }
+    let mut c = afr_clean(&dir);
+    keyed(&mut c);
+    ok(c.args(["anchor", "--contract", &contract, "--confirmations", "2"]));
+    let (_, v, text) = status(&dir);
+    assert_eq!(v["receipt_states"]["included"], 3, "{v}");
+    assert_eq!(v["anchored_epochs"], 0, "{v}");
+    assert_eq!(v["covered_when"], "2 confirmations", "{v}");
+    assert!(
+        text.contains("covered when confirmed by 2 confirmations"),
+        "{text}"
+    );
+    cast(&chain.url, &["rpc", "evm_mine"]);
+    let mut c = afr_clean(&dir);
+    keyed(&mut c);
+    ok(c.args(["anchor", "--contract", &contract, "--confirmations", "2"]));
+    let (_, v, _) = status(&dir);
+    assert_eq!(v["anchored_epochs"], 3, "{v}");
+    assert_eq!(v["receipt_states"]["confirmed"], 3, "{v}");
+    assert_eq!(v["verified_upto"], 2, "{v}");
+    assert!(v["last_anchor"]["cost_wei"].as_str().unwrap() != "0", "{v}");
+}
+
 /// Anvil's first dev account (test ether on a throwaway local chain only).
 use afr_testkit::DEV_KEY;

@@ -327,6 +327,9 @@ mod disclosure {
             block_hash: [0xcd; 32],
             gas_used: 49_808,
             effective_gas_price: 1_000_000_000,
+            state: afr_recorder::ReceiptState::Confirmed,
+            l1_fee: 7,
+            replaced: vec![[0xee; 32]],
         };
         r.store().put_anchor(&receipt).unwrap();
         assert_eq!(r.store().anchor(0).unwrap(), Some(receipt.clone()));
