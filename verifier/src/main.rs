@@ -12,7 +12,7 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use afr_core::verify::Outcome;
-use afr_verify::{Kind, Source, Trust, anchors::Rpc};
+use afr_verify::{Kind, Source, Trust, VerifyError, anchors::Rpc};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
@@ -126,17 +126,17 @@ impl Pins {
             )),
             None => None,
         };
-        Trust::new(
+        Ok(Trust::new(
             text.as_ref().map(|(n, t)| (n.as_str(), t.as_str())),
             self.chain_id,
             self.contract.as_deref(),
             self.recorder.as_deref(),
-        )
-        .map_err(|e| anyhow::Error::new(Usage(format!("{e:#}"))))
+        )?)
     }
 }
 
-/// A usage error found after parsing (exit 64).
+/// A usage error of this binary's own, found after parsing (exit 64, as is
+/// [`VerifyError::Usage`]).
 #[derive(Debug)]
 struct Usage(String);
 
@@ -167,8 +167,8 @@ fn main() -> ExitCode {
         Err(e) => {
             let text =
                 afr_core::text::escape(&afr_core::redact_urls_in(&format!("{e:#}"))).into_owned();
-            let usage =
-                e.downcast_ref::<Usage>().is_some() || text.contains("needs a pinned chain");
+            let usage = e.downcast_ref::<Usage>().is_some()
+                || matches!(e.downcast_ref(), Some(VerifyError::Usage(_)));
             eprintln!("afr-verify: error: {text}");
             ExitCode::from(if usage { EXIT_USAGE } else { EXIT_IO })
         }
