@@ -24,9 +24,12 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use afr_core::{Hash32, RecorderId};
-use anyhow::{Context, Result, bail};
+use afr_core::{Hash32, RecorderId, redact_urls_in};
 use serde::{Deserialize, Serialize};
+
+use crate::error::{Malformed, RedactedUrl, VerifyError};
+
+type Result<T, E = VerifyError> = std::result::Result<T, E>;
 
 const ARTIFACT: &str = include_str!("../../anchorer/artifacts/AfrAnchor.json");
 
@@ -43,8 +46,15 @@ pub const MAX_LOG_CALLS: usize = 4096;
 const MAX_IGNORED: usize = 1000;
 
 /// Whether an RPC error is a provider refusing a range for its size (so a smaller range may
-/// pass), rather than a failure that halving cannot fix.
-fn is_size_refusal(msg: &str) -> bool {
+/// pass), rather than a failure that halving cannot fix: an answer over [`MAX_RESPONSE`], or an
+/// error (JSON-RPC or transport) whose text says so.
+fn is_size_refusal(e: &VerifyError) -> bool {
+    let msg = match e {
+        VerifyError::Response { .. } => return true,
+        VerifyError::RpcFailed { error, .. } => error,
+        VerifyError::Transport { detail, .. } => detail,
+        _ => return false,
+    };
     let m = msg.to_ascii_lowercase();
     [
         "range",
@@ -66,10 +76,10 @@ pub const ANCHORS_FILE_VERSION: u64 = 2;
 
 /// The runtime code of the AfrAnchor artifact, `0x`-prefixed hex.
 fn deployed_code() -> Result<String> {
-    let v: serde_json::Value = serde_json::from_str(ARTIFACT).context("contract artifact")?;
+    let v: serde_json::Value = serde_json::from_str(ARTIFACT).map_err(|_| VerifyError::Artifact)?;
     let code = v["deployedBytecode"]["object"]
         .as_str()
-        .context("no deployedBytecode in the artifact")?;
+        .ok_or(VerifyError::Artifact)?;
     Ok(format!("0x{}", code.trim_start_matches("0x")))
 }
 
@@ -111,19 +121,22 @@ pub struct Anchors {
 impl Anchors {
     /// Reads a file written by `afr-verify anchors`.
     pub fn load(path: &std::path::Path) -> Result<Anchors> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let a: Anchors = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not an anchors file", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|source| VerifyError::AnchorsRead {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut a: Anchors =
+            serde_json::from_str(&text).map_err(|source| VerifyError::AnchorsParse {
+                path: path.to_owned(),
+                source,
+            })?;
         // The head is what the roots say, whatever the file's `head` field claims.
-        let mut a = a;
         a.head = a.roots.keys().next_back().copied();
         if a.version != ANCHORS_FILE_VERSION {
-            bail!(
-                "{} is an anchors file of version {}; this verifier reads version {ANCHORS_FILE_VERSION} (fetch it again with `afr-verify anchors`)",
-                path.display(),
-                a.version
-            );
+            return Err(VerifyError::AnchorsVersion {
+                path: path.to_owned(),
+                version: a.version,
+            });
         }
         Ok(a)
     }
@@ -183,14 +196,15 @@ pub struct Rpc {
     agent: ureq::Agent,
 }
 
-fn quantity(v: &serde_json::Value, what: &str) -> Result<u64> {
-    let s = v
+fn quantity(v: &serde_json::Value, what: &'static str) -> Result<u64, Malformed> {
+    let digits = v
         .as_str()
-        .with_context(|| format!("{what} is not a hex quantity"))?;
-    let digits = s
-        .strip_prefix("0x")
-        .with_context(|| format!("{what} is not a hex quantity"))?;
-    u64::from_str_radix(digits, 16).with_context(|| format!("{what} is not a hex quantity"))
+        .and_then(|s| s.strip_prefix("0x"))
+        .ok_or(Malformed::NotAQuantity { what, source: None })?;
+    u64::from_str_radix(digits, 16).map_err(|e| Malformed::NotAQuantity {
+        what,
+        source: Some(e),
+    })
 }
 
 fn lower(v: &serde_json::Value) -> String {
@@ -227,29 +241,49 @@ impl Rpc {
         }
     }
 
-    fn post(&self, body: String, what: &str) -> Result<serde_json::Value> {
-        let mut resp = self
+    fn post(&self, body: String, call: String) -> Result<serde_json::Value> {
+        let mut resp = match self
             .agent
             .post(&self.url)
             .header("content-type", "application/json")
             .send(&body)
-            .with_context(|| format!("{what} to {}", afr_core::redact_url(&self.url)))?;
-        let text = resp
+        {
+            Ok(r) => r,
+            Err(e) => {
+                return Err(VerifyError::Transport {
+                    call,
+                    url: RedactedUrl::new(&self.url),
+                    detail: redact_urls_in(&e.to_string()),
+                });
+            }
+        };
+        let text = match resp
             .body_mut()
             .with_config()
             .limit(MAX_RESPONSE)
             .read_to_string()
-            .with_context(|| format!("{what}: response unreadable or over {MAX_RESPONSE} bytes"))?;
-        serde_json::from_str(&text).with_context(|| format!("{what}: response is not json"))
+        {
+            Ok(t) => t,
+            Err(e) => {
+                return Err(VerifyError::Response {
+                    call,
+                    detail: redact_urls_in(&e.to_string()),
+                });
+            }
+        };
+        serde_json::from_str(&text).map_err(|source| Malformed::NotJson { call, source }.into())
     }
 
     fn call(&self, method: &str, params: serde_json::Value) -> Result<serde_json::Value> {
         let body =
             serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
                 .to_string();
-        let v = self.post(body, &format!("rpc {method}"))?;
+        let v = self.post(body, format!("rpc {method}"))?;
         if let Some(e) = v.get("error") {
-            bail!("rpc {method} failed: {e}");
+            return Err(VerifyError::RpcFailed {
+                method: method.to_owned(),
+                error: redact_urls_in(&e.to_string()),
+            });
         }
         Ok(v["result"].clone())
     }
@@ -268,13 +302,11 @@ impl Rpc {
                 .collect();
             let v = self.post(
                 serde_json::Value::Array(body).to_string(),
-                &format!("rpc batch of {} calls", chunk.len()),
+                format!("rpc batch of {} calls", chunk.len()),
             )?;
             let Some(items) = v.as_array() else {
-                bail!(
-                    "rpc batch answered with a single object: {}",
-                    v.get("error").unwrap_or(&v)
-                );
+                let answer = redact_urls_in(&v.get("error").unwrap_or(&v).to_string());
+                return Err(Malformed::NotABatch { answer }.into());
             };
             let mut results = vec![None; chunk.len()];
             for item in items {
@@ -283,16 +315,19 @@ impl Rpc {
                     .and_then(|id| usize::try_from(id).ok())
                     .and_then(|id| id.checked_sub(base))
                     .filter(|i| *i < chunk.len())
-                    .context("rpc batch answer with an unknown id")?;
+                    .ok_or(Malformed::UnknownId)?;
                 if let Some(e) = item.get("error") {
-                    bail!("rpc {} failed: {e}", chunk[id].0);
+                    return Err(VerifyError::RpcFailed {
+                        method: chunk[id].0.to_owned(),
+                        error: redact_urls_in(&e.to_string()),
+                    });
                 }
                 if results[id].replace(item["result"].clone()).is_some() {
-                    bail!("rpc batch answered call {} twice", base + id);
+                    return Err(Malformed::AnsweredTwice { id: base + id }.into());
                 }
             }
             for r in results {
-                out.push(r.context("rpc batch answer is missing a result")?);
+                out.push(r.ok_or(Malformed::MissingResult)?);
             }
         }
         Ok(out)
@@ -305,24 +340,27 @@ impl Rpc {
             "eth_getCode",
             serde_json::json!([contract, format!("0x{block:x}")]),
         )?;
-        let code = r.as_str().context("eth_getCode result")?;
+        let code = r.as_str().ok_or(Malformed::WrongType {
+            what: "eth_getCode result",
+            expected: "string",
+        })?;
         Ok(code.eq_ignore_ascii_case(deployed_code()?.as_str()))
     }
 
     /// The chain id the endpoint serves.
     pub fn chain_id(&self) -> Result<u64> {
-        quantity(
+        Ok(quantity(
             &self.call("eth_chainId", serde_json::json!([]))?,
             "eth_chainId",
-        )
+        )?)
     }
 
     /// The latest block number.
     pub fn latest_block(&self) -> Result<u64> {
-        quantity(
+        Ok(quantity(
             &self.call("eth_blockNumber", serde_json::json!([]))?,
             "eth_blockNumber",
-        )
+        )?)
     }
 
     /// `eth_getLogs` over `from..=to`, parsed as it comes; only logs of epochs `keep` accepts
@@ -346,23 +384,22 @@ impl Rpc {
     ) -> Result<()> {
         *calls += 1;
         if *calls > MAX_LOG_CALLS {
-            bail!(
-                "eth_getLogs: more than {MAX_LOG_CALLS} calls needed; narrow the range with --from-block"
-            );
+            return Err(VerifyError::TooManyLogCalls);
         }
         let mut f = filter.clone();
         f["fromBlock"] = format!("0x{from:x}").into();
         f["toBlock"] = format!("0x{to:x}").into();
         match self.call("eth_getLogs", serde_json::json!([f])) {
             Ok(v) => {
-                let items = v.as_array().context("eth_getLogs result is not a list")?;
+                let items = v.as_array().ok_or(Malformed::WrongType {
+                    what: "eth_getLogs result",
+                    expected: "list",
+                })?;
                 for log in items {
                     match parse_log(log, contract, recorder, block) {
                         Ok(c) if keep(c.epoch) => {
                             if out.len() >= MAX_EPOCHS {
-                                bail!(
-                                    "more than {MAX_EPOCHS} Anchored logs for one recorder; refused"
-                                );
+                                return Err(VerifyError::TooManyAnchors);
                             }
                             out.push(c);
                         }
@@ -376,7 +413,7 @@ impl Rpc {
                 }
                 Ok(())
             }
-            Err(e) if to > from && is_size_refusal(&format!("{e:#}")) => {
+            Err(e) if to > from && is_size_refusal(&e) => {
                 let mid = from + (to - from) / 2;
                 let ctx = (contract, recorder, block);
                 self.logs(filter, (from, mid), ctx, keep, calls, out, ignored)?;
@@ -454,12 +491,11 @@ impl Rpc {
             {
                 // The genuine contract never accepts a second root for an epoch: the endpoint
                 // is not answering for the chain it claims.
-                bail!(
-                    "the endpoint reports two anchoring transactions for epoch {} ({} and {}); its answers are inconsistent",
-                    c.epoch,
-                    prev.tx,
-                    proof.tx
-                );
+                return Err(VerifyError::InconsistentAnchors {
+                    epoch: c.epoch,
+                    first: prev.tx.clone(),
+                    second: proof.tx,
+                });
             }
             roots.insert(c.epoch, proof);
         }

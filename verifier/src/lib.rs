@@ -1,21 +1,22 @@
 //! The library behind `afr-verify`: what is trusted ([`trust`]), anchored roots proven by the
 //! recorder's own transactions ([`anchors`]), the verdict that combines a file's own checks
-//! with both ([`verdict`]).
+//! with both ([`verdict`]); what stops it deciding is a [`VerifyError`] ([`error`]).
 //!
 //! The binary, the named negative vectors (`testdata/`) and the evaluation's tamper matrix
 //! (`afr-eval`, not shipped here) share one implementation ([`verify`]), so what is tested is
 //! exactly what the tool decides.
 
 pub mod anchors;
+pub mod error;
 pub mod trust;
 pub mod verdict;
 
 use std::path::Path;
 
 use afr_core::{bundle::verify_bundle, verify::Outcome, verify::verify_log};
-use anyhow::{Result, bail};
 
 use crate::anchors::{Anchors, Rpc};
+pub use error::{Malformed, RedactedUrl, UsageError, VerifyError};
 pub use trust::Trust;
 pub use verdict::{Verdict, check_anchors, check_recorder, parse_addr};
 
@@ -48,8 +49,22 @@ pub enum Source<'a> {
 
 /// Verifies `bytes` under `trust` with anchors from `src`: the whole decision of `afr-verify`.
 /// Errors are I/O, RPC or usage errors (nothing was decided); every property of the file is
-/// in the verdict.
-pub fn verify(kind: Kind, bytes: &[u8], trust: &Trust, src: Source<'_>) -> Result<Verdict> {
+/// in the verdict. Usage is checked first: a source of anchors without a pinned chain is
+/// [`UsageError::ChainNotPinned`] before anything is read.
+pub fn verify(
+    kind: Kind,
+    bytes: &[u8],
+    trust: &Trust,
+    src: Source<'_>,
+) -> Result<Verdict, VerifyError> {
+    let flag = match src {
+        Source::Rpc { .. } => Some("--rpc"),
+        Source::File(_) => Some("--anchors"),
+        Source::None => None,
+    };
+    if let (Some(flag), None) = (flag, trust.chain_id) {
+        return Err(UsageError::ChainNotPinned { flag }.into());
+    }
     let mut v = match kind {
         Kind::Log => Verdict::from_log(&verify_log(bytes)),
         Kind::Bundle => Verdict::from_bundle(&verify_bundle(bytes)),
@@ -82,14 +97,15 @@ pub fn verify(kind: Kind, bytes: &[u8], trust: &Trust, src: Source<'_>) -> Resul
             Some(rec),
         ) => {
             let Some(chain_id) = trust.chain_id else {
-                bail!("--rpc needs a pinned chain: give --chain-id or a trust file with chain_id");
+                return Err(UsageError::ChainNotPinned { flag: "--rpc" }.into());
             };
             let rpc = Rpc::new(url);
             let served = rpc.chain_id()?;
             if served != chain_id {
-                bail!(
-                    "the endpoint serves chain {served}, not the pinned chain {chain_id}; nothing was checked"
-                );
+                return Err(VerifyError::ChainMismatch {
+                    served,
+                    pinned: chain_id,
+                });
             }
             let block = match block {
                 Some(b) => b,
@@ -132,11 +148,7 @@ pub fn verify(kind: Kind, bytes: &[u8], trust: &Trust, src: Source<'_>) -> Resul
         (Source::File(path), Some(_)) => {
             let a = Anchors::load(path)?;
             match trust.chain_id {
-                None => {
-                    bail!(
-                        "--anchors needs a pinned chain: give --chain-id or a trust file with chain_id"
-                    )
-                }
+                None => return Err(UsageError::ChainNotPinned { flag: "--anchors" }.into()),
                 Some(c) if c != a.chain_id => {
                     v.missing.push(format!(
                         "the anchors file is for chain {}, not the pinned chain {c}: anchored roots not checked",

@@ -9,11 +9,13 @@
 //! the report then says it trusted. The answer is one of verified (exit 0), tampered (1) or
 //! incomplete (2); usage errors exit 64, I/O and RPC errors 74.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
 
 use afr_core::verify::Outcome;
-use afr_verify::{Kind, Source, Trust, anchors::Rpc};
-use anyhow::{Context, Result};
+use afr_verify::{Kind, Source, Trust, VerifyError, anchors::Rpc};
 use clap::{Args, Parser, Subcommand};
 
 const PINNED: &str = "\
@@ -121,32 +123,76 @@ impl Pins {
         let text = match &self.trust {
             Some(p) => Some((
                 p.display().to_string(),
-                std::fs::read_to_string(p)
-                    .with_context(|| format!("cannot read {}", p.display()))?,
+                std::fs::read_to_string(p).map_err(|source| Error::Read {
+                    path: p.clone(),
+                    source,
+                })?,
             )),
             None => None,
         };
-        Trust::new(
+        Ok(Trust::new(
             text.as_ref().map(|(n, t)| (n.as_str(), t.as_str())),
             self.chain_id,
             self.contract.as_deref(),
             self.recorder.as_deref(),
-        )
-        .map_err(|e| anyhow::Error::new(Usage(format!("{e:#}"))))
+        )?)
     }
 }
 
-/// A usage error found after parsing (exit 64).
-#[derive(Debug)]
-struct Usage(String);
+/// Why the command failed: the library's [`VerifyError`], or one of this binary's own.
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    /// A usage error found after parsing (exit 64, as is [`VerifyError::Usage`]).
+    #[error("{0}")]
+    Usage(&'static str),
+    /// The library's.
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+    /// A file cannot be read.
+    #[error("cannot read {}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A file cannot be written.
+    #[error("cannot write {}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// `afr-verify anchors` asked an endpoint that serves another chain.
+    #[error("the endpoint serves chain {served}, not the pinned chain {pinned}")]
+    ChainMismatch { served: u64, pinned: u64 },
+    /// `afr-verify anchors` was pointed at code that is not AfrAnchor's.
+    #[error(
+        "the code at {contract} (block {block}) is not the AfrAnchor contract; refusing to write anchors from it"
+    )]
+    NotAfrAnchor { contract: String, block: u64 },
+}
 
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+impl Error {
+    /// The exit code: 64 for usage errors, 74 for I/O and RPC errors.
+    fn exit_code(&self) -> u8 {
+        match self {
+            Error::Usage(_) | Error::Verify(VerifyError::Usage(_)) => EXIT_USAGE,
+            _ => EXIT_IO,
+        }
+    }
+
+    /// The message with its chain of causes, `outer: inner: ...`.
+    fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            text.push_str(": ");
+            text.push_str(&c.to_string());
+            cause = c.source();
+        }
+        text
     }
 }
 
-impl std::error::Error for Usage {}
+type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Exit code of usage errors (sysexits `EX_USAGE`).
 const EXIT_USAGE: u8 = 64;
@@ -165,12 +211,9 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            let text =
-                afr_core::text::escape(&afr_core::redact_urls_in(&format!("{e:#}"))).into_owned();
-            let usage =
-                e.downcast_ref::<Usage>().is_some() || text.contains("needs a pinned chain");
+            let text = afr_core::text::escape(&afr_core::redact_urls_in(&e.chain())).into_owned();
             eprintln!("afr-verify: error: {text}");
-            ExitCode::from(if usage { EXIT_USAGE } else { EXIT_IO })
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -186,40 +229,44 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let trust = pins.trust()?;
             let Some(chain_id) = trust.chain_id else {
-                return Err(Usage(
-                    "afr-verify anchors needs --chain-id (or a trust file with chain_id)".into(),
-                )
-                .into());
+                return Err(Error::Usage(
+                    "afr-verify anchors needs --chain-id (or a trust file with chain_id)",
+                ));
             };
             let [party] = trust.parties.as_slice() else {
-                return Err(Usage("afr-verify anchors needs one --recorder".into()).into());
+                return Err(Error::Usage("afr-verify anchors needs one --recorder"));
             };
             let [rec] = party.recorders.as_slice() else {
-                return Err(Usage("afr-verify anchors needs one --recorder".into()).into());
+                return Err(Error::Usage("afr-verify anchors needs one --recorder"));
             };
             let contract = trust.contract_hex();
             let rpc = Rpc::new(&rpc);
             let served = rpc.chain_id()?;
-            anyhow::ensure!(
-                served == chain_id,
-                "the endpoint serves chain {served}, not the pinned chain {chain_id}"
-            );
+            if served != chain_id {
+                return Err(Error::ChainMismatch {
+                    served,
+                    pinned: chain_id,
+                });
+            }
             let block = match block {
                 Some(b) => b,
                 None => rpc.latest_block()?,
             };
             if !rpc.code_is_afr_anchor(&contract, block)? {
-                anyhow::bail!(
-                    "the code at {contract} (block {block}) is not the AfrAnchor contract; refusing to write anchors from it"
-                );
+                return Err(Error::NotAfrAnchor { contract, block });
             }
             let f = rpc.fetch(chain_id, &contract, rec, (from_block, block), None)?;
             for why in &f.ignored {
                 eprintln!("afr-verify: {}", afr_core::text::escape(why));
             }
             let a = f.anchors;
-            std::fs::write(&out, serde_json::to_string_pretty(&a)?)
-                .with_context(|| format!("cannot write {}", out.display()))?;
+            serde_json::to_string_pretty(&a)
+                .map_err(std::io::Error::from)
+                .and_then(|text| std::fs::write(&out, text))
+                .map_err(|source| Error::Write {
+                    path: out.clone(),
+                    source,
+                })?;
             println!(
                 "{} proven anchored roots of recorder {} (head {:?}) at block {} of chain {} written to {}",
                 a.roots.len(),
@@ -236,12 +283,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn check(kind: Kind, file: &std::path::Path, pins: &Pins, src: &AnchorSource) -> Result<ExitCode> {
+fn check(kind: Kind, file: &Path, pins: &Pins, src: &AnchorSource) -> Result<ExitCode> {
     let trust = pins.trust()?;
     if (src.rpc.is_some() || src.anchors.is_some()) && trust.chain_id.is_none() {
-        return Err(Usage("--rpc and --anchors need a pinned chain: give --chain-id (or a trust file with chain_id)".into()).into());
+        return Err(Error::Usage(
+            "--rpc and --anchors need a pinned chain: give --chain-id (or a trust file with chain_id)",
+        ));
     }
-    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let bytes = std::fs::read(file).map_err(|source| Error::Read {
+        path: file.to_owned(),
+        source,
+    })?;
     let source = match (&src.rpc, &src.anchors) {
         (Some(url), _) => Source::Rpc {
             url,

@@ -23,10 +23,12 @@
 //! ```
 
 use afr_core::RecorderId;
-use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-use crate::verdict::parse_addr;
+use crate::{
+    error::{UsageError, VerifyError},
+    verdict::parse_addr,
+};
 
 /// A party and the recorder addresses it answers for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,14 +76,15 @@ pub fn canonical_contract() -> [u8; 20] {
 }
 
 impl Trust {
-    /// Builds the trust from an optional trust file's text and the command-line pins; a pin
-    /// given both ways must agree.
+    /// Builds the trust from an optional trust file's text (with its name) and the
+    /// command-line pins; a pin given both ways must agree. Every error is
+    /// [`VerifyError::Usage`].
     pub fn new(
         file: Option<(&str, &str)>,
         chain_id: Option<u64>,
         contract: Option<&str>,
         recorder: Option<&str>,
-    ) -> Result<Trust> {
+    ) -> Result<Trust, VerifyError> {
         let mut t = Trust {
             chain_id,
             contract: match contract {
@@ -91,33 +94,46 @@ impl Trust {
             parties: Vec::new(),
         };
         if let Some((name, text)) = file {
+            let name = name.to_owned();
             let f: TrustFile =
-                toml::from_str(text).with_context(|| format!("trust file {name}"))?;
+                toml::from_str(text).map_err(|source| UsageError::TrustFileSyntax {
+                    name: name.clone(),
+                    source: Box::new(source),
+                })?;
             if let Some(c) = f.chain_id {
-                if chain_id.is_some_and(|x| x != c) {
-                    bail!("--chain-id {chain_id:?} differs from chain_id {c} in {name}");
+                if let Some(pinned) = chain_id.filter(|x| *x != c) {
+                    return Err(UsageError::ChainIdConflict {
+                        pinned,
+                        file: c,
+                        name,
+                    }
+                    .into());
                 }
                 t.chain_id = Some(c);
             }
             if let Some(c) = &f.contract {
                 let c = parse_addr(c, &format!("contract in {name}"))?;
                 if contract.is_some() && c != t.contract {
-                    bail!("--contract differs from the contract in {name}");
+                    return Err(UsageError::ContractConflict { name }.into());
                 }
                 t.contract = c;
             }
             if f.party.is_empty() {
-                bail!("trust file {name} names no [[party]] with recorders");
+                return Err(UsageError::NoParty { name }.into());
             }
             for p in f.party {
                 if p.recorders.is_empty() {
-                    bail!("party {:?} in {name} has no recorders", p.name);
+                    return Err(UsageError::PartyWithoutRecorders {
+                        party: p.name,
+                        name,
+                    }
+                    .into());
                 }
                 let recorders = p
                     .recorders
                     .iter()
                     .map(|r| parse_addr(r, &format!("recorder of party {:?}", p.name)))
-                    .collect::<Result<Vec<_>>>()?;
+                    .collect::<Result<Vec<_>, _>>()?;
                 t.parties.push(Party {
                     name: p.name,
                     recorders,
@@ -127,10 +143,7 @@ impl Trust {
         if let Some(r) = recorder {
             let r = parse_addr(r, "--recorder")?;
             if !t.parties.is_empty() && t.party_of(&r).is_none() {
-                bail!(
-                    "--recorder 0x{} is not among the trust file's recorders",
-                    hex::encode(r)
-                );
+                return Err(UsageError::RecorderNotTrusted { recorder: r }.into());
             }
             // `--recorder` narrows a trust file to one recorder, or pins it alone.
             t.parties = match t.party_of(&r) {

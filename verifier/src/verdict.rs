@@ -6,14 +6,16 @@
 //! checked (no recorder pinned, an epoch not yet anchored, a withheld payload, a log that ends
 //! before the anchored head), verified otherwise.
 
+use crate::{
+    anchors::Anchors,
+    error::{UsageError, VerifyError},
+    trust::Trust,
+};
 use afr_core::{
     Hash32, RecorderId,
     bundle::BundleReport,
     verify::{Check, Failure, Location, Outcome, Report},
 };
-use anyhow::{Context, Result};
-
-use crate::{anchors::Anchors, trust::Trust};
 
 /// What the tool reports about one file.
 #[derive(Debug, Clone)]
@@ -232,11 +234,21 @@ impl Verdict {
     }
 }
 
-/// Parses `0x` followed by 40 hex digits.
-pub fn parse_addr(s: &str, what: &str) -> Result<[u8; 20]> {
+/// Parses `0x` followed by 40 hex digits; `what` names the address in the error, a
+/// [`UsageError::BadAddress`].
+pub fn parse_addr(s: &str, what: &str) -> Result<[u8; 20], VerifyError> {
+    decode_addr(s).map_err(|source| {
+        UsageError::BadAddress {
+            what: what.to_owned(),
+            source,
+        }
+        .into()
+    })
+}
+
+fn decode_addr(s: &str) -> Result<[u8; 20], hex::FromHexError> {
     let mut a = [0u8; 20];
-    hex::decode_to_slice(s.trim_start_matches("0x"), &mut a)
-        .with_context(|| format!("{what} must be 0x followed by 40 hex digits"))?;
+    hex::decode_to_slice(s.trim_start_matches("0x"), &mut a)?;
     Ok(a)
 }
 
@@ -281,9 +293,13 @@ pub fn check_recorder(v: &mut Verdict, trust: &Trust) {
 /// tampering; roots not yet anchored are missing (the compromise window), and so is, for a
 /// whole log, an anchored head beyond the log's last epoch (a stale export, or a truncated
 /// one: either way the file does not show those epochs, and nothing in it was altered).
-pub fn check_anchors(v: &mut Verdict, a: &Anchors, whole_log: bool) -> Result<()> {
+///
+/// The only error is [`VerifyError::AnchorsRecorder`]: `a.recorder` is not an address (an
+/// anchors file is read as it is; its recorder is parsed here).
+pub fn check_anchors(v: &mut Verdict, a: &Anchors, whole_log: bool) -> Result<(), VerifyError> {
     if let Some(rec) = v.recorder
-        && parse_addr(&a.recorder, "anchors file recorder")? != rec
+        && decode_addr(&a.recorder).map_err(|source| VerifyError::AnchorsRecorder { source })?
+            != rec
     {
         v.missing.push(format!(
             "the anchors are for recorder {}, the file is from 0x{}: anchored roots not checked",

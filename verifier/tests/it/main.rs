@@ -200,6 +200,17 @@ fn usage_and_io_errors_use_their_own_exit_codes() {
         .unwrap();
     assert_eq!(out.status.code(), Some(74));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
+    // A malformed pin is a usage error from the library (`VerifyError::Usage`), not I/O.
+    let out = Command::new(env!("CARGO_BIN_EXE_afr-verify"))
+        .args(["log", "/nonexistent/file", "--recorder", "0xzz"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--recorder must be 0x followed by 40 hex digits"),
+        "{out:?}"
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_afr-verify"))
         .args(["--help"])
         .output()

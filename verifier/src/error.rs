@@ -1,0 +1,445 @@
+//! What can stop `afr-verify` before it decides: one enum, one variant per failure a caller
+//! may branch on.
+//!
+//! A verdict (verified, tampered, incomplete) is never an error: every property of the file is
+//! in the [`Verdict`](crate::Verdict). An error means nothing was decided, and says why:
+//!
+//! ```text
+//!  Usage(_)                    a pin is missing, malformed or contradicts another (exit 64)
+//!  ChainMismatch               the endpoint serves another chain than the pinned one
+//!  Transport, Response,        the endpoint could not be reached or read, or refused a call
+//!  RpcFailed
+//!  Malformed(_)                the endpoint's answer is not the JSON-RPC it should be
+//!  TooManyLogCalls,            the endpoint's answers are too large, or contradict each other
+//!  TooManyAnchors,
+//!  InconsistentAnchors
+//!  AnchorsRead, AnchorsParse,  an anchors file cannot be read, or is not one
+//!  AnchorsVersion,
+//!  AnchorsRecorder
+//!  Artifact                    the contract artifact built in is unusable (a build error)
+//! ```
+//!
+//! `afr-verify` exits 64 on `Usage` and 74 on everything else.
+//!
+//! No error holds an endpoint URL as given: URLs are kept as [`RedactedUrl`], and text that
+//! came back from a transport is passed through [`afr_core::redact_urls_in`], so an API key in a
+//! URL's path or query never reaches a message.
+
+use std::{fmt, num::ParseIntError, path::PathBuf};
+
+use afr_core::RecorderId;
+
+use crate::anchors::{ANCHORS_FILE_VERSION, MAX_EPOCHS, MAX_LOG_CALLS, MAX_RESPONSE};
+
+/// Why `afr-verify` decided nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerifyError {
+    /// What was asked cannot be done as asked: a pin is missing, malformed or contradicts
+    /// another. Nothing was read from the file or the chain.
+    #[error(transparent)]
+    Usage(#[from] UsageError),
+    /// The endpoint serves another chain than the pinned one: nothing was checked.
+    #[error(
+        "the endpoint serves chain {served}, not the pinned chain {pinned}; nothing was checked"
+    )]
+    ChainMismatch {
+        /// What `eth_chainId` answered.
+        served: u64,
+        /// The pinned chain.
+        pinned: u64,
+    },
+    /// The endpoint could not be reached, or the request failed in transport.
+    #[error("{call} to {url}: {detail}")]
+    Transport {
+        /// The call, e.g. `rpc eth_chainId` or `rpc batch of 3 calls`.
+        call: String,
+        /// The endpoint, redacted.
+        url: RedactedUrl,
+        /// What the transport said, with any URL in it redacted.
+        detail: String,
+    },
+    /// The endpoint's response could not be read, or is larger than [`MAX_RESPONSE`].
+    #[error("{call}: response unreadable or over {MAX_RESPONSE} bytes: {detail}")]
+    Response {
+        /// The call.
+        call: String,
+        /// What the transport said, with any URL in it redacted.
+        detail: String,
+    },
+    /// The endpoint answered a call with a JSON-RPC error object.
+    #[error("rpc {method} failed: {error}")]
+    RpcFailed {
+        /// The JSON-RPC method.
+        method: String,
+        /// The error object, as JSON, with any URL in it redacted.
+        error: String,
+    },
+    /// The endpoint's answer is not the JSON-RPC it should be.
+    #[error(transparent)]
+    Malformed(#[from] Malformed),
+    /// Reading the logs needs more than [`MAX_LOG_CALLS`] `eth_getLogs` calls.
+    #[error(
+        "eth_getLogs: more than {MAX_LOG_CALLS} calls needed; narrow the range with --from-block"
+    )]
+    TooManyLogCalls,
+    /// The endpoint returned more than [`MAX_EPOCHS`] `Anchored` logs for one recorder.
+    #[error("more than {MAX_EPOCHS} Anchored logs for one recorder; refused")]
+    TooManyAnchors,
+    /// The endpoint reports two successful anchoring transactions for one epoch, which the
+    /// genuine contract never accepts: it is not answering for the chain it claims.
+    #[error(
+        "the endpoint reports two anchoring transactions for epoch {epoch} ({first} and {second}); its answers are inconsistent"
+    )]
+    InconsistentAnchors {
+        /// The epoch.
+        epoch: u64,
+        /// One transaction.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// An anchors file cannot be read.
+    #[error("cannot read {}", path.display())]
+    AnchorsRead {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not an anchors file.
+    #[error("{} is not an anchors file", path.display())]
+    AnchorsParse {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An anchors file of another version.
+    #[error(
+        "{} is an anchors file of version {version}; this verifier reads version {ANCHORS_FILE_VERSION} (fetch it again with `afr-verify anchors`)",
+        path.display()
+    )]
+    AnchorsVersion {
+        /// The file.
+        path: PathBuf,
+        /// Its version.
+        version: u64,
+    },
+    /// The anchors' recorder is not an address.
+    #[error("anchors file recorder must be 0x followed by 40 hex digits")]
+    AnchorsRecorder {
+        /// Why.
+        #[source]
+        source: hex::FromHexError,
+    },
+    /// The AfrAnchor artifact built into this verifier has no runtime code (a build error; a
+    /// unit test keeps it from shipping).
+    #[error("no deployedBytecode in the artifact")]
+    Artifact,
+}
+
+/// A pin that is missing, malformed or contradicts another: `afr-verify` exits 64.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UsageError {
+    /// A source of anchored roots was given without a pinned chain.
+    #[error("{flag} needs a pinned chain: give --chain-id or a trust file with chain_id")]
+    ChainNotPinned {
+        /// `--rpc` or `--anchors`.
+        flag: &'static str,
+    },
+    /// An address that is not `0x` followed by 40 hex digits.
+    #[error("{what} must be 0x followed by 40 hex digits")]
+    BadAddress {
+        /// Which address (`--recorder`, `contract in trust.toml`, ...).
+        what: String,
+        /// Why.
+        #[source]
+        source: hex::FromHexError,
+    },
+    /// A trust file that is not valid TOML of the expected shape.
+    #[error("trust file {name}")]
+    TrustFileSyntax {
+        /// The file.
+        name: String,
+        /// Why.
+        #[source]
+        source: Box<toml::de::Error>,
+    },
+    /// `--chain-id` and the trust file's `chain_id` differ.
+    #[error("--chain-id {pinned} differs from chain_id {file} in {name}")]
+    ChainIdConflict {
+        /// `--chain-id`.
+        pinned: u64,
+        /// The trust file's `chain_id`.
+        file: u64,
+        /// The trust file.
+        name: String,
+    },
+    /// `--contract` and the trust file's `contract` differ.
+    #[error("--contract differs from the contract in {name}")]
+    ContractConflict {
+        /// The trust file.
+        name: String,
+    },
+    /// A trust file without parties.
+    #[error("trust file {name} names no [[party]] with recorders")]
+    NoParty {
+        /// The trust file.
+        name: String,
+    },
+    /// A party without recorders.
+    #[error("party {party:?} in {name} has no recorders")]
+    PartyWithoutRecorders {
+        /// The party.
+        party: String,
+        /// The trust file.
+        name: String,
+    },
+    /// `--recorder` names a recorder the trust file does not.
+    #[error(
+        "--recorder 0x{} is not among the trust file's recorders",
+        hex::encode(recorder)
+    )]
+    RecorderNotTrusted {
+        /// The recorder.
+        recorder: RecorderId,
+    },
+}
+
+/// An answer that is not the JSON-RPC it should be.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Malformed {
+    /// The response body is not JSON.
+    #[error("{call}: response is not json")]
+    NotJson {
+        /// The call.
+        call: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A batch answered with one object (usually an error for the whole batch).
+    #[error("rpc batch answered with a single object: {answer}")]
+    NotABatch {
+        /// The object's `error`, or the object, as JSON (URLs redacted).
+        answer: String,
+    },
+    /// A batch answer whose id matches no call.
+    #[error("rpc batch answer with an unknown id")]
+    UnknownId,
+    /// A batch answering one call twice.
+    #[error("rpc batch answered call {id} twice")]
+    AnsweredTwice {
+        /// The call's id.
+        id: usize,
+    },
+    /// A batch answer without a result for some call.
+    #[error("rpc batch answer is missing a result")]
+    MissingResult,
+    /// A value that should be a `0x` hex quantity.
+    #[error("{what} is not a hex quantity")]
+    NotAQuantity {
+        /// The field or call.
+        what: &'static str,
+        /// Why, when the digits did not parse.
+        #[source]
+        source: Option<ParseIntError>,
+    },
+    /// A result of the wrong JSON type.
+    #[error("{what} is not a {expected}")]
+    WrongType {
+        /// The result, e.g. `eth_getLogs result`.
+        what: &'static str,
+        /// What it should be, e.g. `list`.
+        expected: &'static str,
+    },
+}
+
+/// An endpoint URL with its credentials removed ([`afr_core::redact_url`]): scheme, host and
+/// port only. The only way to make one is [`RedactedUrl::new`], so an error holding one cannot
+/// hold an API key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedactedUrl(String);
+
+impl RedactedUrl {
+    /// Redacts `url`.
+    pub fn new(url: &str) -> RedactedUrl {
+        RedactedUrl(afr_core::redact_url(url))
+    }
+
+    /// The redacted URL.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RedactedUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+
+    use super::*;
+    use crate::{Kind, Source, Trust, anchors::Rpc, parse_addr};
+
+    const A: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
+    const B: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+
+    fn party(name: &str, rec: &str) -> String {
+        format!("[[party]]\nname = \"{name}\"\nrecorders = [\"{rec}\"]\n")
+    }
+
+    fn trust_err(
+        file: Option<&str>,
+        chain_id: Option<u64>,
+        contract: Option<&str>,
+        recorder: Option<&str>,
+    ) -> VerifyError {
+        Trust::new(file.map(|t| ("t.toml", t)), chain_id, contract, recorder).unwrap_err()
+    }
+
+    /// Every failure of a pin is [`VerifyError::Usage`], which `afr-verify` maps to exit 64:
+    /// the exit code follows the variant, not the message.
+    #[test]
+    fn every_pin_failure_is_a_usage_error() {
+        let acme = party("Acme", A);
+        let cases: Vec<(VerifyError, &str)> = vec![
+            (
+                trust_err(None, None, None, Some("0xzz")),
+                "--recorder must be 0x followed by 40 hex digits",
+            ),
+            (
+                trust_err(None, None, Some("0x1234"), None),
+                "--contract must be 0x followed by 40 hex digits",
+            ),
+            (
+                parse_addr("nothex", "recorder").unwrap_err(),
+                "recorder must be 0x followed by 40 hex digits",
+            ),
+            (
+                trust_err(Some("chain_id = \"ten\""), None, None, None),
+                "trust file t.toml",
+            ),
+            (
+                trust_err(Some("chain_id = 1\nrecorder = \"x\""), None, None, None),
+                "trust file t.toml",
+            ),
+            (
+                trust_err(
+                    Some(&format!("chain_id = 10\n{acme}")),
+                    Some(11),
+                    None,
+                    None,
+                ),
+                "--chain-id 11 differs from chain_id 10 in t.toml",
+            ),
+            (
+                trust_err(
+                    Some(&format!("contract = \"{A}\"\n{acme}")),
+                    None,
+                    Some(B),
+                    None,
+                ),
+                "--contract differs from the contract in t.toml",
+            ),
+            (
+                trust_err(Some("contract = \"0x12\"\n"), None, None, None),
+                "contract in t.toml must be 0x followed by 40 hex digits",
+            ),
+            (
+                trust_err(Some("chain_id = 10\n"), None, None, None),
+                "trust file t.toml names no [[party]] with recorders",
+            ),
+            (
+                trust_err(
+                    Some("[[party]]\nname = \"x\"\nrecorders = []"),
+                    None,
+                    None,
+                    None,
+                ),
+                "party \"x\" in t.toml has no recorders",
+            ),
+            (
+                trust_err(
+                    Some("[[party]]\nname = \"x\"\nrecorders = [\"0xq\"]"),
+                    None,
+                    None,
+                    None,
+                ),
+                "recorder of party \"x\" must be 0x followed by 40 hex digits",
+            ),
+            (
+                trust_err(Some(&acme), None, None, Some(B)),
+                "--recorder 0x70997970c51812dc3a010c7d01b50e0d17dc79c8 is not among the trust file's recorders",
+            ),
+        ];
+        let unpinned = Trust::new(None, None, None, Some(A)).unwrap();
+        let rpc = Source::Rpc {
+            url: "http://127.0.0.1:1/SECRET",
+            block: None,
+            from_block: 0,
+        };
+        let file = Source::File(std::path::Path::new("/nonexistent/anchors.json"));
+        let cases = cases.into_iter().chain([
+            (
+                crate::verify(Kind::Log, b"", &unpinned, rpc).unwrap_err(),
+                "--rpc needs a pinned chain: give --chain-id or a trust file with chain_id",
+            ),
+            (
+                crate::verify(Kind::Bundle, b"", &unpinned, file).unwrap_err(),
+                "--anchors needs a pinned chain: give --chain-id or a trust file with chain_id",
+            ),
+        ]);
+        for (e, text) in cases {
+            assert!(matches!(e, VerifyError::Usage(_)), "{e:?}");
+            assert_eq!(e.to_string(), text, "{e:?}");
+        }
+    }
+
+    /// Errors that are not about pins are not usage errors.
+    #[test]
+    fn io_and_rpc_failures_are_not_usage_errors() {
+        let e =
+            crate::anchors::Anchors::load(std::path::Path::new("/nonexistent/a.json")).unwrap_err();
+        assert!(matches!(e, VerifyError::AnchorsRead { .. }), "{e:?}");
+        assert_eq!(e.to_string(), "cannot read /nonexistent/a.json");
+        let e = Rpc::new("http://user:pw@127.0.0.1:1/v2/SECRET?key=SECRET")
+            .chain_id()
+            .unwrap_err();
+        let VerifyError::Transport { call, url, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(call, "rpc eth_chainId");
+        assert_eq!(url.as_str(), "http://127.0.0.1:1/…");
+        assert!(!format!("{e} {e:?}").contains("SECRET"), "{e:?}");
+        assert!(!format!("{e} {e:?}").contains("pw"), "{e:?}");
+    }
+
+    /// Messages a caller shows keep their wording; the source chain adds the detail.
+    #[test]
+    fn messages_name_what_failed() {
+        let e = VerifyError::ChainMismatch {
+            served: 31337,
+            pinned: 10,
+        };
+        assert_eq!(
+            e.to_string(),
+            "the endpoint serves chain 31337, not the pinned chain 10; nothing was checked"
+        );
+        let e = VerifyError::from(Malformed::NotAQuantity {
+            what: "eth_chainId",
+            source: "zz".parse::<u64>().err(),
+        });
+        assert_eq!(e.to_string(), "eth_chainId is not a hex quantity");
+        assert!(std::error::Error::source(&e).is_some());
+    }
+}
