@@ -61,10 +61,16 @@ const PAPER: [(u64, &str, f64); 3] = [(10, "L2", 22.95), (100, "L2", 2.30), (100
 /// `afr cost` flags.
 #[derive(Args, Debug)]
 pub struct CostArgs {
-    /// Measure on this JSON-RPC endpoint (signer: AFR_ANCHOR_KEY, else anvil's first dev
-    /// account); by default on an anvil started for the purpose.
+    /// Measure on this JSON-RPC endpoint (signer: anvil's first dev account); by default on
+    /// an anvil started for the purpose. It anchors synthetic epochs: with AFR_ANCHOR_KEY set,
+    /// it refuses unless --with-anchor-key says to sign with that key on purpose.
     #[arg(long)]
     rpc: Option<String>,
+    /// With --rpc: sign with AFR_ANCHOR_KEY (a funded key of your own on that chain). Never
+    /// use the key that anchors your production recorder: the synthetic epochs would sit in its
+    /// history on chain.
+    #[arg(long, requires = "rpc")]
+    with_anchor_key: bool,
     /// The anvil binary to start (default: .tools/bin/anvil if present, else anvil on PATH).
     #[arg(long)]
     pub(crate) anvil: Option<PathBuf>,
@@ -110,6 +116,9 @@ struct Measured {
     tx_bytes: f64,
     /// Ecotone compressed-size estimate per epoch.
     l1_size: f64,
+    /// What the chain charged per epoch, wei: execution plus the L1 data fee the receipt
+    /// reports (zero on a chain without one, such as anvil).
+    cost_wei: f64,
 }
 
 /// A child process killed when dropped (an anvil started for a measurement).
@@ -201,7 +210,7 @@ fn measure(rpc: &str, key: &str, batch: u64) -> Result<(u64, String, Measured, M
     let batched = pass(batch, batch)?;
     let mut chain_id = 0;
     let mut sum = |epochs: &[u64], per_tx: u64| -> Result<Measured> {
-        let (mut gas, mut bytes, mut size, mut txs) = (0.0, 0.0, 0.0, 0u64);
+        let (mut gas, mut bytes, mut size, mut cost, mut txs) = (0.0, 0.0, 0.0, 0.0, 0u64);
         for e in epochs.iter().step_by(per_tx as usize) {
             let a = r
                 .store()
@@ -210,6 +219,7 @@ fn measure(rpc: &str, key: &str, batch: u64) -> Result<(u64, String, Measured, M
             chain_id = a.chain_id;
             let raw = rt.block_on(raw_transaction(rpc, a.tx))?;
             gas += a.gas_used as f64;
+            cost += a.cost_wei() as f64;
             bytes += raw.len() as f64;
             size += ecotone_size(&raw);
             txs += 1;
@@ -221,6 +231,7 @@ fn measure(rpc: &str, key: &str, batch: u64) -> Result<(u64, String, Measured, M
             gas: gas / per,
             tx_bytes: bytes / per,
             l1_size: size / per,
+            cost_wei: cost / per,
         })
     };
     // Epoch 0 is cheaper (no previous root to read); the steady state is what recurs.
@@ -294,9 +305,23 @@ pub fn report(a: &CostArgs) -> Result<serde_json::Value> {
     }
     let (_anvil, rpc, key, source) = match &a.rpc {
         Some(url) => {
-            let key = Zeroizing::new(
-                std::env::var(crate::ANCHOR_KEY_ENV).unwrap_or_else(|_| DEV_KEY.into()),
-            );
+            let production = std::env::var(crate::ANCHOR_KEY_ENV)
+                .ok()
+                .map(Zeroizing::new);
+            let key = match (production, a.with_anchor_key) {
+                (Some(k), true) => k,
+                (None, true) => {
+                    anyhow::bail!("--with-anchor-key: {} is not set", crate::ANCHOR_KEY_ENV)
+                }
+                (Some(_), false) => anyhow::bail!(
+                    "{} is set: afr cost would anchor synthetic epochs under that key on {}. \
+                     Unset it to measure with anvil's dev account, or pass --with-anchor-key \
+                     to sign with it on purpose (never your production recorder's key)",
+                    crate::ANCHOR_KEY_ENV,
+                    afr_core::redact_url(url)
+                ),
+                (None, false) => Zeroizing::new(DEV_KEY.to_owned()),
+            };
             (
                 None,
                 url.clone(),
@@ -352,6 +377,7 @@ pub fn report(a: &CostArgs) -> Result<serde_json::Value> {
         serde_json::json!({
             "epochs_per_tx": m.epochs, "transactions": m.transactions, "gas_per_epoch": m.gas,
             "tx_bytes_per_epoch": m.tx_bytes, "l1_size_per_epoch": m.l1_size,
+            "charged_wei_per_epoch": m.cost_wei,
             "l1_usd_per_epoch": p.l1(m), "l2_usd_per_epoch": p.l2(m),
             "l2_data_fee_gwei_per_epoch": p.l1_data_fee_gwei(m),
         })

@@ -18,6 +18,11 @@ fn cost_measures_gas_on_a_real_chain_and_prices_the_rq2_table() {
     assert!((45_000.0..50_000.0).contains(&single), "{single}");
     assert!(batched < 0.7 * single, "{batched} vs {single}");
     assert_eq!(v["single"]["transactions"], 5);
+    // What the receipts say was charged: gas × effective price (anvil has no L1 data fee).
+    assert!(
+        v["single"]["charged_wei_per_epoch"].as_f64().unwrap() > 0.0,
+        "{v}"
+    );
     assert_eq!(v["batched"]["epochs_per_tx"], 8);
     // A signed anchor: 100 calldata bytes plus the envelope.
     let bytes = v["single"]["tx_bytes_per_epoch"].as_f64().unwrap();
@@ -79,4 +84,34 @@ fn rq4_structured_queries_are_exact_and_the_chain_verifies() {
     assert_eq!(v["bundle"]["outcome"], "verified");
     assert_eq!(v["bundle"]["chain_reconstructed"], true);
     assert_eq!(v["bundle"]["opened_matching"], 4);
+}
+
+/// `afr cost --rpc` anchors synthetic epochs: with the production key in the environment it
+/// refuses (nothing sent) unless told to sign with it on purpose.
+#[test]
+fn cost_on_an_endpoint_refuses_the_production_key_unless_told() {
+    let chain = afr_testkit::anvil();
+    let out = afr_eval()
+        .env("AFR_ANCHOR_KEY", afr_testkit::DEV_KEY)
+        .args(["cost", "--json", "--rpc", &chain.url])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--with-anchor-key"), "{err}");
+    let nonce = afr_testkit::cast_at(&chain.url, &["nonce", afr_testkit::DEV_ADDR]);
+    assert_eq!(nonce, "0", "nothing was sent");
+    let out = ok(afr_eval()
+        .env("AFR_ANCHOR_KEY", afr_testkit::DEV_KEY)
+        .args([
+            "cost",
+            "--json",
+            "--batch",
+            "2",
+            "--with-anchor-key",
+            "--rpc",
+            &chain.url,
+        ]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["chain_id"], 31337);
 }
