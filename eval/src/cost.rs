@@ -485,6 +485,7 @@ mod tests {
     fn prices_follow_the_stated_formulas() {
         let a = CostArgs {
             rpc: None,
+            with_anchor_key: false,
             anvil: None,
             batch: 10,
             rate: 100.0,
@@ -502,6 +503,7 @@ mod tests {
             gas: 50_000.0,
             tx_bytes: 200.0,
             l1_size: 180.0,
+            cost_wei: 0.0,
         };
         let p = Prices { a: &a };
         // 50,000 gas × 20 gwei = 0.001 ETH = $3.
