@@ -46,9 +46,7 @@
 
 use std::time::Duration;
 
-use afr_core::{
-    EpochHeader, Hash32, RecorderId, deployment, hash::leaf_hash, merkle::CompactRange,
-};
+use afr_core::{EpochHeader, Hash32, RecorderId, deployment, sequencer::Chain};
 use afr_recorder::Store;
 use alloy::{
     network::{EthereumWallet, TransactionBuilder},
@@ -240,6 +238,15 @@ pub enum AnchorError {
         epoch: u64,
         /// The missing record's sequence number.
         seq: u64,
+    },
+    /// A record a sealed epoch covers does not continue the chain (a broken link, another
+    /// recorder's record): the store is corrupt or was tampered with.
+    #[error("epoch {epoch}: {source}; not anchoring anything (store corruption or tampering)")]
+    Chain {
+        /// The epoch.
+        epoch: u64,
+        /// What the core's sequencer found on replaying the stored records.
+        source: afr_core::sequencer::SequenceError,
     },
     /// The chain has no code at the CREATE2 deployer's address.
     #[error(
@@ -544,22 +551,19 @@ pub async fn anchor_pending(
     anchor_pass(store, signer, &s, &Options::default(), &|_| {}).await
 }
 
-/// Re-derives header `h` from the store before it is anchored: its epoch number and first
-/// sequence number continue `prev` (the header before it, `None` for epoch 0), its
-/// `prev_epoch_root` is `prev`'s root, and its Merkle root and chain head are those of the
-/// stored records `first_seq .. first_seq + count`. Reads `count` records.
+/// Re-derives header `h` from the store before it is anchored, through the core's sequencer:
+/// `Chain::after(prev)` (the header before it, `None` for epoch 0), a replay of the stored
+/// records `first_seq .. first_seq + count` (each must continue the chain), and a seal. Its
+/// epoch number, first sequence number, Merkle root, chain head and `prev_epoch_root` must be
+/// the ones that seal gives. Reads `count` records.
 pub fn recheck_header(
     store: &Store,
     recorder: &RecorderId,
     prev: Option<&EpochHeader>,
     h: &EpochHeader,
 ) -> Result<(), AnchorError> {
-    let (epoch, first_seq, prev_root) = match prev {
-        // The contract accepts only head + 1, so `epoch` cannot overflow in practice; a
-        // saturated value still differs from any stored one but u64::MAX.
-        Some(p) => (p.epoch.saturating_add(1), p.end_seq(), p.root()),
-        None => (0, 0, Hash32::ZERO),
-    };
+    // The contract accepts only head + 1, so the epoch number cannot overflow in practice.
+    let epoch = prev.map_or(0, |p| p.epoch.saturating_add(1));
     // Errors name the epoch by its place in the log, not by what a tampered header claims.
     let mismatch = |field, stored: String, recomputed: String| AnchorError::HeaderMismatch {
         epoch,
@@ -567,57 +571,62 @@ pub fn recheck_header(
         stored,
         recomputed,
     };
-    if h.epoch != epoch {
-        return Err(mismatch(
-            HeaderField::Epoch,
-            h.epoch.to_string(),
-            epoch.to_string(),
-        ));
-    }
+    let hex_id = |r: &RecorderId| format!("0x{}", hex::encode(r));
     if h.recorder != *recorder {
         return Err(mismatch(
             HeaderField::Recorder,
-            format!("0x{}", hex::encode(h.recorder)),
-            format!("0x{}", hex::encode(recorder)),
+            hex_id(&h.recorder),
+            hex_id(recorder),
         ));
     }
-    if h.first_seq != first_seq {
+    let mut chain = Chain::after(*recorder, prev.cloned())
+        .map_err(|source| AnchorError::Chain { epoch, source })?;
+    if h.epoch != chain.open().number() {
+        return Err(mismatch(
+            HeaderField::Epoch,
+            h.epoch.to_string(),
+            chain.open().number().to_string(),
+        ));
+    }
+    if h.first_seq != chain.next_seq() {
         return Err(mismatch(
             HeaderField::FirstSeq,
             h.first_seq.to_string(),
-            first_seq.to_string(),
+            chain.next_seq().to_string(),
         ));
     }
-    let mut tree = CompactRange::new();
-    let mut head = Hash32::ZERO;
     for seq in h.first_seq..h.end_seq() {
         let bytes = store
             .record_bytes(seq)?
             .ok_or(AnchorError::RecordMissing { epoch, seq })?;
-        head = leaf_hash(&bytes);
-        tree.push(head);
+        chain
+            .replay(seq, &bytes)
+            .map_err(|source| AnchorError::Chain { epoch, source })?;
     }
-    let root = tree.root();
-    if h.merkle_root != root {
+    let Some(sealed) = chain.seal(h.sealed_at_us) else {
         return Err(mismatch(
             HeaderField::MerkleRoot,
             format!("0x{}", h.merkle_root),
-            format!("0x{root}"),
+            "no records to seal".into(),
         ));
-    }
-    if h.chain_head != head {
-        return Err(mismatch(
-            HeaderField::ChainHead,
-            format!("0x{}", h.chain_head),
-            format!("0x{head}"),
-        ));
-    }
-    if h.prev_epoch_root != prev_root {
-        return Err(mismatch(
+    };
+    let r = sealed.header();
+    for (field, stored, recomputed) in [
+        (HeaderField::MerkleRoot, h.merkle_root, r.merkle_root),
+        (HeaderField::ChainHead, h.chain_head, r.chain_head),
+        (
             HeaderField::PrevEpochRoot,
-            format!("0x{}", h.prev_epoch_root),
-            format!("0x{prev_root}"),
-        ));
+            h.prev_epoch_root,
+            r.prev_epoch_root,
+        ),
+    ] {
+        if stored != recomputed {
+            return Err(mismatch(
+                field,
+                format!("0x{stored}"),
+                format!("0x{recomputed}"),
+            ));
+        }
     }
     Ok(())
 }

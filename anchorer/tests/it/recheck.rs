@@ -3,7 +3,7 @@
 //! epoch and the field, before anything is sent.
 
 use afr_anchorer::{AnchorError, HeaderField, anchor_pending, signer_from_hex};
-use afr_core::{EpochHeader, Hash32, Record};
+use afr_core::{EpochHeader, Hash32, Record, sequencer::SequenceError};
 use afr_recorder::{Column, RawOp, Recorder};
 use afr_testkit::{DEV_ADDR, anvil, cast_at as cast};
 
@@ -59,15 +59,33 @@ fn a_header_its_records_do_not_back_is_never_anchored() {
         assert_eq!(nonce(), before, "nothing sent");
     };
 
-    // A record of epoch 1 rewritten (a valid record, another timestamp): its Merkle root no
-    // longer matches, and not even the intact epoch 0 goes out.
+    // A record of epoch 1 rewritten (a valid record, another timestamp): the next record no
+    // longer links to it, and not even the intact epoch 0 goes out.
+    let rewrite = |seq: u64| {
+        let mut rec = Record::decode(&r.store().record_bytes(seq).unwrap().unwrap()).unwrap();
+        rec.timestamp_us += 1;
+        put(&r, Column::Records, seq, &rec.encode());
+    };
     let good = r.store().record_bytes(13).unwrap().unwrap();
-    let mut rec = Record::decode(&good).unwrap();
-    rec.timestamp_us += 1;
-    put(&r, Column::Records, 13, &rec.encode());
-    refused(1, HeaderField::MerkleRoot);
+    let before = nonce();
+    rewrite(13);
+    match run() {
+        Err(AnchorError::Chain {
+            epoch: 1,
+            source: SequenceError::Broken { seq: 14 },
+        }) => {}
+        other => panic!("expected a broken link at record 14, got {other:?}"),
+    }
     let e = run().unwrap_err().to_string();
-    assert!(e.contains("epoch 1") && e.contains("merkle_root"), "{e}");
+    assert!(e.contains("epoch 1") && e.contains("record 14"), "{e}");
+    assert_eq!(nonce(), before, "nothing sent");
+    put(&r, Column::Records, 13, &good);
+    // The epoch's last record rewritten: nothing after it in the epoch to break, so the
+    // recomputed Merkle root is what differs.
+    let last = r.store().record_bytes(19).unwrap().unwrap();
+    rewrite(19);
+    refused(1, HeaderField::MerkleRoot);
+    put(&r, Column::Records, 19, &last);
     assert_eq!(chain_head(), "false 0", "chain head stays unanchored");
     assert!(r.store().anchor(0).unwrap().is_none());
     // A missing record is named too.
