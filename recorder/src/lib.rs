@@ -1,9 +1,10 @@
 //! The recorder: turns tool calls into sealed, chained, Merkle-batched records in RocksDB.
 //!
 //! A [`Recorder`] is a cloneable handle; any number of threads may call [`Recorder::record`]
-//! at once. One sequencer (a mutex around a few fields) assigns gapless sequence numbers,
-//! seals the payload under its per-event key, links the record to its predecessor and adds
-//! its leaf to the open epoch's [`CompactRange`]. Everything slow happens elsewhere: payload
+//! at once. Under one mutex it seals the payload under its per-event key and appends the
+//! record through the core's sequencer ([`afr_core::sequencer::Chain`]: gapless sequence
+//! numbers, the link to the predecessor, the open epoch's Merkle state, sealing); this crate
+//! decides when to seal and makes it durable. Everything slow happens elsewhere: payload
 //! encoding before the lock, storage writes and syncs on a writer thread, anchoring in another
 //! process altogether.
 //!
