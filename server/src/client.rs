@@ -139,6 +139,11 @@ impl Client {
         })
     }
 
+    /// Another connection to the same server.
+    pub fn another(&self) -> Result<Client, ClientError> {
+        Client::connect(&self.path)
+    }
+
     fn io(&self) -> impl Fn(std::io::Error) -> ClientError + '_ {
         |source| ClientError::Io {
             path: self.path.clone(),

@@ -15,8 +15,9 @@ use serde_json::{Value, json, value::RawValue};
 /// Name of the member that carries an idempotency key.
 pub(crate) const IDEMPOTENCY_MEMBER: &str = "idempotency_key";
 
-/// Room a line may take beyond the event cap for the idempotency member.
-pub(crate) const LINE_SLACK: usize = 256;
+/// Room a line may take beyond the event cap for the idempotency member: a longer line makes
+/// the server refuse its whole batch (413).
+pub const LINE_SLACK: usize = 256;
 
 /// What a batch came to.
 #[derive(Debug, Default)]
@@ -87,9 +88,7 @@ fn error_json(line: usize, e: &InputError) -> Value {
 /// Cuts a top-level `"idempotency_key": "..."` member out of an event object: the key, and
 /// the object without it (the other members byte for byte, in their order). A line without
 /// the member is returned as it is.
-pub(crate) fn split_key(
-    line: &[u8],
-) -> Result<(Option<String>, std::borrow::Cow<'_, [u8]>), InputError> {
+pub fn split_key(line: &[u8]) -> Result<(Option<String>, std::borrow::Cow<'_, [u8]>), InputError> {
     let needle = IDEMPOTENCY_MEMBER.as_bytes();
     if !line.windows(needle.len()).any(|w| w == needle) {
         return Ok((None, line.into()));

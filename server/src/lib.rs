@@ -48,6 +48,7 @@ mod listen;
 pub mod status;
 
 pub use anchor::{AnchorConfig, PassResult};
+pub use ingest::{LINE_SLACK as MAX_LINE_SLACK, split_key as split_idempotency_key};
 
 /// Name of the Unix socket inside a recorder directory.
 pub const SOCKET_FILE: &str = "afr.sock";
