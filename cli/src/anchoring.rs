@@ -276,41 +276,11 @@ pub struct AnchorArgs {
 
 /// The one-line, loud description of a fork alarm.
 pub fn fork_alarm_line(a: &afr_recorder::ForkAlarm) -> String {
-    format!(
-        "FORK ALARM: epoch {} is anchored on chain {} (contract 0x{}) as 0x{}, but the local root \
-         is 0x{}{}; seen at {} µs since the Unix epoch. The anchorer posts nothing until this \
-         is investigated and cleared (afr anchor --clear-fork-alarm {}).",
-        a.epoch,
-        a.chain_id,
-        hex::encode(a.contract),
-        hex::encode(a.onchain),
-        hex::encode(a.local),
-        match (a.tx, a.block) {
-            (Some(tx), Some(b)) => format!(" (anchored by tx 0x{} in block {b})", hex::encode(tx)),
-            (Some(tx), None) => format!(" (anchored by tx 0x{})", hex::encode(tx)),
-            _ => String::new(),
-        },
-        a.seen_at_us,
-        a.epoch
-    )
-}
-
-/// A fork alarm as JSON.
-pub fn fork_alarm_json(a: &afr_recorder::ForkAlarm) -> serde_json::Value {
-    serde_json::json!({
-        "epoch": a.epoch,
-        "local_root": format!("0x{}", hex::encode(a.local)),
-        "onchain_root": format!("0x{}", hex::encode(a.onchain)),
-        "chain_id": a.chain_id,
-        "contract": format!("0x{}", hex::encode(a.contract)),
-        "tx": a.tx.map(|t| format!("0x{}", hex::encode(t))),
-        "block": a.block,
-        "seen_at_us": a.seen_at_us,
-    })
+    afr_server::status::fork_alarm_line(&afr_server::status::fork_alarm_json(a))
 }
 
 /// The line `afr anchor` prints for an event of a pass (None: not worth a line).
-fn event_line(e: &Event) -> Option<String> {
+pub(crate) fn event_line(e: &Event) -> Option<String> {
     Some(match e {
         Event::Retry {
             what,

@@ -24,6 +24,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod anchoring;
 mod import;
 mod query;
+mod serve;
+mod served;
 
 /// The commands `afr` hands to `afr-eval`.
 const RESEARCH: [&str; 6] = ["eval", "cost", "eval-rq4", "gen", "bench", "matrix"];
@@ -105,6 +107,11 @@ enum Cmd {
         #[command(flatten)]
         opts: RecordOpts,
     },
+    /// Run the recorder as a server: HTTP/1.1 on <dir>/afr.sock (mode 0600) and optionally
+    /// TCP with a bearer token (API: docs/api.md). While it runs, record, status, query,
+    /// disclose, export and seal go through it. Stops on SIGTERM or SIGINT, keeping the open
+    /// epoch open.
+    Serve(serve::ServeArgs),
     /// Seal the open epoch now (if it holds any event).
     Seal {
         #[command(flatten)]
@@ -176,9 +183,9 @@ enum Cmd {
     Research(Vec<OsString>),
 }
 
-/// Settings of an open recorder.
+/// Settings of an open recorder (a running `afr serve` uses its own).
 #[derive(Args, Debug, Clone)]
-struct RecordOpts {
+pub(crate) struct RecordOpts {
     /// Seal an epoch after this many events.
     #[arg(long, default_value_t = 100)]
     epoch_size: u64,
@@ -194,7 +201,7 @@ struct RecordOpts {
 }
 
 impl RecordOpts {
-    fn config(&self) -> Config {
+    pub(crate) fn config(&self) -> Config {
         Config {
             epoch_size: self.epoch_size,
             max_epoch_age: Duration::from_millis(self.max_epoch_age_ms),
@@ -253,7 +260,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             receipts,
             opts,
         } => record(&cli.dir, file.as_deref(), receipts, &opts),
+        Cmd::Serve(a) => serve::run(&cli.dir, cli.password_file.as_deref(), &a),
         Cmd::Seal { opts } => {
+            if let Some(c) = afr_server::client::Client::running(&cli.dir) {
+                return served::seal(c);
+            }
             let r = Recorder::open(&cli.dir, opts.config())?;
             match r.seal()? {
                 Some(h) => println!(
@@ -307,14 +318,18 @@ fn init(dir: &Path, keystore: bool, password_file: Option<&Path>) -> Result<Exit
 }
 
 fn record(dir: &Path, file: Option<&Path>, receipts: bool, opts: &RecordOpts) -> Result<ExitCode> {
-    let r = Recorder::open(dir, opts.config())?;
-    let input: Box<dyn BufRead> = match file {
-        None => Box::new(std::io::stdin().lock()),
-        Some(p) if p == Path::new("-") => Box::new(std::io::stdin().lock()),
-        Some(p) => Box::new(std::io::BufReader::new(
+    let raw: Box<dyn std::io::Read> = match file {
+        None => Box::new(std::io::stdin()),
+        Some(p) if p == Path::new("-") => Box::new(std::io::stdin()),
+        Some(p) => Box::new(
             std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?,
-        )),
+        ),
     };
+    let input = std::io::BufReader::with_capacity(1 << 20, raw);
+    if let Some(c) = afr_server::client::Client::running(dir) {
+        return served::record(c, input, receipts, opts.max_event_bytes);
+    }
+    let r = Recorder::open(dir, opts.config())?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let progress = std::io::stderr().is_terminal();
@@ -329,22 +344,39 @@ fn record(dir: &Path, file: Option<&Path>, receipts: bool, opts: &RecordOpts) ->
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let ev = match EventInput::from_json(line, cap) {
-            Ok(ev) => ev,
+        // An `idempotency_key` member is handled as `afr serve` handles it.
+        let parsed = afr_server::split_idempotency_key(line)
+            .and_then(|(key, ev)| Ok((key, EventInput::from_json(&ev, cap)?)));
+        let (key, ev) = match parsed {
+            Ok(p) => p,
             Err(e) => {
                 eprintln!("afr: line {line_no}: {}; event not recorded", esc(e));
                 bad += 1;
                 continue;
             }
         };
-        match r.record(ev) {
-            Ok(rc) => {
+        let recorded = match key {
+            Some(k) => r
+                .record_idempotent(k.as_bytes(), ev)
+                .map(|ir| (ir.receipt, ir.duplicate)),
+            None => r.record(ev).map(|rc| (rc, false)),
+        };
+        match recorded {
+            Ok((rc, duplicate)) => {
                 ok += 1;
                 if receipts {
                     writeln!(
                         out,
-                        r#"{{"line":{line_no},"seq":{},"epoch":{},"leaf_hash":"{}","timestamp_us":{}}}"#,
-                        rc.seq, rc.epoch, rc.leaf_hash, rc.timestamp_us
+                        r#"{{"line":{line_no},"seq":{},"epoch":{},"leaf_hash":"{}","timestamp_us":{}{}}}"#,
+                        rc.seq,
+                        rc.epoch,
+                        rc.leaf_hash,
+                        rc.timestamp_us,
+                        if duplicate {
+                            r#","duplicate":true"#
+                        } else {
+                            ""
+                        }
                     )?;
                     if opts.durability != Durability::Buffered {
                         out.flush()?;
@@ -381,127 +413,79 @@ fn record(dir: &Path, file: Option<&Path>, receipts: bool, opts: &RecordOpts) ->
 }
 
 fn status(dir: &Path, json: bool) -> Result<ExitCode> {
-    let r = LogReader::open(dir)?;
-    let (open_epoch, open_count) = r.open_epoch()?;
-    let last = r.last_sealed()?;
-    let events = r.next_seq()?;
-    let sealed = last.as_ref().map_or(0, |h| h.epoch + 1);
-    let store = r.store();
-    // An epoch counts as covered once its anchor is confirmed as the anchorer's policy asks
-    // (a depth, or the finalized block): included or pending anchors do not shrink the
-    // compromise window.
-    let mut anchored = 0u64;
-    let mut states = [0u64; 4];
-    let mut first_unanchored_seq = None;
-    let mut last_receipt = None;
-    for e in 0..sealed {
-        let receipt = store.anchor(e)?;
-        if let Some(a) = &receipt {
-            states[afr_recorder::ReceiptState::ALL
-                .iter()
-                .position(|s| *s == a.state)
-                .unwrap_or(0)] += 1;
-        }
-        match receipt {
-            Some(a) if first_unanchored_seq.is_none() && a.state.covers() => {
-                anchored += 1;
-                last_receipt = Some(a);
-            }
-            _ => {
-                if first_unanchored_seq.is_none() {
-                    first_unanchored_seq = store.epoch(e)?.map(|h| h.first_seq);
-                }
-            }
-        }
-    }
-    let marker = store.anchor_marker()?;
-    let finality = marker
-        .as_ref()
-        .map(|m| afr_anchorer::Finality::from_code(m.finality).to_string());
-    let archived = store.archived_anchors()?.len();
-    if first_unanchored_seq.is_none() && open_count > 0 {
-        first_unanchored_seq = Some(events - open_count);
-    }
-    // The compromise window: how long the oldest event not yet covered by a confirmed anchored
-    // root has been open to rewriting by whoever controls this host.
-    let window_s = match first_unanchored_seq {
-        Some(seq) => store
-            .record(seq)?
-            .map(|rec| afr_recorder::now_us().saturating_sub(rec.timestamp_us) as f64 / 1e6),
-        None => None,
+    let v = match afr_server::client::Client::running(dir) {
+        Some(c) => served::status(c)?,
+        None => afr_server::status::status_json(LogReader::open(dir)?.store())?,
     };
-    let pending_epochs = sealed - anchored;
-    let alarm = store.fork_alarm()?;
+    print_status(&v, json)
+}
+
+/// Prints a status object (`afr_server::status::status_json`) as `afr status` does.
+fn print_status(v: &serde_json::Value, json: bool) -> Result<ExitCode> {
+    let n = |k: &str| v[k].as_u64().unwrap_or_default();
+    let alarm = v["fork_alarm"].as_object().map(|_| &v["fork_alarm"]);
     if json {
-        let v = serde_json::json!({
-            "recorder": format!("0x{}", hex::encode(r.recorder_id())),
-            "events": events,
-            "sealed_epochs": sealed,
-            "anchored_epochs": anchored,
-            "pending_epochs": pending_epochs,
-            "receipt_states": {
-                "pending": states[0], "included": states[1],
-                "confirmed": states[2], "finalized": states[3],
-            },
-            "covered_when": finality,
-            "verified_upto": marker.as_ref().and_then(|m| m.epoch),
-            "archived_receipts": archived,
-            "open_epoch": open_epoch,
-            "open_epoch_events": open_count,
-            "last_epoch_root": last.as_ref().map(|h| h.root().to_hex()),
-            "last_sealed_at_us": last.as_ref().map(|h| h.sealed_at_us),
-            "compromise_window_s": window_s,
-            "last_anchor": last_receipt.as_ref().map(|a| serde_json::json!({
-                "epoch": a.epoch, "chain_id": a.chain_id, "tx": format!("0x{}", hex::encode(a.tx)),
-                "block": a.block, "gas_used": a.gas_used, "effective_gas_price": a.effective_gas_price,
-                "l1_fee": a.l1_fee, "cost_wei": a.cost_wei().to_string(), "state": a.state.name(),
-                "replaced": a.replaced.len(),
-            })),
-            "fork_alarm": alarm.as_ref().map(anchoring::fork_alarm_json),
-        });
         println!("{v}");
     } else {
-        if let Some(a) = &alarm {
-            println!("{}", anchoring::fork_alarm_line(a));
+        if let Some(a) = alarm {
+            println!("{}", afr_server::status::fork_alarm_line(a));
         }
-        println!("recorder          0x{}", hex::encode(r.recorder_id()));
-        println!("events            {events}");
+        let rs = &v["receipt_states"];
+        let state = |k: &str| rs[k].as_u64().unwrap_or_default();
+        let (sealed, anchored) = (n("sealed_epochs"), n("anchored_epochs"));
         println!(
-            "sealed epochs     {sealed} ({anchored} anchored and confirmed, {pending_epochs} not yet)"
+            "recorder          {}",
+            esc(v["recorder"].as_str().unwrap_or_default())
+        );
+        println!("events            {}", n("events"));
+        println!(
+            "sealed epochs     {sealed} ({anchored} anchored and confirmed, {} not yet)",
+            n("pending_epochs")
         );
         println!(
             "anchor receipts   {} pending, {} included, {} confirmed, {} finalized; covered when \
              confirmed by {}",
-            states[0],
-            states[1],
-            states[2],
-            states[3],
-            finality
-                .as_deref()
+            state("pending"),
+            state("included"),
+            state("confirmed"),
+            state("finalized"),
+            v["covered_when"]
+                .as_str()
                 .unwrap_or("the anchorer's policy (no pass yet)")
         );
+        let archived = n("archived_receipts");
         if archived > 0 {
             println!(
                 "archived receipts {archived} (from a chain or contract anchored to before a switch)"
             );
         }
-        println!("open epoch        {open_epoch} ({open_count} events not yet sealed)");
-        if let Some(h) = last {
-            println!("last root         {} (epoch {})", h.root(), h.epoch);
-        }
-        if let Some(a) = last_receipt {
+        println!(
+            "open epoch        {} ({} events not yet sealed)",
+            n("open_epoch"),
+            n("open_epoch_events")
+        );
+        if let Some(root) = v["last_epoch_root"].as_str() {
             println!(
-                "last anchor       epoch {} in tx 0x{} (block {}, chain {}, {} gas, {} wei, {})",
-                a.epoch,
-                hex::encode(a.tx),
-                a.block,
-                a.chain_id,
-                a.gas_used,
-                a.cost_wei(),
-                a.state
+                "last root         {root} (epoch {})",
+                sealed.saturating_sub(1)
             );
         }
-        match window_s {
+        let a = &v["last_anchor"];
+        if a.is_object() {
+            let an = |k: &str| a[k].as_u64().unwrap_or_default();
+            let at = |k: &str| a[k].as_str().unwrap_or_default();
+            println!(
+                "last anchor       epoch {} in tx {} (block {}, chain {}, {} gas, {} wei, {})",
+                an("epoch"),
+                at("tx"),
+                an("block"),
+                an("chain_id"),
+                an("gas_used"),
+                at("cost_wei"),
+                at("state")
+            );
+        }
+        match v["compromise_window_s"].as_f64() {
             Some(w) => println!(
                 "compromise window {w:.1} s (age of the oldest event not covered by a confirmed anchored root)"
             ),
@@ -512,7 +496,7 @@ fn status(dir: &Path, json: bool) -> Result<ExitCode> {
     }
     Ok(match alarm {
         Some(a) => {
-            eprintln!("afr: {}", anchoring::fork_alarm_line(&a));
+            eprintln!("afr: {}", afr_server::status::fork_alarm_line(a));
             ExitCode::from(anchoring::EXIT_FORK)
         }
         None => ExitCode::SUCCESS,
@@ -520,6 +504,9 @@ fn status(dir: &Path, json: bool) -> Result<ExitCode> {
 }
 
 fn export(dir: &Path, out: &Path) -> Result<ExitCode> {
+    if let Some(c) = afr_server::client::Client::running(dir) {
+        return served::export(c, out);
+    }
     let r = LogReader::open(dir)?;
     let tmp = out.with_extension("partial");
     let f =
@@ -588,6 +575,9 @@ fn parse_seqs(spec: &str) -> Result<Vec<u64>> {
 
 fn disclose(dir: &Path, spec: &str, with_keys: bool, out: &Path) -> Result<ExitCode> {
     let seqs = parse_seqs(spec)?;
+    if let Some(c) = afr_server::client::Client::running(dir) {
+        return served::disclose(c, &seqs, with_keys, out);
+    }
     let r = LogReader::open(dir)?;
     let bundle = r.disclose(&seqs, with_keys)?;
     let bytes = bundle.encode();

@@ -26,20 +26,20 @@ const EXIT_USAGE: u8 = 64;
 pub struct QueryArgs {
     /// The query, e.g. 'intent.tool = "psql" and policy_evaluation[].verdict = "deny"'
     /// (syntax: docs/query.md).
-    expr: String,
+    pub(crate) expr: String,
     /// One JSON object per matching event: seq, epoch, and the decrypted event.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Also write the matching events into this disclosure bundle (`afr verify-bundle` and
     /// `afr-verify bundle` check it). The events must be in sealed epochs.
     #[arg(long)]
-    disclose: Option<PathBuf>,
+    pub(crate) disclose: Option<PathBuf>,
     /// With --disclose: include each event's sealed payload and per-event key.
     #[arg(long, requires = "disclose")]
-    with_keys: bool,
+    pub(crate) with_keys: bool,
     /// Show at most this many events (the bundle still holds every match).
     #[arg(long)]
-    limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
 }
 
 /// Runs `afr query`.
@@ -51,6 +51,9 @@ pub fn run(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_USAGE));
         }
     };
+    if let Some(c) = afr_server::client::Client::running(dir) {
+        return crate::served::query(c, a);
+    }
     let r = LogReader::open(dir)?;
     let started = Instant::now();
     let res = r.query(&q)?;
@@ -125,7 +128,7 @@ fn parse_error_text(e: &query::ParseError) -> String {
     )
 }
 
-fn summary(res: &QueryResult, took: std::time::Duration, shown: usize) -> String {
+pub(crate) fn summary(res: &QueryResult, took: std::time::Duration, shown: usize) -> String {
     let mut s = format!(
         "{} event{} matched{} ({}; {} examined, {} decrypted, {:.1} ms)\n",
         res.matches.len(),
@@ -176,13 +179,111 @@ fn clip(s: &str, n: usize) -> String {
     }
 }
 
+/// One row of the table: seq, time, category, tool, summary.
+pub(crate) struct Row {
+    seq: u64,
+    time: String,
+    category: String,
+    tool: String,
+    what: String,
+}
+
+impl Row {
+    /// The row of an event read from the store.
+    fn of_loaded(seq: u64, ev: &LoadedEvent) -> Row {
+        let (tool, what) = match &ev.payload {
+            None => erased(ev.record.epoch),
+            Some(p) => tool_and_summary(&p.intent, &p.execution, &p.effects, &p.human_approval),
+        };
+        Row {
+            seq,
+            time: calendar::format_time_us(ev.record.timestamp_us),
+            category: ev.record.category.name().to_owned(),
+            tool,
+            what,
+        }
+    }
+
+    /// The row of a line of `GET /v1/events` (`{"seq","epoch","erased","event"}`); an erased
+    /// event's line carries no time or category, shown as `-`.
+    pub(crate) fn of_line(v: &serde_json::Value) -> Result<Row> {
+        let seq = v["seq"].as_u64().context("query answer without seq")?;
+        if v["event"].is_null() {
+            let (tool, what) = erased(v["epoch"].as_u64().unwrap_or_default());
+            return Ok(Row {
+                seq,
+                time: "-".into(),
+                category: "-".into(),
+                tool,
+                what,
+            });
+        }
+        let ev = afr_core::EventInput::from_json(v["event"].to_string().as_bytes(), usize::MAX)
+            .map_err(|e| anyhow::anyhow!("query answer, event {seq}: {e}"))?;
+        let (tool, what) =
+            tool_and_summary(&ev.intent, &ev.execution, &ev.effects, &ev.human_approval);
+        Ok(Row {
+            seq,
+            time: ev.timestamp_us.map_or("-".into(), calendar::format_time_us),
+            category: ev.category.name().to_owned(),
+            tool,
+            what,
+        })
+    }
+}
+
+fn erased(epoch: u64) -> (String, String) {
+    (
+        "(erased)".to_owned(),
+        format!("payload destroyed by erasure of epoch {epoch}"),
+    )
+}
+
+fn tool_and_summary(
+    intent: &afr_core::event::Intent,
+    execution: &Option<afr_core::event::Execution>,
+    effects: &Option<afr_core::event::Effects>,
+    human_approval: &Option<afr_core::event::HumanApproval>,
+) -> (String, String) {
+    let what = execution
+        .as_ref()
+        .map(|e| e.command.clone())
+        .or_else(|| {
+            effects
+                .as_ref()
+                .and_then(|f| f.state_changes.first().cloned())
+        })
+        .or_else(|| {
+            human_approval
+                .as_ref()
+                .map(|h| format!("{} by {}", h.decision.name(), h.approver))
+        })
+        .unwrap_or_else(|| {
+            if intent.args.is_null() {
+                String::new()
+            } else {
+                intent.args.to_string()
+            }
+        });
+    (intent.tool.clone(), what)
+}
+
 /// The table of `afr query`: one row per event of `seqs`, read from `events` in step.
 fn print_table(
     out: &mut impl Write,
     seqs: &[u64],
     events: impl Iterator<Item = Result<LoadedEvent, RecordError>>,
 ) -> Result<()> {
-    if seqs.is_empty() {
+    let mut rows = Vec::with_capacity(seqs.len());
+    for (&seq, ev) in seqs.iter().zip(events) {
+        rows.push(Row::of_loaded(seq, &ev?));
+    }
+    print_rows(out, &rows)
+}
+
+/// Prints the table's rows under its heading (nothing if there are none).
+pub(crate) fn print_rows(out: &mut impl Write, rows: &[Row]) -> Result<()> {
+    if rows.is_empty() {
         return Ok(());
     }
     writeln!(
@@ -190,45 +291,15 @@ fn print_table(
         "{:>8}  {:<24}  {:<10}  {:<22}  summary",
         "seq", "time", "category", "tool"
     )?;
-    for (&seq, ev) in seqs.iter().zip(events) {
-        let ev = ev?;
-        let (tool, what) = match &ev.payload {
-            None => (
-                "(erased)".to_owned(),
-                format!("payload destroyed by erasure of epoch {}", ev.record.epoch),
-            ),
-            Some(p) => {
-                let what = p
-                    .execution
-                    .as_ref()
-                    .map(|e| e.command.clone())
-                    .or_else(|| {
-                        p.effects
-                            .as_ref()
-                            .and_then(|f| f.state_changes.first().cloned())
-                    })
-                    .or_else(|| {
-                        p.human_approval
-                            .as_ref()
-                            .map(|h| format!("{} by {}", h.decision.name(), h.approver))
-                    })
-                    .unwrap_or_else(|| {
-                        if p.intent.args.is_null() {
-                            String::new()
-                        } else {
-                            p.intent.args.to_string()
-                        }
-                    });
-                (p.intent.tool.clone(), what)
-            }
-        };
+    for r in rows {
         writeln!(
             out,
-            "{seq:>8}  {:<24}  {:<10}  {:<22}  {}",
-            calendar::format_time_us(ev.record.timestamp_us),
-            ev.record.category.name(),
-            clip(&tool, 22),
-            clip(&what, 70)
+            "{:>8}  {:<24}  {:<10}  {:<22}  {}",
+            r.seq,
+            r.time,
+            r.category,
+            clip(&r.tool, 22),
+            clip(&r.what, 70)
         )?;
     }
     Ok(())

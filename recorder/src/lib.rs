@@ -38,6 +38,7 @@
 mod store;
 
 use std::{
+    collections::HashMap,
     path::{Path, PathBuf},
     sync::{Arc, Condvar, Mutex, MutexGuard},
     thread::JoinHandle,
@@ -206,6 +207,48 @@ pub struct Receipt {
     pub timestamp_us: u64,
 }
 
+/// Longest accepted idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 128;
+/// Prefix of the `meta` keys that map an idempotency key to its receipt.
+const META_IDEMPOTENCY: &[u8] = b"idempotency/";
+
+impl Receipt {
+    /// Length of [`Receipt::encode`].
+    const ENCODED_LEN: usize = 8 + 8 + 32 + 8;
+
+    /// `seq ‖ epoch ‖ leaf_hash ‖ timestamp_us`, integers big-endian.
+    fn encode(&self) -> [u8; Receipt::ENCODED_LEN] {
+        let mut b = [0u8; Receipt::ENCODED_LEN];
+        b[..8].copy_from_slice(&self.seq.to_be_bytes());
+        b[8..16].copy_from_slice(&self.epoch.to_be_bytes());
+        b[16..48].copy_from_slice(&self.leaf_hash.0);
+        b[48..].copy_from_slice(&self.timestamp_us.to_be_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> Option<Receipt> {
+        if b.len() != Receipt::ENCODED_LEN {
+            return None;
+        }
+        let u = |r: std::ops::Range<usize>| b.get(r)?.try_into().ok().map(u64::from_be_bytes);
+        Some(Receipt {
+            seq: u(0..8)?,
+            epoch: u(8..16)?,
+            leaf_hash: Hash32(b.get(16..48)?.try_into().ok()?),
+            timestamp_us: u(48..56)?,
+        })
+    }
+}
+
+/// What [`Recorder::submit_idempotent`] did with an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdempotentReceipt {
+    /// The event's receipt: a new one, or the one its key got the first time.
+    pub receipt: Receipt,
+    /// The key had been recorded before: nothing was recorded now.
+    pub duplicate: bool,
+}
+
 /// Microseconds since the Unix epoch.
 pub fn now_us() -> u64 {
     SystemTime::now()
@@ -228,6 +271,9 @@ struct State {
     pending_last: Option<u64>,
     /// Whether `pending` holds anything (events, headers, salts).
     pending_dirty: bool,
+    /// Idempotency keys recorded but possibly not yet on disk, with their receipts; an entry
+    /// is dropped once its event is written (the store answers for it from then on).
+    idem_inflight: HashMap<Vec<u8>, Receipt>,
     shutdown: bool,
 }
 
@@ -417,6 +463,65 @@ impl Recorder {
         self.submit_valid(event)
     }
 
+    /// Records `event` under a key the client chose, durably (as [`Recorder::record`]), unless
+    /// an event was already recorded under `key`: then nothing is recorded and the first
+    /// receipt is returned with `duplicate` set. See [`Recorder::submit_idempotent`].
+    pub fn record_idempotent(
+        &self,
+        key: &[u8],
+        event: EventInput,
+    ) -> Result<IdempotentReceipt, RecordError> {
+        let r = self.submit_idempotent(key, event)?;
+        if self.shared.config.durability == Durability::Group {
+            self.wait_written(r.receipt.seq)?;
+        }
+        Ok(r)
+    }
+
+    /// [`Recorder::submit`] under an idempotency key (at most [`MAX_IDEMPOTENCY_KEY_BYTES`]
+    /// bytes, not empty). The key and the receipt are written in the same atomic batch as the
+    /// event, so after a crash either both are in the store or neither is: a key MUST NOT
+    /// name a lost event, and an event recorded under a key MUST NOT be recorded again under
+    /// it, across restarts too. The event of a retry is not compared with the first one; the
+    /// key alone identifies it. A duplicate's receipt MAY still be waiting for its write: pair
+    /// with [`Recorder::wait_written`] as for a new one.
+    pub fn submit_idempotent(
+        &self,
+        key: &[u8],
+        event: EventInput,
+    ) -> Result<IdempotentReceipt, RecordError> {
+        if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_BYTES {
+            return Err(InputError {
+                path: "idempotency_key".into(),
+                message: format!("must be 1 to {MAX_IDEMPOTENCY_KEY_BYTES} bytes"),
+            }
+            .into());
+        }
+        event.validate()?;
+        let receipt = self.submit_inner(event, Some(key))?;
+        Ok(receipt)
+    }
+
+    /// The receipt recorded under an idempotency key, if the store or the pending batch
+    /// holds one. Called with the sequencer lock held, so no other submit can race it.
+    fn idempotent_lookup(
+        &self,
+        st: &mut State,
+        key: &[u8],
+    ) -> Result<Option<Receipt>, RecordError> {
+        if let Some(r) = st.idem_inflight.get(key) {
+            return Ok(Some(*r));
+        }
+        let mut meta_key = META_IDEMPOTENCY.to_vec();
+        meta_key.extend_from_slice(key);
+        match self.shared.store.meta(&meta_key)? {
+            None => Ok(None),
+            Some(v) => Receipt::decode(&v)
+                .map(Some)
+                .ok_or_else(|| RecordError::Corrupt("an idempotency receipt is malformed".into())),
+        }
+    }
+
     /// Records one of the recorder's own events (a reserved `afr.` tool name), durably.
     pub(crate) fn record_own(&self, event: EventInput) -> Result<Receipt, RecordError> {
         event.validate_limits()?;
@@ -428,6 +533,14 @@ impl Recorder {
     }
 
     fn submit_valid(&self, event: EventInput) -> Result<Receipt, RecordError> {
+        self.submit_inner(event, None).map(|r| r.receipt)
+    }
+
+    fn submit_inner(
+        &self,
+        event: EventInput,
+        idempotency_key: Option<&[u8]>,
+    ) -> Result<IdempotentReceipt, RecordError> {
         let (env, payload) = event.into_payload();
         let plaintext = encode_payload(&payload, self.shared.config.max_event_bytes)?;
         let mut nonce = [0u8; crypto::NONCE_LEN];
@@ -439,8 +552,24 @@ impl Recorder {
         if st.shutdown {
             return Err(RecordError::ShuttingDown);
         }
-        if let Some(e) = &lock(&sh.durable).error {
-            return Err(RecordError::Stopped(e.clone()));
+        let written = {
+            let d = lock(&sh.durable);
+            if let Some(e) = &d.error {
+                return Err(RecordError::Stopped(e.clone()));
+            }
+            d.written
+        };
+        if let Some(key) = idempotency_key {
+            if let Some(receipt) = self.idempotent_lookup(&mut st, key)? {
+                return Ok(IdempotentReceipt {
+                    receipt,
+                    duplicate: true,
+                });
+            }
+            // Entries whose events are written are answered by the store from now on.
+            if st.idem_inflight.len() >= 1024 {
+                st.idem_inflight.retain(|_, r| r.seq >= written);
+            }
         }
         if st.epoch_key.is_none() {
             self.open_epoch_key(&mut st)?;
@@ -481,6 +610,13 @@ impl Recorder {
             leaf_hash: appended.leaf,
             timestamp_us: record.timestamp_us,
         };
+        if let Some(key) = idempotency_key {
+            let mut meta_key = META_IDEMPOTENCY.to_vec();
+            meta_key.extend_from_slice(key);
+            st.pending
+                .put_cf(sh.store.cf(CF_META)?, meta_key, receipt.encode());
+            st.idem_inflight.insert(key.to_vec(), receipt);
+        }
         if st.chain.open().len() >= sh.config.epoch_size {
             seal_locked(&self.shared, &mut st);
         }
@@ -491,7 +627,10 @@ impl Recorder {
         } else {
             sh.work.notify_one();
         }
-        Ok(receipt)
+        Ok(IdempotentReceipt {
+            receipt,
+            duplicate: false,
+        })
     }
 
     /// Blocks until every event up to and including `seq` is written (synced in synced modes).
@@ -752,6 +891,7 @@ fn recover(store: &Store, master: &MasterKey, recorder: &RecorderId) -> Result<S
         pending_terms: Vec::new(),
         pending_last: None,
         pending_dirty: false,
+        idem_inflight: HashMap::new(),
         shutdown: false,
     })
 }

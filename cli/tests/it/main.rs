@@ -20,6 +20,7 @@ mod anchoring;
 mod escape;
 mod import;
 mod query;
+mod serve;
 
 fn afr(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_afr"));

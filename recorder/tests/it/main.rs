@@ -566,3 +566,36 @@ mod disclosure {
         );
     }
 }
+
+#[test]
+fn an_idempotency_key_records_once_across_restarts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    init(&dir, [0xab; 20]).unwrap();
+    let events = synth::generate(3, 5);
+    let first = {
+        let r = Recorder::open(&dir, cfg(100, Durability::Group)).unwrap();
+        let a = r.record_idempotent(b"k-1", events[0].clone()).unwrap();
+        assert!(!a.duplicate);
+        // A retry, even with another event, returns the first receipt and records nothing.
+        let again = r.record_idempotent(b"k-1", events[1].clone()).unwrap();
+        assert!(again.duplicate);
+        assert_eq!(again.receipt, a.receipt);
+        assert_eq!(r.next_seq(), 1);
+        let b = r.record_idempotent(b"k-2", events[1].clone()).unwrap();
+        assert_eq!(b.receipt.seq, 1);
+        a.receipt
+    };
+    let r = Recorder::open(&dir, cfg(100, Durability::Group)).unwrap();
+    let again = r.record_idempotent(b"k-1", events[2].clone()).unwrap();
+    assert!(again.duplicate);
+    assert_eq!(again.receipt, first);
+    assert_eq!(r.next_seq(), 2);
+    for bad in [&b""[..], &[b'x'; 129][..]] {
+        assert!(matches!(
+            r.record_idempotent(bad, events[2].clone()),
+            Err(RecordError::Invalid(_))
+        ));
+    }
+    assert_eq!(r.next_seq(), 2);
+}

@@ -1,0 +1,279 @@
+//! `afr serve` as a real process: the CLI through it and without it, kill -9 during ingest,
+//! anchoring with the RPC down.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use afr_core::verify::{Outcome, verify_log};
+use afr_recorder::{Config, Recorder};
+use afr_server::client::Client;
+
+use super::{afr, gen_lines, record_stdin};
+
+/// `afr serve ARGS` on `dir`, once its socket answers.
+fn serve(dir: &Path, args: &[&str]) -> Child {
+    let child = afr(dir)
+        .arg("serve")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Client::running(dir).is_none() {
+        assert!(Instant::now() < deadline, "afr serve did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// SIGTERM to a child this test started, then its exit status and stderr.
+fn terminate(mut child: Child) -> (Option<i32>, String) {
+    let ok = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            return (st.code(), err);
+        }
+        assert!(Instant::now() < deadline, "afr serve did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn stdout(c: &mut Command) -> String {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{c:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_cli_switches_transparently_between_server_and_direct_modes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    assert!(afr(&dir).arg("init").status().unwrap().success());
+    let events = tmp.path().join("e.jsonl");
+    std::fs::write(&events, gen_lines(40, 11)).unwrap();
+    // Direct: 40 events.
+    assert!(
+        afr(&dir)
+            .arg("record")
+            .arg(&events)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let direct_query = stdout(afr(&dir).args(["query", "--json", "seq in 0..5"]));
+    let direct_status: serde_json::Value =
+        serde_json::from_str(&stdout(afr(&dir).args(["status", "--json"]))).unwrap();
+
+    let server = serve(&dir, &[]);
+    // The same reading commands answer the same through the server.
+    assert_eq!(
+        stdout(afr(&dir).args(["query", "--json", "seq in 0..5"])),
+        direct_query
+    );
+    let st: serde_json::Value =
+        serde_json::from_str(&stdout(afr(&dir).args(["status", "--json"]))).unwrap();
+    for k in [
+        "recorder",
+        "events",
+        "sealed_epochs",
+        "open_epoch",
+        "open_epoch_events",
+    ] {
+        assert_eq!(st[k], direct_status[k], "{k}");
+    }
+    // Recording through the server: receipts, bad lines named by their line number.
+    let mut input = gen_lines(30, 12);
+    input.extend_from_slice(b"{\"category\":\"shell\",\"oops\":1}\n");
+    let out = record_stdin(&dir, &[&b"\n"[..], &input].concat());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(err.contains("line 32: "), "{err}");
+    assert!(err.contains("recorded 30 events"), "{err}");
+    assert!(err.contains("next seq 70"), "{err}");
+    let mut c = afr(&dir);
+    c.args(["record", "--receipts"]).arg(&events);
+    let receipts = stdout(&mut c);
+    let first: serde_json::Value = serde_json::from_str(receipts.lines().next().unwrap()).unwrap();
+    assert_eq!(first["line"], 1);
+    assert_eq!(first["seq"], 70);
+    // Seal, disclose, export: through the server.
+    assert!(stdout(afr(&dir).arg("seal")).starts_with("sealed epoch 1 (10 events)"));
+    let bundle = tmp.path().join("b.bundle");
+    let out = stdout(
+        afr(&dir)
+            .args(["disclose", "--seq", "3,71", "--with-keys", "--out"])
+            .arg(&bundle),
+    );
+    assert!(out.starts_with("disclosed 2 events ("), "{out}");
+    assert!(
+        afr(&dir)
+            .arg("verify-bundle")
+            .arg(&bundle)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let log = tmp.path().join("log.afr");
+    let out = stdout(afr(&dir).args(["export", "--out"]).arg(&log));
+    assert!(
+        out.starts_with("exported 110 events in 2 sealed epochs (0 not yet sealed)"),
+        "{out}"
+    );
+    assert_eq!(
+        verify_log(&std::fs::read(&log).unwrap()).outcome,
+        Outcome::Verified
+    );
+    let table = stdout(afr(&dir).args(["query", "seq in 70..72"]));
+    assert!(table.contains("2 events matched"), "{table}");
+    assert_eq!(table.lines().count(), 4, "{table}");
+    // A few more events stay in the open epoch across a graceful stop.
+    assert!(
+        afr(&dir)
+            .arg("record")
+            .arg(&events)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (code, err) = terminate(server);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!dir.join(afr_server::SOCKET_FILE).exists());
+    // Direct again: everything is there, and the open epoch was not force-sealed.
+    let st: serde_json::Value =
+        serde_json::from_str(&stdout(afr(&dir).args(["status", "--json"]))).unwrap();
+    assert_eq!(st["events"], 150);
+    assert_eq!(st["open_epoch_events"], 40);
+    assert!(
+        afr(&dir)
+            .arg("record")
+            .arg(&events)
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert_eq!(
+        Recorder::open(&dir, Config::default()).unwrap().next_seq(),
+        190
+    );
+}
+
+#[test]
+fn kill_dash_nine_during_ingest_then_restart_loses_no_receipted_event() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    assert!(afr(&dir).arg("init").status().unwrap().success());
+    let events = tmp.path().join("e.jsonl");
+    std::fs::write(&events, gen_lines(20_000, 5)).unwrap();
+    let mut acked = Vec::new();
+    for round in 0..3u64 {
+        let mut server = serve(&dir, &["--epoch-size", "37"]);
+        let mut client = afr(&dir)
+            .args(["record", "--receipts"])
+            .arg(&events)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = client.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            BufReader::new(out)
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
+                .map(|v| {
+                    (
+                        v["seq"].as_u64().unwrap(),
+                        v["leaf_hash"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        });
+        std::thread::sleep(Duration::from_millis(300 + 200 * round));
+        server.kill().unwrap(); // SIGKILL
+        server.wait().unwrap();
+        let _ = client.wait();
+        let got = reader.join().unwrap();
+        assert!(!got.is_empty(), "round {round}: nothing was receipted");
+        acked.extend(got);
+    }
+    // A restart over the stale socket, then the store holds every receipted event.
+    let server = serve(&dir, &[]);
+    let (code, err) = terminate(server);
+    assert_eq!(code, Some(0), "{err}");
+    let r = Recorder::open(&dir, Config::default()).unwrap();
+    let next = r.next_seq();
+    for (seq, leaf) in &acked {
+        assert!(*seq < next, "receipted event {seq} lost");
+        let rec = r.store().record(*seq).unwrap().unwrap();
+        assert_eq!(&rec.leaf_hash().to_hex(), leaf, "event {seq} differs");
+    }
+    drop(r);
+    let rep = verify_log(&super::export(&dir));
+    assert_ne!(rep.outcome, Outcome::Tampered, "{:?}", rep.first_failure);
+    assert_eq!(rep.events, next);
+}
+
+#[test]
+fn anchoring_with_the_rpc_down_never_stalls_ingest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    assert!(afr(&dir).arg("init").status().unwrap().success());
+    // Nothing listens on port 9 of loopback: every call of every pass fails.
+    let server = serve(
+        &dir,
+        &[
+            "--epoch-size",
+            "5",
+            "--anchor-rpc",
+            "http://127.0.0.1:9/v3/secret-api-key",
+            "--contract",
+            "0x00000000000000000000000000000000000000aa",
+            "--anchor-interval-ms",
+            "100",
+        ],
+    );
+    let events = tmp.path().join("e.jsonl");
+    std::fs::write(&events, gen_lines(500, 6)).unwrap();
+    let started = Instant::now();
+    assert!(
+        afr(&dir)
+            .arg("record")
+            .arg(&events)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(20), "ingest took {took:?}");
+    let mut c = Client::running(&dir).unwrap();
+    let m = String::from_utf8(c.request("GET", "/metrics", None, b"").unwrap().body).unwrap();
+    assert!(m.contains("\nafr_events_total 500\n"), "{m}");
+    assert!(m.contains("\nafr_sealed_epochs_total 100\n"), "{m}");
+    let (code, err) = terminate(server);
+    assert_eq!(code, Some(0), "{err}");
+    // The pass was failing (and retrying) the whole time; the stop did not wait for it.
+    assert!(
+        err.contains("failed: chain id") || err.contains("anchoring pass failed"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("secret-api-key"),
+        "the endpoint's key leaked into the log: {err}"
+    );
+}
