@@ -7,7 +7,7 @@ use std::{
 };
 
 use afr_recorder::{Config, ForkAlarm, Recorder};
-use afr_testkit::{DEV_KEY, anvil, anvil_on, cast_at as cast};
+use afr_testkit::{DEV_KEY, anvil, anvil_on, cast_at as cast, shell_event};
 
 use super::{afr, initialised, ok};
 
@@ -48,9 +48,7 @@ fn record_shell(dir: &Path, epoch_size: u64, tools: impl IntoIterator<Item = Str
     )
     .unwrap();
     for tool in tools {
-        let line = format!(r#"{{"category":"shell","intent":{{"tool":"{tool}"}}}}"#);
-        r.record(afr_core::EventInput::from_json(line.as_bytes(), 1 << 20).unwrap())
-            .unwrap();
+        r.record(shell_event(&tool)).unwrap();
     }
 }
 
