@@ -30,7 +30,7 @@ use afr_core::{
     },
     verify::Outcome,
 };
-use afr_recorder::{Config, Durability, Recorder, query::Query};
+use afr_recorder::{Config, Recorder, query::Query};
 use anyhow::{Context, Result};
 
 use crate::synth;
@@ -862,14 +862,7 @@ pub fn rq4(background_events: u64, seed: u64, rpc: Option<&str>) -> Result<Rq4Re
         None => [0x44; 20],
     };
     afr_recorder::init(&dir, recorder_id)?;
-    let r = Recorder::open(
-        &dir,
-        Config {
-            epoch_size: 100,
-            durability: Durability::Buffered,
-            ..Config::default()
-        },
-    )?;
+    let r = Recorder::open(&dir, Config::buffered(100))?;
     for e in ev.iter().cloned() {
         r.record(e)?;
     }

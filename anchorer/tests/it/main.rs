@@ -51,14 +51,7 @@ fn recorder(dir: &Path, events: u64) -> Recorder {
 fn recorder_with(dir: &Path, epoch_size: u64, events: u64) -> Recorder {
     let s = signer_from_hex(KEY).unwrap();
     init(dir, s.address().0.0).unwrap();
-    let r = Recorder::open(
-        dir,
-        Config {
-            epoch_size,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let r = Recorder::open(dir, Config::with_epoch_size(epoch_size)).unwrap();
     record(&r, events, 1);
     r
 }

@@ -39,14 +39,7 @@ fn json_str(stdout: &[u8], key: &str) -> String {
 
 /// Records one `shell` event per tool name into the store at `dir`, `epoch_size` to an epoch.
 fn record_shell(dir: &Path, epoch_size: u64, tools: impl IntoIterator<Item = String>) {
-    let r = Recorder::open(
-        dir,
-        Config {
-            epoch_size,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let r = Recorder::open(dir, Config::with_epoch_size(epoch_size)).unwrap();
     for tool in tools {
         r.record(shell_event(&tool)).unwrap();
     }

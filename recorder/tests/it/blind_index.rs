@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use afr_core::EventInput;
 use afr_recorder::{
-    Column, Config, DB_DIR, Durability, RawOp, Recorder, Store, index, init,
+    Column, Config, DB_DIR, RawOp, Recorder, Store, index, init,
     query::{Query, QueryResult},
 };
 use afr_testkit::synth;
@@ -91,15 +91,7 @@ fn workload(n: u64) -> (Vec<EventInput>, Vec<u64>) {
 
 fn record(dir: &Path, events: &[EventInput]) -> Recorder {
     init(dir, [0x3c; 20]).unwrap();
-    let r = Recorder::open(
-        dir,
-        Config {
-            epoch_size: 100,
-            durability: Durability::Group,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let r = Recorder::open(dir, Config::with_epoch_size(100)).unwrap();
     for ev in events.iter().cloned() {
         r.record(ev).unwrap();
     }
@@ -108,14 +100,7 @@ fn record(dir: &Path, events: &[EventInput]) -> Recorder {
 }
 
 fn reopen(dir: &Path) -> Recorder {
-    Recorder::open(
-        dir,
-        Config {
-            epoch_size: 100,
-            ..Config::default()
-        },
-    )
-    .unwrap()
+    Recorder::open(dir, Config::with_epoch_size(100)).unwrap()
 }
 
 fn q(r: &Recorder, text: &str) -> QueryResult {
