@@ -127,6 +127,9 @@ fn corrupt(what: impl Into<String>) -> RecordError {
     RecordError::Corrupt(what.into())
 }
 
+/// A key and its value, as RocksDB's iterators return them.
+type Entry = (Box<[u8]>, Box<[u8]>);
+
 /// A key of the column families keyed by sequence number or epoch: 8 bytes, big-endian.
 fn u64_key(k: &[u8]) -> Result<u64, RecordError> {
     <[u8; 8]>::try_from(k)
@@ -305,7 +308,7 @@ impl Store {
     }
 
     /// The entry with the highest key in column family `cf`, if any.
-    fn last_entry(&self, cf: &str) -> Result<Option<(Box<[u8]>, Box<[u8]>)>, RecordError> {
+    fn last_entry(&self, cf: &str) -> Result<Option<Entry>, RecordError> {
         self.db
             .iterator_cf(self.cf(cf)?, IteratorMode::End)
             .next()
