@@ -99,10 +99,7 @@ fn a_lagging_provider_never_corrupts_local_state() {
     let p = pass(&rt, &r, &lagging, &o).unwrap();
     assert!(p.waiting.is_empty(), "{p:?}");
     assert_eq!(p.verified_upto, Some(2));
-    assert_eq!(
-        r.store().anchor(2).unwrap().unwrap().state,
-        ReceiptState::Confirmed
-    );
+    assert_eq!(receipt_state(&r, 2), ReceiptState::Confirmed);
 }
 
 /// A pass with nothing to do makes the same few calls over 2,000 epochs as over 10.
@@ -146,6 +143,11 @@ fn an_idle_pass_costs_a_constant_number_of_calls() {
         idle.push(calls);
     }
     assert_eq!(idle[0], idle[1], "the same calls whatever the history");
+}
+
+/// The state of the stored receipt of `epoch`, which must exist.
+fn receipt_state(r: &Recorder, epoch: u64) -> ReceiptState {
+    r.store().anchor(epoch).unwrap().unwrap().state
 }
 
 /// Runs `f` while another thread mines a block every 300 ms with base fee `spike` (automine
@@ -240,10 +242,7 @@ fn a_stuck_transaction_is_replaced_at_the_same_nonce_and_lands() {
     settings.max_gas_price_wei = 100_000_000_000;
     let p = pass(&rt, &r, &settings, &o).unwrap();
     assert!(p.transactions <= 1, "{p:?}");
-    assert_eq!(
-        r.store().anchor(2).unwrap().unwrap().state,
-        ReceiptState::Confirmed
-    );
+    assert_eq!(receipt_state(&r, 2), ReceiptState::Confirmed);
 }
 
 /// A reorg that drops the anchoring transaction and re-includes it in a later block: the

@@ -7,7 +7,7 @@ use std::{
 
 use serde_json::Value as Json;
 
-use super::{afr, initialised, status_json, stdout_json};
+use super::{afr, import_rejected, initialised, status_json, stdout_json};
 
 /// A JSON file, parsed.
 fn read_json(path: &Path) -> Json {
@@ -281,11 +281,6 @@ fn import_swe_agent_rejects_a_malformed_file_by_name_and_step_and_records_nothin
     );
 
     // --print: the same errors, nothing printed from the bad file.
-    let out = afr(&dir)
-        .args(["import", "swe-agent", "--print"])
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(65));
+    let out = import_rejected(&dir, &bad);
     assert!(out.stdout.is_empty());
 }

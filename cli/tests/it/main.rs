@@ -77,6 +77,17 @@ fn json_with_code(c: &mut Command, code: i32) -> serde_json::Value {
     stdout_json(&out)
 }
 
+/// `afr import swe-agent --print FILE` on a file it must reject: exit 65 (bad input).
+fn import_rejected(dir: &Path, file: &Path) -> std::process::Output {
+    let out = afr(dir)
+        .args(["import", "swe-agent", "--print"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    out
+}
+
 /// `afr status --json`, parsed.
 fn status_json(dir: &Path) -> serde_json::Value {
     stdout_json(&ok(afr(dir).args(["status", "--json"])))
