@@ -172,61 +172,52 @@ mod tests {
         let (a, b) = (FixedBytes([0xaa; 32]), FixedBytes([0xbb; 32]));
         let (ha, hb) = (Hash32([0xaa; 32]), Hash32([0xbb; 32]));
         use IAfrAnchor as I;
-        let mut ours: Vec<(&str, [u8; 4], Vec<u8>, ContractRevert)> = vec![
-            (
-                I::ZeroRoot::SIGNATURE,
-                I::ZeroRoot::SELECTOR,
-                I::ZeroRoot { epoch: 3 }.abi_encode(),
+        // An error of the interface: its signature, its selector, an encoding, and what that
+        // encoding decodes to.
+        fn case<E: SolError>(
+            e: E,
+            want: ContractRevert,
+        ) -> (&'static str, [u8; 4], Vec<u8>, ContractRevert) {
+            (E::SIGNATURE, E::SELECTOR, e.abi_encode(), want)
+        }
+        let mut ours = vec![
+            case(
+                I::ZeroRoot { epoch: 3 },
                 ContractRevert::ZeroRoot { epoch: 3 },
             ),
-            (
-                I::AlreadyAnchored::SIGNATURE,
-                I::AlreadyAnchored::SELECTOR,
-                I::AlreadyAnchored { epoch: 4, root: a }.abi_encode(),
+            case(
+                I::AlreadyAnchored { epoch: 4, root: a },
                 ContractRevert::AlreadyAnchored { epoch: 4, root: ha },
             ),
-            (
-                I::ConflictingRoot::SIGNATURE,
-                I::ConflictingRoot::SELECTOR,
+            case(
                 I::ConflictingRoot {
                     epoch: 5,
                     anchored: a,
                     proposed: b,
-                }
-                .abi_encode(),
+                },
                 ContractRevert::ConflictingRoot {
                     epoch: 5,
                     anchored: ha,
                     proposed: hb,
                 },
             ),
-            (
-                I::NotNextEpoch::SIGNATURE,
-                I::NotNextEpoch::SELECTOR,
-                I::NotNextEpoch { epoch: 6 }.abi_encode(),
+            case(
+                I::NotNextEpoch { epoch: 6 },
                 ContractRevert::NotNextEpoch { epoch: 6 },
             ),
-            (
-                I::BadBackPointer::SIGNATURE,
-                I::BadBackPointer::SELECTOR,
+            case(
                 I::BadBackPointer {
                     epoch: 7,
                     expected: a,
                     given: b,
-                }
-                .abi_encode(),
+                },
                 ContractRevert::BadBackPointer {
                     epoch: 7,
                     expected: ha,
                     given: hb,
                 },
             ),
-            (
-                I::EmptyBatch::SIGNATURE,
-                I::EmptyBatch::SELECTOR,
-                I::EmptyBatch {}.abi_encode(),
-                ContractRevert::EmptyBatch,
-            ),
+            case(I::EmptyBatch {}, ContractRevert::EmptyBatch),
         ];
         ours.sort_by_key(|o| o.0);
         assert_eq!(

@@ -250,6 +250,25 @@ impl Driver<'_> {
         }
     }
 
+    /// The anchoring key's nonce at `tag`: `latest` counts its mined transactions, `pending`
+    /// also the ones waiting in the node's mempool.
+    async fn nonce_at(&self, tag: &str) -> Result<U256, AnchorError> {
+        self.rpc
+            .call("nonce", "eth_getTransactionCount", json!([self.me, tag]))
+            .await
+    }
+
+    /// The base fee of the latest block, or `fallback` where the chain has none (pre-London).
+    async fn latest_base_fee(&self, fallback: u128) -> Result<u128, AnchorError> {
+        let b: Value = self
+            .rpc
+            .call("block", "eth_getBlockByNumber", json!(["latest", false]))
+            .await?;
+        Ok(parse_block(&b, "eth_getBlockByNumber(latest)")?
+            .base_fee
+            .unwrap_or(fallback))
+    }
+
     /// `eth_call` of `data` on the contract at `at` (by hash, canonical required).
     fn call_at(&self, to: Address, data: Vec<u8>, at: &BlockRef) -> Value {
         json!([
@@ -882,15 +901,8 @@ impl Driver<'_> {
             }
         };
         let gas_limit = gas.saturating_add(gas / 4);
-        let nonce: U256 = self
-            .rpc
-            .call(
-                "nonce",
-                "eth_getTransactionCount",
-                json!([self.me, "pending"]),
-            )
-            .await?;
-        let nonce = u64::try_from(nonce).map_err(|_| malformed("nonce"))?;
+        let nonce =
+            u64::try_from(self.nonce_at("pending").await?).map_err(|_| malformed("nonce"))?;
         let tip: u128 = match self
             .rpc
             .call::<_, U256>("priority fee", "eth_maxPriorityFeePerGas", ())
@@ -1073,27 +1085,13 @@ impl Driver<'_> {
                         // fee falls under the base fee): send again, bumped. Otherwise (it
                         // restarted and lost blocks, or the nonce went to another
                         // transaction) the next pass reconciles.
-                        let mined: U256 = self
-                            .rpc
-                            .call(
-                                "nonce",
-                                "eth_getTransactionCount",
-                                json!([self.me, "latest"]),
-                            )
-                            .await?;
-                        if mined != U256::from(nonce) {
+                        if self.nonce_at("latest").await? != U256::from(nonce) {
                             return Err(AnchorError::Dropped {
                                 tx: B256::from(attempts.last().copied().unwrap_or_default()),
                                 nonce,
                             });
                         }
-                        let b: Value = self
-                            .rpc
-                            .call("block", "eth_getBlockByNumber", json!(["latest", false]))
-                            .await?;
-                        let base_now = parse_block(&b, "eth_getBlockByNumber(latest)")?
-                            .base_fee
-                            .unwrap_or(base);
+                        let base_now = self.latest_base_fee(base).await?;
                         if let Some(f) = fees::bump(fee, base_now, cap) {
                             fee = f;
                             continue 'send;
@@ -1110,13 +1108,7 @@ impl Driver<'_> {
                     });
                 }
                 if last_sent.elapsed() >= self.o.replace_after {
-                    let b: Value = self
-                        .rpc
-                        .call("block", "eth_getBlockByNumber", json!(["latest", false]))
-                        .await?;
-                    let base_now = parse_block(&b, "eth_getBlockByNumber(latest)")?
-                        .base_fee
-                        .unwrap_or(base);
+                    let base_now = self.latest_base_fee(base).await?;
                     match fees::bump(fee, base_now, cap) {
                         Some(f) => {
                             fee = f;

@@ -19,7 +19,7 @@
 use std::time::{Duration, Instant};
 
 use afr_core::{bundle::verify_bundle, verify::Outcome, verify::verify_log};
-use afr_recorder::{Config, Durability, Recorder};
+use afr_recorder::{Config, Recorder};
 use afr_verify::{Verdict, anchors::Anchors, check_anchors};
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -49,15 +49,7 @@ fn main() {
 
     let t = Instant::now();
     afr_recorder::init(&dir, [0x42; 20]).unwrap();
-    let rec = Recorder::open(
-        &dir,
-        Config {
-            epoch_size,
-            durability: Durability::Buffered,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let rec = Recorder::open(&dir, Config::buffered(epoch_size)).unwrap();
     let chunk = 100_000;
     let mut done = 0;
     while done < events {

@@ -524,19 +524,7 @@ mod tests {
         let mut records = Vec::new();
         let mut sealed = Vec::new();
         for seq in 0..5u64 {
-            let p = Payload {
-                intent: crate::event::Intent {
-                    tool: format!("tool-{seq}"),
-                    args: serde_json::Value::Null,
-                },
-                policy_evaluation: Vec::new(),
-                human_approval: None,
-                execution: None,
-                effects: None,
-                context_provenance: None,
-                code_provenance: None,
-                delegation_provenance: None,
-            };
+            let p = Payload::intent_only(format!("tool-{seq}"), serde_json::Value::Null);
             let slot = Slot {
                 recorder,
                 epoch: 0,

@@ -273,49 +273,28 @@ impl Seq<'_> {
     }
 }
 
-impl ser::SerializeSeq for Seq<'_> {
-    type Ok = ();
-    type Error = CborError;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), CborError> {
-        self.push(v)
-    }
-    fn end(self) -> Result<(), CborError> {
-        self.done()
-    }
+/// Sequences, tuples and their struct and variant forms all serialize as one CBOR array.
+macro_rules! impl_array {
+    ($($trait:ident :: $method:ident),* $(,)?) => {$(
+        impl ser::$trait for Seq<'_> {
+            type Ok = ();
+            type Error = CborError;
+            fn $method<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), CborError> {
+                self.push(v)
+            }
+            fn end(self) -> Result<(), CborError> {
+                self.done()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Seq<'_> {
-    type Ok = ();
-    type Error = CborError;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), CborError> {
-        self.push(v)
-    }
-    fn end(self) -> Result<(), CborError> {
-        self.done()
-    }
-}
-
-impl ser::SerializeTupleStruct for Seq<'_> {
-    type Ok = ();
-    type Error = CborError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), CborError> {
-        self.push(v)
-    }
-    fn end(self) -> Result<(), CborError> {
-        self.done()
-    }
-}
-
-impl ser::SerializeTupleVariant for Seq<'_> {
-    type Ok = ();
-    type Error = CborError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), CborError> {
-        self.push(v)
-    }
-    fn end(self) -> Result<(), CborError> {
-        self.done()
-    }
-}
+impl_array!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field,
+);
 
 impl Map<'_> {
     fn key<T: Serialize + ?Sized>(&mut self, k: &T) -> Result<(), CborError> {
@@ -350,32 +329,24 @@ impl ser::SerializeMap for Map<'_> {
     }
 }
 
-impl ser::SerializeStruct for Map<'_> {
-    type Ok = ();
-    type Error = CborError;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        k: &'static str,
-        v: &T,
-    ) -> Result<(), CborError> {
-        self.field(k, v)
-    }
-    fn end(self) -> Result<(), CborError> {
-        self.finish()
-    }
+/// Structs and struct variants serialize as one CBOR map keyed by field name.
+macro_rules! impl_struct_map {
+    ($($trait:ident),* $(,)?) => {$(
+        impl ser::$trait for Map<'_> {
+            type Ok = ();
+            type Error = CborError;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                k: &'static str,
+                v: &T,
+            ) -> Result<(), CborError> {
+                self.field(k, v)
+            }
+            fn end(self) -> Result<(), CborError> {
+                self.finish()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Map<'_> {
-    type Ok = ();
-    type Error = CborError;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        k: &'static str,
-        v: &T,
-    ) -> Result<(), CborError> {
-        self.field(k, v)
-    }
-    fn end(self) -> Result<(), CborError> {
-        self.finish()
-    }
-}
+impl_struct_map!(SerializeStruct, SerializeStructVariant);

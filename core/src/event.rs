@@ -268,7 +268,7 @@ pub struct Execution {
 }
 
 /// What the action did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Effects {
     /// Return value.
@@ -516,6 +516,23 @@ pub struct Envelope {
 }
 
 impl Payload {
+    /// A payload holding only its intent, `tool` called with `args`: every other field absent.
+    pub fn intent_only(tool: impl Into<String>, args: serde_json::Value) -> Payload {
+        Payload {
+            intent: Intent {
+                tool: tool.into(),
+                args,
+            },
+            policy_evaluation: Vec::new(),
+            human_approval: None,
+            execution: None,
+            effects: None,
+            context_provenance: None,
+            code_provenance: None,
+            delegation_provenance: None,
+        }
+    }
+
     /// Canonical CBOR bytes (the plaintext that is sealed).
     pub fn encode(&self) -> Result<Vec<u8>, cbor::CborError> {
         cbor::to_vec(self)

@@ -16,7 +16,7 @@ use std::{
 };
 
 use afr_anchorer::{anchor_pending, deploy, signer_from_hex};
-use afr_recorder::{Config, Durability, Recorder};
+use afr_recorder::{Config, Recorder};
 use anyhow::{Context, Result};
 
 use crate::rq1::{EPOCH_SIZE, Run};
@@ -32,14 +32,7 @@ pub fn run(
     let signer = signer_from_hex(crate::cost::DEV_KEY)?;
     let store = dir.join("afr");
     afr_recorder::init(&store, signer.address().0.0)?;
-    let rec = Recorder::open(
-        &store,
-        Config {
-            epoch_size: EPOCH_SIZE,
-            durability: Durability::Buffered,
-            ..Config::default()
-        },
-    )?;
+    let rec = Recorder::open(&store, Config::buffered(EPOCH_SIZE))?;
     let stop = Arc::new(AtomicBool::new(false));
     let anchorer = rpc.map(|rpc| {
         let (rec, stop, rpc, signer) = (rec.clone(), stop.clone(), rpc.to_owned(), signer.clone());

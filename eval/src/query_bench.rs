@@ -3,7 +3,7 @@
 
 use std::{path::PathBuf, process::ExitCode, time::Instant};
 
-use afr_recorder::{Config, Durability, Recorder, query::Query};
+use afr_recorder::{Config, Recorder, query::Query};
 use anyhow::{Context, Result};
 use clap::Args;
 
@@ -37,14 +37,7 @@ pub fn bench(b: &QueryBench) -> Result<ExitCode> {
     let mut build_s = None;
     if !dir.join(afr_recorder::DB_DIR).exists() {
         afr_recorder::init(&dir, [0x42; 20])?;
-        let r = Recorder::open(
-            &dir,
-            Config {
-                epoch_size: b.epoch_size,
-                durability: Durability::Buffered,
-                ..Config::default()
-            },
-        )?;
+        let r = Recorder::open(&dir, Config::buffered(b.epoch_size))?;
         if !b.json {
             eprintln!(
                 "recording {} synthetic events (buffered durability)...",

@@ -28,7 +28,7 @@ use afr_core::{
     hash::sha256,
     sequencer::{Chain, Links},
 };
-use afr_recorder::{Config, Durability, Recorder};
+use afr_recorder::{Config, Recorder};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
@@ -199,14 +199,7 @@ pub fn run(config: &str, events: Vec<EventInput>, dir: &Path) -> Result<Run> {
         "full" => {
             let store = dir.join("afr");
             afr_recorder::init(&store, [0x42; 20])?;
-            let rec = Recorder::open(
-                &store,
-                Config {
-                    epoch_size: EPOCH_SIZE,
-                    durability: Durability::Buffered,
-                    ..Config::default()
-                },
-            )?;
+            let rec = Recorder::open(&store, Config::buffered(EPOCH_SIZE))?;
             let latencies_us = time_each(events, |ev| {
                 rec.record(ev)?;
                 Ok(())

@@ -30,7 +30,7 @@ use afr_core::{
     },
     verify::Outcome,
 };
-use afr_recorder::{Config, Durability, Recorder, query::Query};
+use afr_recorder::{Config, Recorder, query::Query};
 use anyhow::{Context, Result};
 
 use crate::synth;
@@ -286,9 +286,7 @@ fn scenario_a() -> Vec<Step> {
                 execution: exec(&format!("GET {WIKI}"), "wiki.partner.example"),
                 effects: Some(Effects {
                     return_value: json!({"status": 200, "bytes": 18_432}),
-                    state_changes: Vec::new(),
-                    external_response: serde_json::Value::Null,
-                    error: None,
+                    ..Effects::default()
                 }),
                 context_provenance: context("production", &[(WIKI, Some(H_INJECTED), "web")]),
                 ..base(
@@ -324,10 +322,8 @@ fn scenario_a() -> Vec<Step> {
                     guard("shell-policy", Verdict::Allow, "no destructive pattern"),
                 ],
                 effects: Some(Effects {
-                    return_value: serde_json::Value::Null,
-                    state_changes: Vec::new(),
-                    external_response: serde_json::Value::Null,
                     error: Some("blocked before execution".into()),
+                    ..Effects::default()
                 }),
                 context_provenance: context("production", &[(WIKI, Some(H_INJECTED), "web")]),
                 ..base(
@@ -361,7 +357,7 @@ fn scenario_a() -> Vec<Step> {
                     return_value: json!({"status": 201}),
                     state_changes: vec!["uploaded 2,114 bytes".into()],
                     external_response: json!({"id": "k3x9"}),
-                    error: None,
+                    ..Effects::default()
                 }),
                 context_provenance: context("production", &[(WIKI, Some(H_INJECTED), "web")]),
                 ..base(
@@ -404,9 +400,7 @@ fn scenario_b_old() -> Vec<Step> {
             execution: exec("cat deploy/config.yaml", "repo://acme/billing"),
             effects: Some(Effects {
                 return_value: json!({"db_host": "db-staging-1.acme.internal"}),
-                state_changes: Vec::new(),
-                external_response: serde_json::Value::Null,
-                error: None,
+                ..Effects::default()
             }),
             context_provenance: context("staging", &[(CONFIG, Some(H_CFG_OLD), "file")]),
             ..base(
@@ -429,12 +423,10 @@ fn scenario_b() -> Vec<Step> {
                     "repo://acme/billing",
                 ),
                 effects: Some(Effects {
-                    return_value: serde_json::Value::Null,
                     state_changes: vec![
                         "db_host: db-staging-1 -> db-prod-1 (merge of release branch)".into(),
                     ],
-                    external_response: serde_json::Value::Null,
-                    error: None,
+                    ..Effects::default()
                 }),
                 context_provenance: context("staging", &[]),
                 ..base(
@@ -451,9 +443,7 @@ fn scenario_b() -> Vec<Step> {
                 execution: exec("cat deploy/config.yaml", "repo://acme/billing"),
                 effects: Some(Effects {
                     return_value: json!({"db_host": "db-prod-1.acme.internal"}),
-                    state_changes: Vec::new(),
-                    external_response: serde_json::Value::Null,
-                    error: None,
+                    ..Effects::default()
                 }),
                 context_provenance: context("staging", &[(CONFIG, Some(H_CFG_NEW), "file")]),
                 ..base(
@@ -492,8 +482,7 @@ fn scenario_b() -> Vec<Step> {
                     state_changes: vec![
                         "dropped schema billing (41 tables, 2,318,004 rows)".into(),
                     ],
-                    external_response: serde_json::Value::Null,
-                    error: None,
+                    ..Effects::default()
                 }),
                 context_provenance: context("staging", &[(CONFIG, Some(H_CFG_NEW), "file")]),
                 ..base(
@@ -512,12 +501,11 @@ fn scenario_b() -> Vec<Step> {
                     "pagerduty",
                 ),
                 effects: Some(Effects {
-                    return_value: serde_json::Value::Null,
-                    state_changes: Vec::new(),
                     external_response: json!({"status": "success"}),
                     error: Some(
                         "billing API returning 500: relation \"invoices\" does not exist".into(),
                     ),
+                    ..Effects::default()
                 }),
                 context_provenance: context("production", &[]),
                 ..base(
@@ -681,8 +669,7 @@ fn scenario_c() -> Vec<Step> {
                 effects: Some(Effects {
                     return_value: json!({"refund_id": "rf_2"}),
                     state_changes: vec!["refunded 48,200 EUR a second time".into()],
-                    external_response: serde_json::Value::Null,
-                    error: None,
+                    ..Effects::default()
                 }),
                 delegation_provenance: delegated(
                     Some(s("c_partner")),
@@ -862,14 +849,7 @@ pub fn rq4(background_events: u64, seed: u64, rpc: Option<&str>) -> Result<Rq4Re
         None => [0x44; 20],
     };
     afr_recorder::init(&dir, recorder_id)?;
-    let r = Recorder::open(
-        &dir,
-        Config {
-            epoch_size: 100,
-            durability: Durability::Buffered,
-            ..Config::default()
-        },
-    )?;
+    let r = Recorder::open(&dir, Config::buffered(100))?;
     for e in ev.iter().cloned() {
         r.record(e)?;
     }

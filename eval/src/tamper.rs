@@ -77,19 +77,7 @@ pub struct Event {
 }
 
 fn payload(tool: String, n: u64) -> Payload {
-    Payload {
-        intent: Intent {
-            tool,
-            args: serde_json::json!({ "n": n }),
-        },
-        policy_evaluation: Vec::new(),
-        human_approval: None,
-        execution: None,
-        effects: None,
-        context_provenance: None,
-        code_provenance: None,
-        delegation_provenance: None,
-    }
+    Payload::intent_only(tool, serde_json::json!({ "n": n }))
 }
 
 impl Event {

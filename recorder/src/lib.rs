@@ -194,6 +194,26 @@ impl Default for Config {
     }
 }
 
+impl Config {
+    /// The defaults, with `epoch_size` events to an epoch.
+    pub fn with_epoch_size(epoch_size: u64) -> Config {
+        Config {
+            epoch_size,
+            ..Config::default()
+        }
+    }
+
+    /// `epoch_size` events to an epoch, written in [`Durability::Buffered`] mode: for loading
+    /// many events fast (benchmarks, the research harness, tests), where a crash may lose the
+    /// last few milliseconds of events.
+    pub fn buffered(epoch_size: u64) -> Config {
+        Config {
+            durability: Durability::Buffered,
+            ..Config::with_epoch_size(epoch_size)
+        }
+    }
+}
+
 /// What `record()` returns: where the event landed and the hash that names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Receipt {

@@ -127,6 +127,21 @@ fn corrupt(what: impl Into<String>) -> RecordError {
     RecordError::Corrupt(what.into())
 }
 
+/// A key and its value, as RocksDB's iterators return them.
+type Entry = (Box<[u8]>, Box<[u8]>);
+
+/// A key of the column families keyed by sequence number or epoch: 8 bytes, big-endian.
+fn u64_key(k: &[u8]) -> Result<u64, RecordError> {
+    <[u8; 8]>::try_from(k)
+        .map(u64::from_be_bytes)
+        .map_err(|_| corrupt("key is not 8 bytes"))
+}
+
+/// The stored receipt of `epoch`, decoded.
+fn decode_anchor(epoch: u64, b: &[u8]) -> Result<AnchorReceipt, RecordError> {
+    AnchorReceipt::decode(epoch, b).map_err(|e| corrupt(format!("anchor of epoch {epoch}: {e}")))
+}
+
 impl Store {
     /// Opens (or with `create`, creates) the store at `path`.
     pub fn open(path: &Path, create: bool) -> Result<Store, RecordError> {
@@ -218,6 +233,25 @@ impl Store {
         self.write(b, true)
     }
 
+    /// Removes a metadata value, synced.
+    fn delete_meta(&self, key: &[u8]) -> Result<(), RecordError> {
+        let mut b = WriteBatch::default();
+        b.delete_cf(self.cf(CF_META)?, key);
+        self.write(b, true)
+    }
+
+    /// A metadata value read with `decode`; one that does not decode is corruption of `what`.
+    fn meta_decoded<T>(
+        &self,
+        key: &[u8],
+        what: &str,
+        decode: impl FnOnce(&[u8]) -> Result<T, afr_core::cbor::CborError>,
+    ) -> Result<Option<T>, RecordError> {
+        self.meta(key)?
+            .map(|b| decode(&b).map_err(|e| corrupt(format!("{what}: {e}"))))
+            .transpose()
+    }
+
     /// The recorder id stored at creation.
     pub fn recorder_id(&self) -> Result<RecorderId, RecordError> {
         let v = self
@@ -273,30 +307,27 @@ impl Store {
             .transpose()
     }
 
+    /// The entry with the highest key in column family `cf`, if any.
+    fn last_entry(&self, cf: &str) -> Result<Option<Entry>, RecordError> {
+        self.db
+            .iterator_cf(self.cf(cf)?, IteratorMode::End)
+            .next()
+            .transpose()
+            .map_err(db_err)
+    }
+
     /// The last sealed epoch header, if any.
     pub fn last_epoch(&self) -> Result<Option<EpochHeader>, RecordError> {
-        let cf = self.cf(CF_EPOCHS)?;
-        match self.db.iterator_cf(cf, IteratorMode::End).next() {
-            None => Ok(None),
-            Some(kv) => {
-                let (_, v) = kv.map_err(db_err)?;
-                EpochHeader::decode(&v)
-                    .map(Some)
-                    .map_err(|e| corrupt(format!("last epoch: {e}")))
-            }
-        }
+        self.last_entry(CF_EPOCHS)?
+            .map(|(_, v)| EpochHeader::decode(&v).map_err(|e| corrupt(format!("last epoch: {e}"))))
+            .transpose()
     }
 
     /// Number of records (one past the highest sequence number).
     pub fn record_count(&self) -> Result<u64, RecordError> {
-        let cf = self.cf(CF_RECORDS)?;
-        match self.db.iterator_cf(cf, IteratorMode::End).next() {
+        match self.last_entry(CF_RECORDS)? {
             None => Ok(0),
-            Some(kv) => {
-                let (k, _) = kv.map_err(db_err)?;
-                let k = <[u8; 8]>::try_from(&*k).map_err(|_| corrupt("key is not 8 bytes"))?;
-                Ok(u64::from_be_bytes(k) + 1)
-            }
+            Some((k, _)) => Ok(u64_key(&k)? + 1),
         }
     }
 
@@ -335,8 +366,7 @@ impl Store {
             .iterator_cf(self.cf(cf)?, IteratorMode::From(&key, Direction::Forward));
         Ok(it.map(|kv| {
             let (k, v) = kv.map_err(db_err)?;
-            let k = <[u8; 8]>::try_from(&*k).map_err(|_| corrupt("key is not 8 bytes"))?;
-            Ok((u64::from_be_bytes(k), v.into_vec()))
+            Ok((u64_key(&k)?, v.into_vec()))
         }))
     }
 
@@ -384,27 +414,15 @@ impl Store {
     /// The anchor receipt of `epoch`, if it was anchored.
     pub fn anchor(&self, epoch: u64) -> Result<Option<AnchorReceipt>, RecordError> {
         self.get_u64_key(CF_ANCHORS, epoch)?
-            .map(|b| {
-                AnchorReceipt::decode(epoch, &b)
-                    .map_err(|e| corrupt(format!("anchor of epoch {epoch}: {e}")))
-            })
+            .map(|b| decode_anchor(epoch, &b))
             .transpose()
     }
 
     /// The receipt with the highest epoch, if any.
     pub fn last_anchor(&self) -> Result<Option<AnchorReceipt>, RecordError> {
-        let cf = self.cf(CF_ANCHORS)?;
-        match self.db.iterator_cf(cf, IteratorMode::End).next() {
-            None => Ok(None),
-            Some(kv) => {
-                let (k, v) = kv.map_err(db_err)?;
-                let k = <[u8; 8]>::try_from(&*k).map_err(|_| corrupt("key is not 8 bytes"))?;
-                let epoch = u64::from_be_bytes(k);
-                AnchorReceipt::decode(epoch, &v)
-                    .map(Some)
-                    .map_err(|e| corrupt(format!("anchor of epoch {epoch}: {e}")))
-            }
-        }
+        self.last_entry(CF_ANCHORS)?
+            .map(|(k, v)| decode_anchor(u64_key(&k)?, &v))
+            .transpose()
     }
 
     /// Iterates the receipts from `epoch` upwards, in order.
@@ -414,8 +432,7 @@ impl Store {
     ) -> Result<impl Iterator<Item = Result<AnchorReceipt, RecordError>> + '_, RecordError> {
         Ok(self.iter_u64(CF_ANCHORS, epoch)?.map(|kv| {
             let (e, b) = kv?;
-            AnchorReceipt::decode(e, &b)
-                .map_err(|err| corrupt(format!("anchor of epoch {e}: {err}")))
+            decode_anchor(e, &b)
         }))
     }
 
@@ -473,16 +490,12 @@ impl Store {
 
     /// The anchoring marker, if the anchorer wrote one.
     pub fn anchor_marker(&self) -> Result<Option<AnchorMarker>, RecordError> {
-        self.meta(META_ANCHOR_MARKER)?
-            .map(|b| AnchorMarker::decode(&b).map_err(|e| corrupt(format!("anchor marker: {e}"))))
-            .transpose()
+        self.meta_decoded(META_ANCHOR_MARKER, "anchor marker", AnchorMarker::decode)
     }
 
     /// Removes the anchoring marker (synced): the next pass verifies from epoch 0.
     pub fn clear_anchor_marker(&self) -> Result<(), RecordError> {
-        let mut b = WriteBatch::default();
-        b.delete_cf(self.cf(CF_META)?, META_ANCHOR_MARKER);
-        self.write(b, true)
+        self.delete_meta(META_ANCHOR_MARKER)
     }
 
     /// Raises the fork alarm (synced). An existing alarm is kept: the first fork seen is the
@@ -496,16 +509,12 @@ impl Store {
 
     /// The fork alarm, if one is raised.
     pub fn fork_alarm(&self) -> Result<Option<ForkAlarm>, RecordError> {
-        self.meta(META_FORK_ALARM)?
-            .map(|b| ForkAlarm::decode(&b).map_err(|e| corrupt(format!("fork alarm: {e}"))))
-            .transpose()
+        self.meta_decoded(META_FORK_ALARM, "fork alarm", ForkAlarm::decode)
     }
 
     /// Clears the fork alarm (synced): an operator's decision after investigating it.
     pub fn clear_fork_alarm(&self) -> Result<(), RecordError> {
-        let mut b = WriteBatch::default();
-        b.delete_cf(self.cf(CF_META)?, META_FORK_ALARM);
-        self.write(b, true)
+        self.delete_meta(META_FORK_ALARM)
     }
 
     /// Total bytes of the store's files on disk.
@@ -615,9 +624,8 @@ impl AnchorReceipt {
         u128::from(self.gas_used) * u128::from(self.effective_gas_price) + u128::from(self.l1_fee)
     }
 
-    fn encode(&self) -> Vec<u8> {
-        let mut w = afr_core::cbor::Writer::with_capacity(160 + 34 * self.replaced.len());
-        w.array(10);
+    /// The seven fields of the first receipt format, which the current ten-field one extends.
+    fn write_seven_fields(&self, w: &mut afr_core::cbor::Writer) {
         w.uint(self.chain_id);
         w.bytes(&self.contract);
         w.bytes(&self.tx);
@@ -625,6 +633,12 @@ impl AnchorReceipt {
         w.bytes(&self.block_hash);
         w.uint(self.gas_used);
         w.uint(self.effective_gas_price);
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut w = afr_core::cbor::Writer::with_capacity(160 + 34 * self.replaced.len());
+        w.array(10);
+        self.write_seven_fields(&mut w);
         w.uint(self.state.code());
         w.uint(self.l1_fee);
         w.array(self.replaced.len() as u64);
@@ -844,13 +858,7 @@ mod tests {
         // The seven-field receipt of earlier versions.
         let mut w = afr_core::cbor::Writer::with_capacity(128);
         w.array(7);
-        w.uint(r.chain_id);
-        w.bytes(&r.contract);
-        w.bytes(&r.tx);
-        w.uint(r.block);
-        w.bytes(&r.block_hash);
-        w.uint(r.gas_used);
-        w.uint(r.effective_gas_price);
+        r.write_seven_fields(&mut w);
         let old = AnchorReceipt::decode(4, &w.buf).unwrap();
         assert_eq!(
             old,

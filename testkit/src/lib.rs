@@ -149,6 +149,12 @@ pub fn anchored_logs(url: &str, contract: &str, recorder: &str) -> Vec<(u64, Str
     out
 }
 
+/// A `shell` event calling `tool`, with nothing else filled in.
+pub fn shell_event(tool: &str) -> afr_core::EventInput {
+    let line = serde_json::json!({"category": "shell", "intent": {"tool": tool}}).to_string();
+    afr_core::EventInput::from_json(line.as_bytes(), 1 << 20).unwrap()
+}
+
 /// Runs `c` and returns its output, failing the test with its exit status and stderr unless it
 /// succeeded.
 pub fn ok(c: &mut Command) -> std::process::Output {

@@ -7,12 +7,11 @@ use std::time::Duration;
 use afr_anchorer::{
     AnchorError, Event, Options, Pass, Settings, anchor_pass, deploy, signer_from_hex,
 };
-use afr_core::EventInput;
-use afr_recorder::{Config, ReceiptState, Recorder, init};
+use afr_recorder::{ReceiptState, Recorder};
 use afr_testkit::{DEV_ADDR, anvil, anvil_on, cast_at as cast};
 use serde_json::json;
 
-use super::{KEY, deployed, record, recorder, rpc};
+use super::{KEY, deployed, record, recorder, recorder_with, rpc};
 use crate::proxy::Proxy;
 
 fn pass(
@@ -100,29 +99,7 @@ fn a_lagging_provider_never_corrupts_local_state() {
     let p = pass(&rt, &r, &lagging, &o).unwrap();
     assert!(p.waiting.is_empty(), "{p:?}");
     assert_eq!(p.verified_upto, Some(2));
-    assert_eq!(
-        r.store().anchor(2).unwrap().unwrap().state,
-        ReceiptState::Confirmed
-    );
-}
-
-/// A recorder with `n` one-event epochs.
-fn one_event_epochs(dir: &std::path::Path, n: u64) -> Recorder {
-    init(dir, signer_from_hex(KEY).unwrap().address().0.0).unwrap();
-    let r = Recorder::open(
-        dir,
-        Config {
-            epoch_size: 1,
-            ..Config::default()
-        },
-    )
-    .unwrap();
-    for i in 0..n {
-        let line = format!(r#"{{"category":"shell","intent":{{"tool":"t-{i}"}}}}"#);
-        r.record(EventInput::from_json(line.as_bytes(), 1 << 20).unwrap())
-            .unwrap();
-    }
-    r
+    assert_eq!(receipt_state(&r, 2), ReceiptState::Confirmed);
 }
 
 /// A pass with nothing to do makes the same few calls over 2,000 epochs as over 10.
@@ -137,7 +114,8 @@ fn an_idle_pass_costs_a_constant_number_of_calls() {
         // The same key on a fresh contract per size.
         let (rt, settings) = deployed(&chain.url, 250);
         let counted = with_url(&settings, &proxy.url);
-        let r = one_event_epochs(&tmp.path().join(format!("r{n}")), n);
+        // `n` one-event epochs.
+        let r = recorder_with(&tmp.path().join(format!("r{n}")), 1, n);
         let p = pass(&rt, &r, &settings, &o).unwrap();
         assert_eq!(p.posted.len() as u64, n);
         // The first pass after posting reads the new roots back, batched, and advances the
@@ -167,6 +145,43 @@ fn an_idle_pass_costs_a_constant_number_of_calls() {
     assert_eq!(idle[0], idle[1], "the same calls whatever the history");
 }
 
+/// The state of the stored receipt of `epoch`, which must exist.
+fn receipt_state(r: &Recorder, epoch: u64) -> ReceiptState {
+    r.store().anchor(epoch).unwrap().unwrap().state
+}
+
+/// Runs `f` while another thread mines a block every 300 ms with base fee `spike` (automine
+/// off); the latest block when `f` starts still shows a base fee of 1 gwei, so a first attempt
+/// is priced on it.
+fn during_spike<T>(url: &str, spike: u128, f: impl FnOnce() -> T) -> T {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        // The miner: every block has the spiked base fee.
+        sc.spawn(|| {
+            while !stop.load(SeqCst) {
+                rpc(
+                    url,
+                    "anvil_setNextBlockBaseFeePerGas",
+                    json!([format!("{spike:#x}")]),
+                );
+                rpc(url, "evm_mine", json!([]));
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(400));
+        rpc(
+            url,
+            "anvil_setNextBlockBaseFeePerGas",
+            json!(["0x3b9aca00"]),
+        );
+        rpc(url, "evm_mine", json!([]));
+        let out = f();
+        stop.store(true, SeqCst);
+        out
+    })
+}
+
 /// A base-fee spike after sending (automine off): the transaction is replaced at the same
 /// nonce with bumped fees and lands; under a cap below the spike it is never bumped past the
 /// cap, and the pass says it is stuck.
@@ -178,104 +193,56 @@ fn a_stuck_transaction_is_replaced_at_the_same_nonce_and_lands() {
     let r = recorder(&tmp.path().join("a"), 25);
     let spike: u128 = 50_000_000_000; // 50 gwei
     rpc(&chain.url, "evm_setAutomine", json!([false]));
-    let stop = std::sync::atomic::AtomicBool::new(false);
     let o = Options {
         replace_after: Duration::from_millis(800),
         give_up_after: Duration::from_secs(8),
         ..Options::default()
     };
-    std::thread::scope(|sc| {
-        // The miner: every block has the spiked base fee.
-        sc.spawn(|| {
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                rpc(
-                    &chain.url,
-                    "anvil_setNextBlockBaseFeePerGas",
-                    json!([format!("{spike:#x}")]),
-                );
-                rpc(&chain.url, "evm_mine", json!([]));
-                std::thread::sleep(Duration::from_millis(300));
-            }
-        });
-        std::thread::sleep(Duration::from_millis(400));
-        // The latest block still shows the low base fee: the first attempt is priced on it.
-        rpc(
-            &chain.url,
-            "anvil_setNextBlockBaseFeePerGas",
-            json!(["0x3b9aca00"]),
-        );
-        rpc(&chain.url, "evm_mine", json!([]));
-        let p = pass(&rt, &r, &settings, &o).unwrap();
-        stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        assert_eq!(p.posted, [0, 1]);
-        assert!(p.replacements >= 1, "{p:?}");
-        let a = r.store().anchor(0).unwrap().unwrap();
-        assert!(!a.replaced.is_empty());
-        assert!(u128::from(a.effective_gas_price) >= spike, "{a:?}");
-        assert_eq!(nonce(&chain.url), "2", "deploy + one anchoring nonce");
-    });
+    let p = during_spike(&chain.url, spike, || pass(&rt, &r, &settings, &o).unwrap());
+    assert_eq!(p.posted, [0, 1]);
+    assert!(p.replacements >= 1, "{p:?}");
+    let a = r.store().anchor(0).unwrap().unwrap();
+    assert!(!a.replaced.is_empty());
+    assert!(u128::from(a.effective_gas_price) >= spike, "{a:?}");
+    assert_eq!(nonce(&chain.url), "2", "deploy + one anchoring nonce");
 
     // A cap below the spike: no attempt above it, and the pass reports the stuck transaction.
     record(&r, 10, 2);
     settings.max_gas_price_wei = 20_000_000_000;
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|sc| {
-        sc.spawn(|| {
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                rpc(
-                    &chain.url,
-                    "anvil_setNextBlockBaseFeePerGas",
-                    json!([format!("{spike:#x}")]),
-                );
-                rpc(&chain.url, "evm_mine", json!([]));
-                std::thread::sleep(Duration::from_millis(300));
-            }
-        });
-        std::thread::sleep(Duration::from_millis(400));
-        rpc(
-            &chain.url,
-            "anvil_setNextBlockBaseFeePerGas",
-            json!(["0x3b9aca00"]),
-        );
-        rpc(&chain.url, "evm_mine", json!([]));
-        let sent = std::cell::RefCell::new(Vec::new());
-        let e = rt
-            .block_on(anchor_pass(
-                r.store(),
-                signer_from_hex(KEY).unwrap(),
-                &settings,
-                &o,
-                &|e| {
-                    if let Event::Sent { fees, .. } = e {
-                        sent.borrow_mut().push(*fees);
-                    }
-                },
-            ))
-            .unwrap_err();
-        stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        assert!(
-            matches!(e, AnchorError::Stuck { cap, .. } if cap == 20_000_000_000),
-            "{e}"
-        );
-        assert!(!sent.borrow().is_empty());
-        assert!(
-            sent.borrow()
-                .iter()
-                .all(|f| f.max_fee_per_gas <= 20_000_000_000),
-            "{:?}",
-            sent.borrow()
-        );
+    let sent = std::cell::RefCell::new(Vec::new());
+    let e = during_spike(&chain.url, spike, || {
+        rt.block_on(anchor_pass(
+            r.store(),
+            signer_from_hex(KEY).unwrap(),
+            &settings,
+            &o,
+            &|e| {
+                if let Event::Sent { fees, .. } = e {
+                    sent.borrow_mut().push(*fees);
+                }
+            },
+        ))
+        .unwrap_err()
     });
+    assert!(
+        matches!(e, AnchorError::Stuck { cap, .. } if cap == 20_000_000_000),
+        "{e}"
+    );
+    assert!(!sent.borrow().is_empty());
+    assert!(
+        sent.borrow()
+            .iter()
+            .all(|f| f.max_fee_per_gas <= 20_000_000_000),
+        "{:?}",
+        sent.borrow()
+    );
     // The spike over, the epoch goes out (anvil evicted the capped transaction; a node that
     // kept it would mine it, and the pass would find it).
     rpc(&chain.url, "evm_setAutomine", json!([true]));
     settings.max_gas_price_wei = 100_000_000_000;
     let p = pass(&rt, &r, &settings, &o).unwrap();
     assert!(p.transactions <= 1, "{p:?}");
-    assert_eq!(
-        r.store().anchor(2).unwrap().unwrap().state,
-        ReceiptState::Confirmed
-    );
+    assert_eq!(receipt_state(&r, 2), ReceiptState::Confirmed);
 }
 
 /// A reorg that drops the anchoring transaction and re-includes it in a later block: the

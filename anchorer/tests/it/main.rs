@@ -13,9 +13,8 @@ use std::{
 };
 
 use afr_anchorer::{AnchorError, Settings, anchor_pending, deploy, signer_from_hex};
-use afr_core::EventInput;
 use afr_recorder::{Config, Recorder, init};
-use afr_testkit::{anvil, anvil_on};
+use afr_testkit::{anvil, anvil_on, shell_event};
 
 mod canonical;
 mod chain;
@@ -43,26 +42,23 @@ fn rpc(url: &str, method: &str, params: serde_json::Value) -> serde_json::Value 
     serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["result"].clone()
 }
 
+/// A fresh recorder for [`KEY`] with `events` events, ten to an epoch.
 fn recorder(dir: &Path, events: u64) -> Recorder {
+    recorder_with(dir, 10, events)
+}
+
+/// A fresh recorder for [`KEY`] with `events` events, `epoch_size` to an epoch.
+fn recorder_with(dir: &Path, epoch_size: u64, events: u64) -> Recorder {
     let s = signer_from_hex(KEY).unwrap();
     init(dir, s.address().0.0).unwrap();
-    let r = Recorder::open(
-        dir,
-        Config {
-            epoch_size: 10,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let r = Recorder::open(dir, Config::with_epoch_size(epoch_size)).unwrap();
     record(&r, events, 1);
     r
 }
 
 fn record(r: &Recorder, n: u64, seed: u64) {
-    let line = |i: u64| format!(r#"{{"category":"shell","intent":{{"tool":"step-{seed}-{i}"}}}}"#);
     for i in 0..n {
-        r.record(EventInput::from_json(line(i).as_bytes(), 1 << 20).unwrap())
-            .unwrap();
+        r.record(shell_event(&format!("step-{seed}-{i}"))).unwrap();
     }
 }
 

@@ -7,23 +7,42 @@ use std::{
 };
 
 use afr_recorder::{Config, ForkAlarm, Recorder};
-use afr_testkit::{Anvil, anvil, anvil_on};
+use afr_testkit::{DEV_KEY, anvil, anvil_on, cast_at as cast, shell_event};
 
-use super::{afr, ok};
+use super::{afr, initialised, ok};
 
-fn anvil_with(extra: &[&str]) -> Anvil {
-    anvil_on(0, extra)
-}
-
-use afr_testkit::cast_at as cast;
-
-/// `afr` with no anchoring key or passphrase from the test's own environment.
+/// `afr` with no anchoring key, passphrase or endpoint from the test's own environment.
 fn afr_clean(dir: &Path) -> Command {
     let mut c = afr(dir);
     c.env_remove("AFR_ANCHOR_KEY")
         .env_remove("AFR_KEYSTORE_PASSWORD")
-        .env_remove("AFR_KEYSTORE_PASSWORD_FILE");
+        .env_remove("AFR_KEYSTORE_PASSWORD_FILE")
+        .env_remove("AFR_RPC_URL");
     c
+}
+
+/// [`afr_clean`] anchoring with anvil's first dev account (test ether on a throwaway local
+/// chain only).
+fn afr_keyed(dir: &Path) -> Command {
+    let mut c = afr_clean(dir);
+    c.env("AFR_ANCHOR_KEY", DEV_KEY);
+    c
+}
+
+/// The string `key` of the JSON object a command printed.
+fn json_str(stdout: &[u8], key: &str) -> String {
+    serde_json::from_slice::<serde_json::Value>(stdout).unwrap()[key]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Records one `shell` event per tool name into the store at `dir`, `epoch_size` to an epoch.
+fn record_shell(dir: &Path, epoch_size: u64, tools: impl IntoIterator<Item = String>) {
+    let r = Recorder::open(dir, Config::with_epoch_size(epoch_size)).unwrap();
+    for tool in tools {
+        r.record(shell_event(&tool)).unwrap();
+    }
 }
 
 /// Local epoch roots, 0x hex, in order.
@@ -100,9 +119,7 @@ fn status(dir: &Path) -> (Option<i32>, serde_json::Value, String) {
 
 #[test]
 fn a_fork_alarm_in_the_store_makes_status_loud_and_anchor_refuse() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    assert!(afr(&dir).arg("init").status().unwrap().success());
+    let (_tmp, dir) = initialised();
     let (code, v, text) = status(&dir);
     assert_eq!(code, Some(0), "{text}");
     assert!(v["fork_alarm"].is_null());
@@ -153,30 +170,24 @@ fn a_fork_alarm_in_the_store_makes_status_loud_and_anchor_refuse() {
 
     // `afr anchor` refuses before it talks to any chain (nothing listens on port 9).
     let contract = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
-    let out = afr(&dir)
-        .args([
-            "anchor",
-            "--rpc",
-            "http://127.0.0.1:9",
-            "--contract",
-            contract,
-        ])
-        .output()
-        .unwrap();
+    let anchor = |extra: &[&str]| {
+        afr(&dir)
+            .args([
+                "anchor",
+                "--rpc",
+                "http://127.0.0.1:9",
+                "--contract",
+                contract,
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = anchor(&[]);
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("FORK ALARM: epoch 4"));
     // Clearing names the epoch; a wrong one is refused and the alarm stays.
-    let out = afr(&dir)
-        .args([
-            "anchor",
-            "--rpc",
-            "http://127.0.0.1:9",
-            "--contract",
-            contract,
-        ])
-        .args(["--clear-fork-alarm", "5"])
-        .output()
-        .unwrap();
+    let out = anchor(&["--clear-fork-alarm", "5"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("about epoch 4, not 5"));
     assert_eq!(status(&dir).0, Some(3));
@@ -223,10 +234,7 @@ fn an_encrypted_keystore_signs_anchors_and_a_wrong_passphrase_is_refused() {
     assert_eq!(v["version"], 3);
 
     let st = afr_clean(&dir).args(["status", "--json"]).output().unwrap();
-    let recorder = serde_json::from_slice::<serde_json::Value>(&st.stdout).unwrap()["recorder"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let recorder = json_str(&st.stdout, "recorder");
     // Fund the fresh key on the throwaway chain.
     cast(
         &chain.url,
@@ -240,28 +248,11 @@ fn an_encrypted_keystore_signs_anchors_and_a_wrong_passphrase_is_refused() {
         .args(["deploy", "--json", "--rpc", &chain.url])
         .arg("--password-file")
         .arg(&pw_file));
-    let contract = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["contract"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let contract = json_str(&out.stdout, "contract");
     // Deployed from the keystore's key: its address is the recorder id.
     assert_eq!(cast(&chain.url, &["nonce", &recorder]), "1");
 
-    {
-        let r = Recorder::open(
-            &dir,
-            Config {
-                epoch_size: 20,
-                ..Config::default()
-            },
-        )
-        .unwrap();
-        for i in 0..60 {
-            let line = format!(r#"{{"category":"shell","intent":{{"tool":"t{i}"}}}}"#);
-            r.record(afr_core::EventInput::from_json(line.as_bytes(), 1 << 20).unwrap())
-                .unwrap();
-        }
-    }
+    record_shell(&dir, 20, (0..60).map(|i| format!("t{i}")));
     let anchor = |pass: Option<&str>| {
         let mut c = afr_clean(&dir);
         c.args(["anchor", "--rpc", &chain.url, "--contract", &contract]);
@@ -298,51 +289,24 @@ fn afr_anchor_killed_at_random_points_never_duplicates_or_skips_an_epoch() {
     // One block a second: every pass waits for its transactions to be mined, so a kill in the
     // first 400 ms lands inside the pass (reconciling, signing, sent but not yet mined), not
     // after it, however fast the machine.
-    let chain = anvil_with(&["--block-time", "1"]);
+    let chain = anvil_on(0, &["--block-time", "1"]);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("afr");
-    let with_key = |c: &mut Command| {
-        c.env("AFR_ANCHOR_KEY", DEV_KEY);
-    };
-    let mut c = afr_clean(&dir);
-    with_key(&mut c);
-    assert!(c.arg("init").output().unwrap().status.success());
-    let mut c = afr_clean(&dir);
-    with_key(&mut c);
-    let out = ok(c.args(["deploy", "--json", "--rpc", &chain.url]));
-    let contract = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["contract"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    ok(afr_keyed(&dir).arg("init"));
+    let out = ok(afr_keyed(&dir).args(["deploy", "--json", "--rpc", &chain.url]));
+    let contract = json_str(&out.stdout, "contract");
     // The recorder id is the key's address (anvil's first dev account).
     let recorder = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266";
     let st = afr_clean(&dir).args(["status", "--json"]).output().unwrap();
-    let id = serde_json::from_slice::<serde_json::Value>(&st.stdout).unwrap()["recorder"].clone();
-    assert_eq!(id.as_str().unwrap(), recorder.to_lowercase());
+    assert_eq!(json_str(&st.stdout, "recorder"), recorder.to_lowercase());
 
     let mut rng = super::Lcg(0x5eed_cafe);
     let (mut killed_running, mut seq) = (0, 0u64);
     for round in 0..12 {
-        {
-            let r = Recorder::open(
-                &dir,
-                Config {
-                    epoch_size: 5,
-                    ..Config::default()
-                },
-            )
-            .unwrap();
-            for _ in 0..40 {
-                let line = format!(r#"{{"category":"shell","intent":{{"tool":"t{seq}"}}}}"#);
-                seq += 1;
-                r.record(afr_core::EventInput::from_json(line.as_bytes(), 1 << 20).unwrap())
-                    .unwrap();
-            }
-        }
+        record_shell(&dir, 5, (seq..seq + 40).map(|s| format!("t{s}")));
+        seq += 40;
         let batch = 1 + rng.next(3);
-        let mut c = afr_clean(&dir);
-        with_key(&mut c);
-        let mut child = c
+        let mut child = afr_keyed(&dir)
             .args(["anchor", "--rpc", &chain.url, "--contract", &contract])
             .args(["--max-batch", &batch.to_string()])
             .stdout(Stdio::null())
@@ -370,9 +334,7 @@ fn afr_anchor_killed_at_random_points_never_duplicates_or_skips_an_epoch() {
         "only {killed_running} kills hit a running anchorer"
     );
 
-    let mut c = afr_clean(&dir);
-    with_key(&mut c);
-    ok(c.args(["anchor", "--rpc", &chain.url, "--contract", &contract]));
+    ok(afr_keyed(&dir).args(["anchor", "--rpc", &chain.url, "--contract", &contract]));
     assert_chain_equals_local(&chain.url, &contract, recorder, &dir);
     let (code, v, _) = status(&dir);
     assert_eq!(code, Some(0));
@@ -420,41 +382,16 @@ fn the_endpoint_comes_from_env_or_a_private_file_and_is_never_printed() {
     let chain = anvil();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("afr");
-    let keyed = |c: &mut Command| {
-        c.env("AFR_ANCHOR_KEY", afr_testkit::DEV_KEY)
-            .env_remove("AFR_RPC_URL");
-    };
-    let mut c = afr_clean(&dir);
-    keyed(&mut c);
-    assert!(c.arg("init").output().unwrap().status.success());
-    {
-        let r = Recorder::open(
-            &dir,
-            Config {
-                epoch_size: 5,
-                ..Config::default()
-            },
-        )
-        .unwrap();
-        for i in 0..12 {
-            let line = format!(r#"{{"category":"shell","intent":{{"tool":"t{i}"}}}}"#);
-            r.record(afr_core::EventInput::from_json(line.as_bytes(), 1 << 20).unwrap())
-                .unwrap();
-        }
-    }
+    ok(afr_keyed(&dir).arg("init"));
+    record_shell(&dir, 5, (0..12).map(|i| format!("t{i}")));
     // deploy: the endpoint from the environment.
-    let mut c = afr_clean(&dir);
-    keyed(&mut c);
-    let out = ok(c.args(["deploy", "--json"]).env("AFR_RPC_URL", &chain.url));
-    let contract = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["contract"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let out = ok(afr_keyed(&dir)
+        .args(["deploy", "--json"])
+        .env("AFR_RPC_URL", &chain.url));
+    let contract = json_str(&out.stdout, "contract");
 
     // No endpoint at all: a clear refusal.
-    let mut c = afr_clean(&dir);
-    keyed(&mut c);
-    let out = c
+    let out = afr_keyed(&dir)
         .args(["anchor", "--contract", &contract])
         .output()
         .unwrap();
@@ -463,9 +400,7 @@ fn the_endpoint_comes_from_env_or_a_private_file_and_is_never_printed() {
 
     // A secret-bearing endpoint that fails: the key is in no output.
     let secret = "http://127.0.0.1:9/v3/SECRETKEY0123";
-    let mut c = afr_clean(&dir);
-    keyed(&mut c);
-    let out = c
+    let out = afr_keyed(&dir)
         .args(["anchor", "--contract", &contract, "--rpc", secret])
         .output()
         .unwrap();
@@ -482,9 +417,7 @@ fn the_endpoint_comes_from_env_or_a_private_file_and_is_never_printed() {
     let file = dir.join("rpc.url");
     std::fs::write(&file, format!("{}\n", chain.url)).unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let mut c = afr_clean(&dir);
-    keyed(&mut c);
-    let out = c
+    let out = afr_keyed(&dir)
         .args(["anchor", "--contract", &contract])
         .output()
         .unwrap();
@@ -495,32 +428,16 @@ fn the_endpoint_comes_from_env_or_a_private_file_and_is_never_printed() {
         "{err}"
     );
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let mut c = afr_clean(&dir);
-    keyed(&mut c);
-    let out = ok(c.args(["anchor", "--contract", &contract]));
+    let out = ok(afr_keyed(&dir).args(["anchor", "--contract", &contract]));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("anchored 2 new epochs"), "{text}");
 
     // Two confirmations asked for on a chain that mines only on demand: every anchor is
     // re-checked under the new rule, and counts as covered only once a block more is mined.
-    {
-        let r = Recorder::open(
-            &dir,
-            Config {
-                epoch_size: 5,
-                ..Config::default()
-            },
-        )
-        .unwrap();
-        for i in 0..3 {
-            let line = format!(r#"{{"category":"shell","intent":{{"tool":"u{i}"}}}}"#);
-            r.record(afr_core::EventInput::from_json(line.as_bytes(), 1 << 20).unwrap())
-                .unwrap();
-        }
-    }
-    let mut c = afr_clean(&dir);
-    keyed(&mut c);
-    ok(c.args(["anchor", "--contract", &contract, "--confirmations", "2"]));
+    record_shell(&dir, 5, (0..3).map(|i| format!("u{i}")));
+    let anchor_2conf =
+        || ok(afr_keyed(&dir).args(["anchor", "--contract", &contract, "--confirmations", "2"]));
+    anchor_2conf();
     let (_, v, text) = status(&dir);
     assert_eq!(v["receipt_states"]["included"], 3, "{v}");
     assert_eq!(v["anchored_epochs"], 0, "{v}");
@@ -530,15 +447,10 @@ fn the_endpoint_comes_from_env_or_a_private_file_and_is_never_printed() {
         "{text}"
     );
     cast(&chain.url, &["rpc", "evm_mine"]);
-    let mut c = afr_clean(&dir);
-    keyed(&mut c);
-    ok(c.args(["anchor", "--contract", &contract, "--confirmations", "2"]));
+    anchor_2conf();
     let (_, v, _) = status(&dir);
     assert_eq!(v["anchored_epochs"], 3, "{v}");
     assert_eq!(v["receipt_states"]["confirmed"], 3, "{v}");
     assert_eq!(v["verified_upto"], 2, "{v}");
     assert!(v["last_anchor"]["cost_wei"].as_str().unwrap() != "0", "{v}");
 }
-
-/// Anvil's first dev account (test ether on a throwaway local chain only).
-use afr_testkit::DEV_KEY;

@@ -1,7 +1,7 @@
 //! Untrusted text reaches the terminal escaped: a recorded tool name or command holding
 //! `ESC [2K CR VERIFIED` or a right-to-left override cannot rewrite what `afr` prints.
 
-use super::{afr, ok, record_stdin};
+use super::{afr, import_rejected, initialised, ok, record_stdin};
 
 /// Erase the line, return to its start, claim a verdict.
 const HOSTILE: &str = "\u{1b}[2K\rVERIFIED";
@@ -25,9 +25,7 @@ fn assert_escaped(what: &str, text: &[u8]) {
 
 #[test]
 fn hostile_tool_and_command_are_escaped_by_query_status_and_verify_bundle() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    ok(afr(&dir).arg("init"));
+    let (tmp, dir) = initialised();
     let tool = format!("psql{HOSTILE}{RLO}gpj.exe");
     let command = format!("DROP SCHEMA billing{HOSTILE}{RLO}");
     let ev = serde_json::json!({
@@ -85,9 +83,7 @@ fn hostile_tool_and_command_are_escaped_by_query_status_and_verify_bundle() {
 
 #[test]
 fn error_messages_escape_the_input_they_quote() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    ok(afr(&dir).arg("init"));
+    let (tmp, dir) = initialised();
 
     // `afr record`: a bad line's field name is quoted in the rejection.
     let bad = serde_json::json!({
@@ -129,11 +125,6 @@ fn error_messages_escape_the_input_they_quote() {
     // `afr import swe-agent`: the rejected file is named.
     let traj = tmp.path().join(format!("run{HOSTILE}{RLO}.traj"));
     std::fs::write(&traj, "not json").unwrap();
-    let out = afr(&dir)
-        .args(["import", "swe-agent", "--print"])
-        .arg(&traj)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(65));
+    let out = import_rejected(&dir, &traj);
     assert_escaped("afr import", &out.stderr);
 }

@@ -1,10 +1,18 @@
 //! `afr import swe-agent` on the five real SWE-agent trajectories in `tests/data/swe-agent/`.
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    process::Output,
+};
 
 use serde_json::Value as Json;
 
-use super::afr;
+use super::{afr, import_rejected, initialised, status_json, stdout_json};
+
+/// A JSON file, parsed.
+fn read_json(path: &Path) -> Json {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
 
 /// The bundled trajectories, sorted by name, with their step counts (38 in all).
 fn trajectories() -> Vec<(PathBuf, usize)> {
@@ -14,8 +22,7 @@ fn trajectories() -> Vec<(PathBuf, usize)> {
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "traj"))
         .map(|p| {
-            let j: Json = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
-            let n = j["trajectory"].as_array().unwrap().len();
+            let n = read_json(&p)["trajectory"].as_array().unwrap().len();
             (p, n)
         })
         .collect();
@@ -40,8 +47,7 @@ fn strings(v: &Json, out: &mut Vec<String>) {
 fn thoughts(files: &[(PathBuf, usize)]) -> Vec<String> {
     let mut t = Vec::new();
     for (p, _) in files {
-        let j: Json = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
-        for s in j["trajectory"].as_array().unwrap() {
+        for s in read_json(p)["trajectory"].as_array().unwrap() {
             let line = s["thought"]
                 .as_str()
                 .unwrap_or("")
@@ -57,38 +63,36 @@ fn thoughts(files: &[(PathBuf, usize)]) -> Vec<String> {
     t
 }
 
-fn init(dir: &Path) {
-    let out = afr(dir).arg("init").output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-}
-
 use afr_testkit::ok as run_ok;
+
+/// `afr import swe-agent ARGS... FILES...`, which must succeed.
+fn import(dir: &Path, args: &[&str], files: &[(PathBuf, usize)]) -> Output {
+    run_ok(
+        afr(dir)
+            .args(["import", "swe-agent"])
+            .args(args)
+            .args(files.iter().map(|(p, _)| p)),
+    )
+}
 
 #[test]
 fn import_swe_agent_records_the_five_real_trajectories_and_the_export_verifies() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    init(&dir);
+    let (tmp, dir) = initialised();
     let files = trajectories();
-    let out = run_ok(
-        afr(&dir)
-            .args(["import", "swe-agent"])
-            .args(files.iter().map(|(p, _)| p)),
-    );
+    let out = import(&dir, &[], &files);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("imported 38 events from 5 trajectories (0 rejected)"),
         "{err}"
     );
-    let st = run_ok(afr(&dir).args(["status", "--json"]));
-    let v: Json = serde_json::from_slice(&st.stdout).unwrap();
-    assert_eq!(v["events"], 38);
+    assert_eq!(status_json(&dir)["events"], 38);
 
     run_ok(afr(&dir).arg("seal"));
     let log = tmp.path().join("log.afr");
     run_ok(afr(&dir).args(["export", "--out"]).arg(&log));
-    let out = run_ok(afr(&dir).args(["verify-export", "--json"]).arg(&log));
-    let v: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let v = stdout_json(&run_ok(
+        afr(&dir).args(["verify-export", "--json"]).arg(&log),
+    ));
     assert_eq!(v["outcome"], "verified", "{v}");
     assert_eq!(v["events"], 38);
 
@@ -100,8 +104,9 @@ fn import_swe_agent_records_the_five_real_trajectories_and_the_export_verifies()
             .args(["disclose", "--seq", "10,15", "--with-keys", "--out"])
             .arg(&bundle),
     );
-    let out = run_ok(afr(&dir).args(["verify-bundle", "--json"]).arg(&bundle));
-    let v: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let v = stdout_json(&run_ok(
+        afr(&dir).args(["verify-bundle", "--json"]).arg(&bundle),
+    ));
     assert_eq!(v["outcome"], "verified", "{v}");
     let opened = v["opened"].as_array().unwrap();
     assert_eq!(opened.len(), 2);
@@ -154,15 +159,9 @@ fn import_swe_agent_records_the_five_real_trajectories_and_the_export_verifies()
 
 #[test]
 fn import_swe_agent_print_maps_fields_never_thoughts_and_feeds_afr_record() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    init(&dir);
+    let (_tmp, dir) = initialised();
     let files = trajectories();
-    let out = run_ok(
-        afr(&dir)
-            .args(["import", "swe-agent", "--print", "--first-seq", "0"])
-            .args(files.iter().map(|(p, _)| p)),
-    );
+    let out = import(&dir, &["--print", "--first-seq", "0"], &files);
     let lines: Vec<Json> = out
         .stdout
         .split(|b| *b == b'\n')
@@ -240,12 +239,10 @@ fn import_swe_agent_print_maps_fields_never_thoughts_and_feeds_afr_record() {
 
 #[test]
 fn import_swe_agent_rejects_a_malformed_file_by_name_and_step_and_records_nothing_of_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    init(&dir);
+    let (tmp, dir) = initialised();
     let files = trajectories();
     let good = &files[0].0;
-    let mut j: Json = serde_json::from_slice(&std::fs::read(&files[2].0).unwrap()).unwrap();
+    let mut j = read_json(&files[2].0);
     j["trajectory"][7]["action"] = Json::from(42);
     let bad = tmp.path().join("bad-step.traj");
     std::fs::write(&bad, serde_json::to_vec(&j).unwrap()).unwrap();
@@ -277,16 +274,13 @@ fn import_swe_agent_rejects_a_malformed_file_by_name_and_step_and_records_nothin
         err.contains("imported 5 events from 1 trajectories (2 rejected)"),
         "{err}"
     );
-    let st = run_ok(afr(&dir).args(["status", "--json"]));
-    let v: Json = serde_json::from_slice(&st.stdout).unwrap();
-    assert_eq!(v["events"], 5, "only the good file's steps are recorded");
+    assert_eq!(
+        status_json(&dir)["events"],
+        5,
+        "only the good file's steps are recorded"
+    );
 
     // --print: the same errors, nothing printed from the bad file.
-    let out = afr(&dir)
-        .args(["import", "swe-agent", "--print"])
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(65));
+    let out = import_rejected(&dir, &bad);
     assert!(out.stdout.is_empty());
 }

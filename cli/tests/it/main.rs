@@ -53,6 +53,47 @@ fn gen_lines(n: u64, seed: u64) -> Vec<u8> {
 
 use afr_testkit::ok;
 
+/// A temporary directory holding a fresh recorder (`afr init`), and the recorder's path.
+fn initialised() -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    ok(afr(&dir).arg("init"));
+    (tmp, dir)
+}
+
+/// What a `--json` command printed, parsed.
+fn stdout_json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Runs a `--json` command, asserts it exits with `code`, and returns what it printed, parsed.
+fn json_with_code(c: &mut Command, code: i32) -> serde_json::Value {
+    let out = c.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout_json(&out)
+}
+
+/// `afr import swe-agent --print FILE` on a file it must reject: exit 65 (bad input).
+fn import_rejected(dir: &Path, file: &Path) -> std::process::Output {
+    let out = afr(dir)
+        .args(["import", "swe-agent", "--print"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    out
+}
+
+/// `afr status --json`, parsed.
+fn status_json(dir: &Path) -> serde_json::Value {
+    stdout_json(&ok(afr(dir).args(["status", "--json"])))
+}
+
 /// `afr init`, then `n` events of `afr gen` recorded by `afr record` from a file.
 fn init_with_synthetic(dir: &Path, n: u64) {
     ok(afr(dir).arg("init"));
@@ -82,9 +123,7 @@ impl Lcg {
 
 #[test]
 fn kill_dash_nine_at_random_moments_never_loses_an_acknowledged_event() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    assert!(afr(&dir).arg("init").status().unwrap().success());
+    let (tmp, dir) = initialised();
     let events = tmp.path().join("events.jsonl");
     std::fs::write(&events, gen_lines(40_000, 9)).unwrap();
 
@@ -168,9 +207,7 @@ fn kill_dash_nine_at_random_moments_never_loses_an_acknowledged_event() {
 
 #[test]
 fn bad_lines_are_reported_by_line_and_field_and_skipped() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    assert!(afr(&dir).arg("init").status().unwrap().success());
+    let (_tmp, dir) = initialised();
     let good = r#"{"category":"shell","intent":{"tool":"ls","args":{"path":"/"}}}"#;
     let input = format!(
         "{good}\n{}\n{good}\n{}\nBAD\n{good}\n",
@@ -213,30 +250,17 @@ fn export_and_verify_commands_report_outcomes() {
     );
     assert!(afr(&dir).arg("seal").status().unwrap().success());
     ok(afr(&dir).args(["export", "--out"]).arg(&file));
-    let out = afr(&dir)
-        .args(["verify-export", "--json"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_with_code(afr(&dir).args(["verify-export", "--json"]).arg(&file), 0);
     assert_eq!(v["outcome"], "verified");
     assert_eq!(v["epochs"], 3);
     let mut bytes = std::fs::read(&file).unwrap();
     let n = bytes.len();
     bytes[n / 2] ^= 0x40;
     std::fs::write(&file, &bytes).unwrap();
-    let out = afr(&dir)
-        .args(["verify-export", "--json"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_with_code(afr(&dir).args(["verify-export", "--json"]).arg(&file), 1);
     assert_eq!(v["outcome"], "tampered");
     assert!(v["first_failure"]["check"].is_string());
-    let st = afr(&dir).args(["status", "--json"]).output().unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let v = status_json(&dir);
     assert_eq!(v["events"], 250);
     assert_eq!(v["sealed_epochs"], 3);
 }
@@ -246,9 +270,7 @@ fn export_and_verify_commands_report_outcomes() {
 /// event acknowledged so far.
 #[test]
 fn reading_commands_run_beside_a_recording_writer() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    ok(afr(&dir).arg("init"));
+    let (tmp, dir) = initialised();
     let mut writer = afr(&dir)
         .args(["record", "-", "--receipts", "--epoch-size", "10"])
         .stdin(Stdio::piped())
@@ -264,8 +286,7 @@ fn reading_commands_run_beside_a_recording_writer() {
         receipts.next().unwrap().unwrap();
     }
     // 25 acknowledged: two sealed epochs of 10, five in the open one.
-    let st = ok(afr(&dir).args(["status", "--json"]));
-    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let v = status_json(&dir);
     assert_eq!(v["events"], 25, "{v}");
     let q = ok(afr(&dir).args(["query", "seq < 25", "--json"]));
     assert_eq!(String::from_utf8_lossy(&q.stdout).lines().count(), 25);
@@ -285,7 +306,6 @@ fn reading_commands_run_beside_a_recording_writer() {
     receipts.next().unwrap().unwrap();
     drop(input);
     assert!(writer.wait().unwrap().success());
-    let v: serde_json::Value =
-        serde_json::from_slice(&ok(afr(&dir).args(["status", "--json"])).stdout).unwrap();
+    let v = status_json(&dir);
     assert_eq!(v["events"], 26, "{v}");
 }

@@ -3,7 +3,7 @@
 
 use std::{path::Path, process::Output};
 
-use super::{afr, init_with_synthetic};
+use super::{afr, init_with_synthetic, json_with_code};
 
 fn incident_store(tmp: &Path) -> std::path::PathBuf {
     let dir = tmp.join("afr");
@@ -104,13 +104,7 @@ fn the_incident_is_answered_one_command_per_question() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = afr(&dir)
-        .args(["verify-bundle", "--json"])
-        .arg(&bundle)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_with_code(afr(&dir).args(["verify-bundle", "--json"]).arg(&bundle), 0);
     assert_eq!(v["outcome"], "verified");
     assert_eq!(v["events"], serde_json::json!([3, 4, 5]));
     assert_eq!(v["opened"].as_array().unwrap().len(), 3);

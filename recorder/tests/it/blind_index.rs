@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use afr_core::EventInput;
 use afr_recorder::{
-    Column, Config, DB_DIR, Durability, RawOp, Recorder, Store, index, init,
+    Column, Config, DB_DIR, RawOp, Recorder, Store, index, init,
     query::{Query, QueryResult},
 };
 use afr_testkit::synth;
@@ -91,15 +91,7 @@ fn workload(n: u64) -> (Vec<EventInput>, Vec<u64>) {
 
 fn record(dir: &Path, events: &[EventInput]) -> Recorder {
     init(dir, [0x3c; 20]).unwrap();
-    let r = Recorder::open(
-        dir,
-        Config {
-            epoch_size: 100,
-            durability: Durability::Group,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let r = Recorder::open(dir, Config::with_epoch_size(100)).unwrap();
     for ev in events.iter().cloned() {
         r.record(ev).unwrap();
     }
@@ -107,15 +99,18 @@ fn record(dir: &Path, events: &[EventInput]) -> Recorder {
     r
 }
 
+/// A recorder in a temporary directory holding the [`workload`] of `n` events, and the
+/// marked sequence numbers.
+fn recorded_workload(n: u64) -> (tempfile::TempDir, PathBuf, Recorder, Vec<u64>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    let (events, marked) = workload(n);
+    let r = record(&dir, &events);
+    (tmp, dir, r, marked)
+}
+
 fn reopen(dir: &Path) -> Recorder {
-    Recorder::open(
-        dir,
-        Config {
-            epoch_size: 100,
-            ..Config::default()
-        },
-    )
-    .unwrap()
+    Recorder::open(dir, Config::with_epoch_size(100)).unwrap()
 }
 
 fn q(r: &Recorder, text: &str) -> QueryResult {
@@ -202,10 +197,7 @@ fn assert_no_plaintext_term(dir: &Path) {
 
 #[test]
 fn the_store_holds_no_plaintext_index_term_in_any_column_family_or_file() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    let (events, marked) = workload(400);
-    let r = record(&dir, &events);
+    let (_tmp, dir, r, marked) = recorded_workload(400);
     // The index answers for every marked value.
     for (path, value) in secrets() {
         let res = q(&r, &format!("{path} = \"{value}\""));
@@ -237,10 +229,7 @@ fn the_store_holds_no_plaintext_index_term_in_any_column_family_or_file() {
 
 #[test]
 fn queries_through_the_blind_index_answer_as_a_scan_of_the_payloads_does() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    let (events, marked) = workload(600);
-    let r = record(&dir, &events);
+    let (_tmp, _dir, r, marked) = recorded_workload(600);
     r.seal().unwrap();
     r.erase_epoch(2).unwrap();
     let mut questions: Vec<String> = secrets()
@@ -293,10 +282,8 @@ fn queries_through_the_blind_index_answer_as_a_scan_of_the_payloads_does() {
 
 #[test]
 fn an_index_of_the_plaintext_layout_leaves_no_file_when_the_store_is_upgraded() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    let (events, marked) = workload(200);
-    drop(record(&dir, &events));
+    let (_tmp, dir, r, marked) = recorded_workload(200);
+    drop(r);
     // What a version-1 build wrote: tag ‖ u16be(len) ‖ value ‖ u64be(epoch) ‖ u64be(seq),
     // one batch pushed into an SST file and one left in the WAL.
     let store = Store::open(&dir.join(DB_DIR), false).unwrap();

@@ -8,7 +8,7 @@ use afr_core::{
     event::{ContextProvenance, ContextSource, Verdict},
 };
 use afr_recorder::{
-    Config, Durability, Recorder, index, init,
+    Config, Recorder, index, init,
     query::{Query, QueryResult},
 };
 use afr_testkit::synth;
@@ -17,15 +17,7 @@ fn store_with(events: &[EventInput], epoch_size: u64) -> (tempfile::TempDir, Pat
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("afr");
     init(&dir, [0x5a; 20]).unwrap();
-    let r = Recorder::open(
-        &dir,
-        Config {
-            epoch_size,
-            durability: Durability::Buffered,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let r = Recorder::open(&dir, Config::buffered(epoch_size)).unwrap();
     for ev in events.iter().cloned() {
         r.record(ev).unwrap();
     }

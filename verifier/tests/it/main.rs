@@ -104,6 +104,12 @@ fn anchors_file(dir: &std::path::Path, name: &str, roots: &[Hash32]) -> std::pat
 }
 
 /// Runs `afr-verify ARGS --json`, pinning chain 31337 and [`RECORDER`] where anchors are read.
+/// Asserts an incomplete verdict (exit 2) whose `missing` part mentions `what`.
+fn assert_incomplete(code: i32, v: &serde_json::Value, what: &str) {
+    assert_eq!(code, 2, "{v}");
+    assert!(v["missing"].to_string().contains(what), "{v}");
+}
+
 fn verify(args: &[&std::ffi::OsStr]) -> (i32, serde_json::Value) {
     let rec = format!("0x{}", hex::encode(RECORDER));
     let pins: Vec<&str> = if args.iter().any(|a| *a == "--anchors") {
@@ -147,8 +153,7 @@ fn outcomes_follow_the_anchors() {
     // Only three anchored: the last two are inside the compromise window.
     let three = anchors_file(tmp.path(), "three.json", &roots[..3]);
     let (code, v) = verify(&["log".as_ref(), f, "--anchors".as_ref(), three.as_os_str()]);
-    assert_eq!(code, 2, "{v}");
-    assert!(v["missing"].to_string().contains("[3..=4]"), "{v}");
+    assert_incomplete(code, &v, "[3..=4]");
 
     // A different anchored root: a fork or an edit after anchoring.
     let mut forked = roots.clone();
@@ -170,12 +175,10 @@ fn outcomes_follow_the_anchors() {
         "--anchors".as_ref(),
         all.as_os_str(),
     ]);
-    assert_eq!(code, 2, "{v}");
-    assert!(
-        v["missing"]
-            .to_string()
-            .contains("the log ends at epoch 2; the chain holds anchored epochs up to at least 4"),
-        "{v}"
+    assert_incomplete(
+        code,
+        &v,
+        "the log ends at epoch 2; the chain holds anchored epochs up to at least 4",
     );
 
     // A flipped byte in the log: tampered before anchors are even consulted.
