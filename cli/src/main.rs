@@ -581,11 +581,27 @@ fn disclose(dir: &Path, spec: &str, with_keys: bool, out: &Path) -> Result<ExitC
     let r = LogReader::open(dir)?;
     let bundle = r.disclose(&seqs, with_keys)?;
     let bytes = bundle.encode();
-    std::fs::write(out, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
+    write_disclosed(
+        out,
+        &bytes,
+        (bundle.events.len() as u64, bundle.headers.len() as u64),
+        &bundle.erased,
+        with_keys,
+    )
+}
+
+/// Writes a disclosure bundle's `bytes` to `out` and says what went in (both modes of
+/// `afr disclose`): `(events, headers)` counted, the erased epochs named.
+pub(crate) fn write_disclosed(
+    out: &Path,
+    bytes: &[u8],
+    (events, headers): (u64, u64),
+    erased: &[u64],
+    with_keys: bool,
+) -> Result<ExitCode> {
+    std::fs::write(out, bytes).with_context(|| format!("cannot write {}", out.display()))?;
     println!(
-        "disclosed {} events ({} epoch headers{}) in {} bytes to {}",
-        bundle.events.len(),
-        bundle.headers.len(),
+        "disclosed {events} events ({headers} epoch headers{}) in {} bytes to {}",
         if with_keys {
             ", with per-event keys"
         } else {
@@ -594,11 +610,8 @@ fn disclose(dir: &Path, spec: &str, with_keys: bool, out: &Path) -> Result<ExitC
         bytes.len(),
         esc(out.display())
     );
-    if !bundle.erased.is_empty() {
-        println!(
-            "epochs {:?} are erased: their payloads cannot be disclosed",
-            bundle.erased
-        );
+    if !erased.is_empty() {
+        println!("epochs {erased:?} are erased: their payloads cannot be disclosed");
     }
     Ok(ExitCode::SUCCESS)
 }

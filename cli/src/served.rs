@@ -136,21 +136,7 @@ fn disclose_bundle(
 /// `afr disclose` through the server.
 pub fn disclose(mut c: Client, seqs: &[u64], with_keys: bool, out: &Path) -> Result<ExitCode> {
     let (bytes, events, headers, erased) = disclose_bundle(&mut c, seqs, with_keys)?;
-    std::fs::write(out, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
-    println!(
-        "disclosed {events} events ({headers} epoch headers{}) in {} bytes to {}",
-        if with_keys {
-            ", with per-event keys"
-        } else {
-            ", no keys"
-        },
-        bytes.len(),
-        esc(out.display())
-    );
-    if !erased.is_empty() {
-        println!("epochs {erased:?} are erased: their payloads cannot be disclosed");
-    }
-    Ok(ExitCode::SUCCESS)
+    crate::write_disclosed(out, &bytes, (events, headers), &erased, with_keys)
 }
 
 /// `%`-encodes `s` for a URL query value.

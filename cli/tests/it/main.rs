@@ -109,6 +109,26 @@ fn export(dir: &Path) -> Vec<u8> {
     out
 }
 
+/// A thread collecting the `(seq, leaf_hash)` of every receipt line `afr record --receipts`
+/// prints on `out`, until it closes.
+fn receipts_of(
+    out: impl std::io::Read + Send + 'static,
+) -> std::thread::JoinHandle<Vec<(u64, String)>> {
+    std::thread::spawn(move || {
+        BufReader::new(out)
+            .lines()
+            .map_while(Result::ok)
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
+            .map(|v| {
+                (
+                    v["seq"].as_u64().unwrap(),
+                    v["leaf_hash"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    })
+}
+
 /// A tiny deterministic generator for the kill schedule (no extra dependency).
 struct Lcg(u64);
 impl Lcg {
@@ -149,19 +169,7 @@ fn kill_dash_nine_at_random_moments_never_loses_an_acknowledged_event() {
             .unwrap();
         let stdout = child.stdout.take().unwrap();
         // Read receipts on a thread while the child writes at full speed.
-        let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
-                .map(|v| {
-                    (
-                        v["seq"].as_u64().unwrap(),
-                        v["leaf_hash"].as_str().unwrap().to_owned(),
-                    )
-                })
-                .collect::<Vec<_>>()
-        });
+        let reader = receipts_of(stdout);
         std::thread::sleep(Duration::from_millis(30 + rng.next(250)));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();

@@ -2,8 +2,7 @@
 //! anchoring with the RPC down.
 
 use std::{
-    io::{BufRead, BufReader},
-    path::Path,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
@@ -12,7 +11,17 @@ use afr_core::verify::{Outcome, verify_log};
 use afr_recorder::{Config, Recorder};
 use afr_server::client::Client;
 
-use super::{afr, gen_lines, record_stdin};
+use super::{afr, gen_lines, receipts_of, record_stdin};
+
+/// A fresh recorder directory, and a file of `n` synthetic events (seed `seed`) beside it.
+fn initialised_with_events(n: u64, seed: u64) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    assert!(afr(&dir).arg("init").status().unwrap().success());
+    let events = tmp.path().join("e.jsonl");
+    std::fs::write(&events, gen_lines(n, seed)).unwrap();
+    (tmp, dir, events)
+}
 
 /// `afr serve ARGS` on `dir`, once its socket answers.
 fn serve(dir: &Path, args: &[&str]) -> Child {
@@ -62,20 +71,9 @@ fn stdout(c: &mut Command) -> String {
 
 #[test]
 fn the_cli_switches_transparently_between_server_and_direct_modes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    assert!(afr(&dir).arg("init").status().unwrap().success());
-    let events = tmp.path().join("e.jsonl");
-    std::fs::write(&events, gen_lines(40, 11)).unwrap();
+    let (tmp, dir, events) = initialised_with_events(40, 11);
     // Direct: 40 events.
-    assert!(
-        afr(&dir)
-            .arg("record")
-            .arg(&events)
-            .status()
-            .unwrap()
-            .success()
-    );
+    afr_testkit::ok(afr(&dir).arg("record").arg(&events));
     let direct_query = stdout(afr(&dir).args(["query", "--json", "seq in 0..5"]));
     let direct_status: serde_json::Value =
         serde_json::from_str(&stdout(afr(&dir).args(["status", "--json"]))).unwrap();
@@ -121,14 +119,7 @@ fn the_cli_switches_transparently_between_server_and_direct_modes() {
             .arg(&bundle),
     );
     assert!(out.starts_with("disclosed 2 events ("), "{out}");
-    assert!(
-        afr(&dir)
-            .arg("verify-bundle")
-            .arg(&bundle)
-            .status()
-            .unwrap()
-            .success()
-    );
+    afr_testkit::ok(afr(&dir).arg("verify-bundle").arg(&bundle));
     let log = tmp.path().join("log.afr");
     let out = stdout(afr(&dir).args(["export", "--out"]).arg(&log));
     assert!(
@@ -143,14 +134,7 @@ fn the_cli_switches_transparently_between_server_and_direct_modes() {
     assert!(table.contains("2 events matched"), "{table}");
     assert_eq!(table.lines().count(), 4, "{table}");
     // A few more events stay in the open epoch across a graceful stop.
-    assert!(
-        afr(&dir)
-            .arg("record")
-            .arg(&events)
-            .status()
-            .unwrap()
-            .success()
-    );
+    afr_testkit::ok(afr(&dir).arg("record").arg(&events));
     let (code, err) = terminate(server);
     assert_eq!(code, Some(0), "{err}");
     assert!(!dir.join(afr_server::SOCKET_FILE).exists());
@@ -159,14 +143,7 @@ fn the_cli_switches_transparently_between_server_and_direct_modes() {
         serde_json::from_str(&stdout(afr(&dir).args(["status", "--json"]))).unwrap();
     assert_eq!(st["events"], 150);
     assert_eq!(st["open_epoch_events"], 40);
-    assert!(
-        afr(&dir)
-            .arg("record")
-            .arg(&events)
-            .status()
-            .unwrap()
-            .success()
-    );
+    afr_testkit::ok(afr(&dir).arg("record").arg(&events));
     assert_eq!(
         Recorder::open(&dir, Config::default()).unwrap().next_seq(),
         190
@@ -175,11 +152,7 @@ fn the_cli_switches_transparently_between_server_and_direct_modes() {
 
 #[test]
 fn kill_dash_nine_during_ingest_then_restart_loses_no_receipted_event() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    assert!(afr(&dir).arg("init").status().unwrap().success());
-    let events = tmp.path().join("e.jsonl");
-    std::fs::write(&events, gen_lines(20_000, 5)).unwrap();
+    let (_tmp, dir, events) = initialised_with_events(20_000, 5);
     let mut acked = Vec::new();
     for round in 0..3u64 {
         let mut server = serve(&dir, &["--epoch-size", "37"]);
@@ -190,20 +163,7 @@ fn kill_dash_nine_during_ingest_then_restart_loses_no_receipted_event() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let out = client.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            BufReader::new(out)
-                .lines()
-                .map_while(Result::ok)
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
-                .map(|v| {
-                    (
-                        v["seq"].as_u64().unwrap(),
-                        v["leaf_hash"].as_str().unwrap().to_owned(),
-                    )
-                })
-                .collect::<Vec<_>>()
-        });
+        let reader = receipts_of(client.stdout.take().unwrap());
         std::thread::sleep(Duration::from_millis(300 + 200 * round));
         server.kill().unwrap(); // SIGKILL
         server.wait().unwrap();
@@ -251,14 +211,7 @@ fn anchoring_with_the_rpc_down_never_stalls_ingest() {
     let events = tmp.path().join("e.jsonl");
     std::fs::write(&events, gen_lines(500, 6)).unwrap();
     let started = Instant::now();
-    assert!(
-        afr(&dir)
-            .arg("record")
-            .arg(&events)
-            .status()
-            .unwrap()
-            .success()
-    );
+    afr_testkit::ok(afr(&dir).arg("record").arg(&events));
     let took = started.elapsed();
     assert!(took < Duration::from_secs(20), "ingest took {took:?}");
     let mut c = Client::running(&dir).unwrap();
