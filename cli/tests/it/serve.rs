@@ -230,3 +230,134 @@ fn anchoring_with_the_rpc_down_never_stalls_ingest() {
         "the endpoint's key leaked into the log: {err}"
     );
 }
+
+/// A non-loopback TCP address is refused without `--allow-remote`; TCP without a token file is
+/// refused too. Nothing starts, and the store stays usable directly.
+#[test]
+fn remote_listening_needs_allow_remote_and_a_token() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    afr_testkit::ok(afr(&dir).arg("init"));
+    let token = tmp.path().join("token");
+    std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").unwrap();
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let refused = |args: &[&str], want: &str| {
+        let out = afr(&dir).arg("serve").args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} started");
+        assert!(err.contains(want), "{args:?}: {err}");
+    };
+    let token = token.to_str().unwrap();
+    refused(
+        &["--listen", "0.0.0.0:0", "--token-file", token],
+        "not a loopback address",
+    );
+    refused(&["--listen", "127.0.0.1:0"], "token");
+    assert!(Client::running(&dir).is_none());
+    afr_testkit::ok(afr(&dir).args(["status", "--json"]));
+}
+
+/// The server anchors on its own, on a real chain: events recorded through it end up under
+/// anchored roots, without `afr anchor`, and ingest carries on meanwhile.
+#[test]
+fn the_server_anchors_sealed_epochs_on_a_real_chain() {
+    let chain = afr_testkit::anvil();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    let keyed = |c: &mut Command| {
+        c.env("AFR_ANCHOR_KEY", afr_testkit::DEV_KEY)
+            .env_remove("AFR_RPC_URL");
+    };
+    let mut c = afr(&dir);
+    keyed(&mut c);
+    afr_testkit::ok(c.arg("init"));
+    let mut c = afr(&dir);
+    keyed(&mut c);
+    let out = afr_testkit::ok(c.args(["deploy", "--json", "--rpc", &chain.url]));
+    let contract = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["contract"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut cmd = afr(&dir);
+    keyed(&mut cmd);
+    let mut server = cmd
+        .args([
+            "serve",
+            "--epoch-size",
+            "10",
+            "--anchor-rpc",
+            &chain.url,
+            "--contract",
+            &contract,
+            "--anchor-interval-ms",
+            "200",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Client::running(&dir).is_none() {
+        assert!(Instant::now() < deadline, "afr serve did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let events = tmp.path().join("e.jsonl");
+    std::fs::write(&events, gen_lines(50, 8)).unwrap();
+    afr_testkit::ok(afr(&dir).arg("record").arg(&events));
+    // Five sealed epochs; the server's own passes anchor them.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let st: serde_json::Value =
+            serde_json::from_str(&stdout(afr(&dir).args(["status", "--json"]))).unwrap();
+        if st["anchored_epochs"] == 5 {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = server.kill();
+            panic!("not anchored in time: {st}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let me = afr_testkit::DEV_ADDR;
+    let on_chain = afr_testkit::anchored_logs(&chain.url, &contract, me);
+    assert_eq!(
+        on_chain.iter().map(|(e, _)| *e).collect::<Vec<_>>(),
+        [0, 1, 2, 3, 4]
+    );
+    let (code, err) = terminate(server);
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// An idempotent retry after the server was killed with SIGKILL (the client never saw the
+/// answer, say) returns the receipt the first attempt got, and records nothing twice.
+#[test]
+fn an_idempotent_retry_after_kill_dash_nine_returns_the_first_receipt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    afr_testkit::ok(afr(&dir).arg("init"));
+    let line = br#"{"idempotency_key":"call-7f3a","category":"shell","intent":{"tool":"rm","args":{"path":"/tmp/x"}}}"#;
+    let post = || {
+        let mut c = Client::running(&dir).unwrap();
+        let r = c
+            .request("POST", "/v1/events", Some("application/json"), line)
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        v["receipts"][0].clone()
+    };
+    let mut server = serve(&dir, &[]);
+    let first = post();
+    assert_eq!(first["duplicate"], false);
+    server.kill().unwrap(); // SIGKILL: no drain, no flush beyond what the receipt promised
+    server.wait().unwrap();
+    let server = serve(&dir, &[]);
+    let again = post();
+    assert_eq!(again["duplicate"], true);
+    for k in ["seq", "epoch", "leaf_hash", "timestamp_us"] {
+        assert_eq!(again[k], first[k], "{k}");
+    }
+    let (code, err) = terminate(server);
+    assert_eq!(code, Some(0), "{err}");
+    let r = Recorder::open(&dir, Config::default()).unwrap();
+    assert_eq!(r.next_seq(), 1, "recorded once");
+}
