@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what a fresh machine lacks: libclang (RocksDB's bindgen) from Debian, and the pinned
-# Solidity toolchain from npm (scripts/install-tools.sh). Idempotent and quick when done.
+# Installs what a fresh machine lacks: libclang (RocksDB's bindgen) from Debian, the pinned
+# Solidity toolchain from npm (scripts/install-tools.sh), and pinned pytest from PyPI in .venv/
+# (the Python client's tests). Idempotent and quick when done.
 #
 # libclang detection asks what bindgen (clang-sys) would load, not whether some library with
 # "clang" in its name exists: Debian images often carry libclang-cpp (the C++ API, useless to
@@ -67,3 +68,25 @@ if ! libclang_ready; then
 fi
 command -v cargo >/dev/null || { echo "setup: cargo (Rust) is required" >&2; exit 1; }
 "$root/scripts/install-tools.sh"
+
+# pytest for clients/python/, pinned with its dependencies, in a project virtualenv. Skipped in
+# a checkout without clients/python/ (scripts/test-setup.sh runs copies of this script alone).
+PYTHON_PINS=(pytest==9.2.0 iniconfig==2.3.1 packaging==26.4 pluggy==1.7.0 pygments==2.21.0)
+venv="$root/.venv"
+if [[ -d "$root/clients/python" ]] &&
+    ! { [[ -f "$venv/.installed" && "$(cat "$venv/.installed")" == "${PYTHON_PINS[*]}" ]] &&
+        "$venv/bin/python" -c 'import pytest' 2>/dev/null; }; then
+    command -v python3 >/dev/null || { echo "setup: python3 is required (clients/python/ tests)" >&2; exit 1; }
+    echo "setup: installing ${PYTHON_PINS[*]} into .venv/ from PyPI" >&2
+    if ! python3 -m venv --clear "$venv" >/dev/null 2>&1; then
+        # Debian's python3 has no ensurepip without python3-venv.
+        command -v apt-get >/dev/null || { echo "setup: python3 cannot create a virtualenv (python3 -m venv); install its venv module and re-run" >&2; exit 1; }
+        sudo_cmd=()
+        [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+        "${sudo_cmd[@]}" apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq python3-venv >/dev/null
+        python3 -m venv --clear "$venv"
+    fi
+    "$venv/bin/python" -m pip install --disable-pip-version-check --no-input -q "${PYTHON_PINS[@]}"
+    echo "${PYTHON_PINS[*]}" >"$venv/.installed"
+fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The project's whole test suite, from a fresh clone: set-up, Solidity checks, Rust checks.
+# The project's whole test suite, from a fresh clone: set-up, Solidity checks, Rust checks, and
+# the Python client's tests against a real `afr serve`.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -22,3 +23,10 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 step "cargo test"
 cargo test --workspace --quiet
+
+step "python client: pytest against a real afr serve (clients/python/)"
+target="${CARGO_TARGET_DIR:-target}"
+[[ "$target" == /* ]] || target="$root/$target"
+# The debug `afr` that `cargo test --workspace` built.
+AFR_BIN="$target/debug/afr" PYTHONDONTWRITEBYTECODE=1 \
+    .venv/bin/python -m pytest -p no:cacheprovider -q clients/python

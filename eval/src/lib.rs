@@ -11,6 +11,7 @@
 //! | [`tamper`], [`matrix`] | RQ3: honest histories, the attack generator, the detection matrix |
 //! | [`scenarios`] | RQ4: structured queries vs grep on three synthetic incidents |
 //! | [`bench`], [`query_bench`] | benchmarks of the real recorder and of queries |
+//! | [`serve_bench`] | a real `afr serve` over its socket beside the in-process recorder |
 //! | [`report`], [`svg`] | `docs/evaluation.md` and its plots |
 //!
 //! Histories are built through the core's sequencer (`afr_core::sequencer`), like the
@@ -24,6 +25,7 @@ pub mod query_bench;
 pub mod report;
 pub mod rq1;
 pub mod scenarios;
+pub mod serve_bench;
 pub mod svg;
 pub mod tamper;
 

@@ -7,7 +7,7 @@ use std::{
     process::ExitCode,
 };
 
-use afr_eval::{bench, cost, matrix, query_bench, report, scenarios, synth};
+use afr_eval::{bench, cost, matrix, query_bench, report, scenarios, serve_bench, synth};
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
@@ -74,6 +74,9 @@ enum BenchCmd {
     Record(bench::RecordBench),
     /// Indexed lookups and a full scan on a store of recorded events (default 1,000,000).
     Query(query_bench::QueryBench),
+    /// A real `afr serve` over its Unix socket beside the in-process recorder: events/s of
+    /// NDJSON batches and of single-event POSTs, and the latency a POST adds.
+    Serve(serve_bench::ServeBench),
 }
 
 fn main() -> ExitCode {
@@ -131,5 +134,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Bench {
             what: BenchCmd::Query(b),
         } => query_bench::bench(&b),
+        Cmd::Bench {
+            what: BenchCmd::Serve(b),
+        } => serve_bench::run(&b),
     }
 }

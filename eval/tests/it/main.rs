@@ -41,3 +41,41 @@ fn afr_hands_research_commands_to_afr_eval_and_refuses_unknown_ones() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown command `frobnicate`"));
 }
+
+/// `afr bench serve` runs end to end against a real `afr serve` (small counts) and reports each
+/// figure the issue asks for, in process and through the server.
+#[test]
+fn bench_serve_measures_the_server_beside_the_recorder() {
+    let out = ok(afr_eval().args([
+        "bench",
+        "serve",
+        "--json",
+        "--latency-events",
+        "200",
+        "--posts",
+        "400",
+        "--post-clients",
+        "4",
+        "--batched-events",
+        "2000",
+        "--batch-clients",
+        "2",
+        "--warmup",
+        "20",
+    ]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for side in [
+        &v["batches"]["in_process_submit"],
+        &v["batches"]["ndjson_post"],
+        &v["concurrent_single"]["in_process_record"],
+        &v["concurrent_single"]["single_post"],
+    ] {
+        assert!(side["events_per_s"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(side["p99_us"].as_f64().unwrap() >= side["median_us"].as_f64().unwrap());
+    }
+    assert!(v["added_latency_us"]["p99"].as_f64().is_some(), "{v}");
+    // Every target is reported (met or not: a debug build on a busy machine is not the bench).
+    for target in ["batched", "single", "p99_added"] {
+        assert!(v["met"][target].is_boolean(), "{target}: {v}");
+    }
+}
