@@ -226,23 +226,37 @@ fn in_process_single(
     Ok(Row::new(n, threads, wall, lat))
 }
 
-/// `submit()` of a batch's events then `wait_written` of the last, as the server does it, on
-/// `threads` threads.
-fn in_process_batches(
-    rec: &Recorder,
-    w: &Workload,
-    offset: u64,
-    n: u64,
-    batch: u64,
-    threads: usize,
+/// Batches to run: `(offset, events, batch size, threads)`.
+type Plan = (u64, u64, u64, usize);
+
+/// Runs the batches of `n` events (`batch` each, from `offset`) spread over `threads` threads,
+/// each thread with its own `C` from `open`; `run` does one batch's range and returns its
+/// latency in µs (it times only the call being measured).
+fn each_batch<C>(
+    (offset, n, batch, threads): Plan,
+    open: impl Fn() -> Result<C> + Sync,
+    run: impl Fn(&mut C, std::ops::Range<u64>) -> Result<f64> + Sync,
 ) -> Result<Row> {
     let batches = n.div_ceil(batch);
     let (wall, lat) = parallel(threads, |t| {
+        let mut c = open()?;
         let mut lat = Vec::new();
         for b in (t as u64..batches).step_by(threads) {
-            let evs: Vec<EventInput> = batch_range(offset, n, batch, b)
-                .map(|i| w.event(i))
-                .collect();
+            lat.push(run(&mut c, batch_range(offset, n, batch, b))?);
+        }
+        Ok(lat)
+    })?;
+    Ok(Row::new(n, threads, wall, lat))
+}
+
+/// `submit()` of a batch's events then `wait_written` of the last, as the server does it, on
+/// `threads` threads.
+fn in_process_batches(rec: &Recorder, w: &Workload, plan: Plan) -> Result<Row> {
+    each_batch(
+        plan,
+        || Ok(()),
+        |(), range| {
+            let evs: Vec<EventInput> = range.map(|i| w.event(i)).collect();
             let t0 = Instant::now();
             let mut last = 0;
             for ev in evs {
@@ -251,11 +265,9 @@ fn in_process_batches(
             if rec.config().durability == Durability::Group {
                 rec.wait_written(last)?;
             }
-            lat.push(micros_since(t0));
-        }
-        Ok(lat)
-    })?;
-    Ok(Row::new(n, threads, wall, lat))
+            Ok(micros_since(t0))
+        },
+    )
 }
 
 /// Single-event POSTs (`application/json`), one kept-alive connection per thread.
@@ -275,30 +287,20 @@ fn served_single(socket: &Path, w: &Workload, offset: u64, n: u64, threads: usiz
 }
 
 /// NDJSON POSTs of `batch` lines, one kept-alive connection per thread.
-fn served_batches(
-    socket: &Path,
-    w: &Workload,
-    offset: u64,
-    n: u64,
-    batch: u64,
-    threads: usize,
-) -> Result<Row> {
-    let batches = n.div_ceil(batch);
-    let (wall, lat) = parallel(threads, |t| {
-        let mut c = Conn::connect(socket)?;
-        let mut lat = Vec::new();
-        for b in (t as u64..batches).step_by(threads) {
-            let range = batch_range(offset, n, batch, b);
+fn served_batches(socket: &Path, w: &Workload, plan: Plan) -> Result<Row> {
+    each_batch(
+        plan,
+        || Conn::connect(socket),
+        |c, range| {
             let lines = (range.end - range.start) as usize;
             let body = w.batch_body(range);
             let t0 = Instant::now();
             let answer = c.post("application/x-ndjson", &body)?;
-            lat.push(micros_since(t0));
+            let us = micros_since(t0);
             check_receipts(&answer, lines)?;
-        }
-        Ok(lat)
-    })?;
-    Ok(Row::new(n, threads, wall, lat))
+            Ok(us)
+        },
+    )
 }
 
 /// An ingest answer must hold `lines` receipts and no error.
@@ -556,8 +558,9 @@ pub fn run(b: &ServeBench) -> Result<ExitCode> {
     let conc_post = served_single(&socket, &w, o, b.posts, post_clients)?;
     progress("batches");
     let o = next(b.batched_events);
-    let batch_rec = in_process_batches(&rec, &w, o, b.batched_events, batch, batch_clients)?;
-    let batch_post = served_batches(&socket, &w, o, b.batched_events, batch, batch_clients)?;
+    let plan = (o, b.batched_events, batch, batch_clients);
+    let batch_rec = in_process_batches(&rec, &w, plan)?;
+    let batch_post = served_batches(&socket, &w, plan)?;
 
     // Everything sent was recorded, on both sides.
     let status: serde_json::Value =

@@ -618,6 +618,25 @@ pub struct AnchorReceipt {
 }
 
 impl AnchorReceipt {
+    /// A receipt with made-up but well-formed values for `epoch` on `chain_id`, for tests
+    /// (the recorder's own and, with the `raw-store` feature, other crates').
+    #[cfg(any(test, feature = "raw-store"))]
+    pub fn for_tests(epoch: u64, chain_id: u64) -> AnchorReceipt {
+        AnchorReceipt {
+            epoch,
+            chain_id,
+            contract: [0x5f; 20],
+            tx: [0xab; 32],
+            block: 12,
+            block_hash: [0xcd; 32],
+            gas_used: 49_808,
+            effective_gas_price: 1_000_000_000,
+            state: ReceiptState::Confirmed,
+            l1_fee: 0,
+            replaced: Vec::new(),
+        }
+    }
+
     /// What the transaction cost, in wei: L2 (or L1) execution plus the L1 data fee. A batch
     /// transaction's receipt is stored for each of its epochs with the whole cost.
     pub fn cost_wei(&self) -> u128 {
@@ -836,17 +855,10 @@ mod tests {
 
     fn receipt() -> AnchorReceipt {
         AnchorReceipt {
-            epoch: 4,
-            chain_id: 10,
-            contract: [0x5f; 20],
-            tx: [0xab; 32],
-            block: 12,
-            block_hash: [0xcd; 32],
-            gas_used: 49_808,
-            effective_gas_price: 1_000_000_000,
             state: ReceiptState::Finalized,
             l1_fee: 1234,
             replaced: vec![[1; 32], [2; 32]],
+            ..AnchorReceipt::for_tests(4, 10)
         }
     }
 

@@ -412,25 +412,21 @@ async fn get_metrics(state: &Arc<AppState>) -> Result<Response<Body>, Failure> {
                 (
                     "afr_ingest_busy_total",
                     "Ingest requests refused with 503 because too many were in flight.",
-                    "counter",
                     get(&c.busy),
                 ),
                 (
                     "afr_ingest_rejected_lines_total",
                     "Event lines rejected as invalid.",
-                    "counter",
                     get(&c.rejected_lines),
                 ),
                 (
                     "afr_anchor_passes_total",
                     "Anchoring passes run by the server.",
-                    "counter",
                     get(&c.anchor_passes),
                 ),
                 (
                     "afr_anchor_failures_total",
                     "Anchoring passes that failed.",
-                    "counter",
                     get(&c.anchor_failures),
                 ),
             ],

@@ -128,59 +128,60 @@ pub fn fork_alarm_line(a: &Value) -> String {
 
 /// The Prometheus text exposition of a status object (`GET /metrics`), plus the server's own
 /// counters `extra` (name, help, type, value).
-pub fn metrics_text(status: &Value, extra: &[(&str, &str, &str, u64)]) -> String {
-    let n = |k: &str| status[k].as_u64().unwrap_or_default();
+pub fn metrics_text(status: &Value, counters: &[(&str, &str, u64)]) -> String {
+    let n = |k: &str| status[k].as_u64().unwrap_or_default().to_string();
+    let window = status["compromise_window_s"].as_f64().unwrap_or(0.0);
+    let fork = u8::from(!status["fork_alarm"].is_null());
+    let from_status = [
+        (
+            "afr_events_total",
+            "Events recorded (written to the store).",
+            "counter",
+            n("events"),
+        ),
+        (
+            "afr_sealed_epochs_total",
+            "Sealed epochs.",
+            "counter",
+            n("sealed_epochs"),
+        ),
+        (
+            "afr_anchored_epochs",
+            "Sealed epochs covered by a confirmed anchor (with every earlier epoch).",
+            "gauge",
+            n("anchored_epochs"),
+        ),
+        (
+            "afr_pending_epochs",
+            "Sealed epochs not yet covered by a confirmed anchor.",
+            "gauge",
+            n("pending_epochs"),
+        ),
+        (
+            "afr_open_epoch_events",
+            "Events in the open (unsealed) epoch.",
+            "gauge",
+            n("open_epoch_events"),
+        ),
+        (
+            "afr_compromise_window_seconds",
+            "Age of the oldest event not covered by a confirmed anchored root (0: none).",
+            "gauge",
+            window.to_string(),
+        ),
+        (
+            "afr_fork_alarm",
+            "1 while a fork alarm is raised, else 0.",
+            "gauge",
+            fork.to_string(),
+        ),
+    ];
+    let counters = counters
+        .iter()
+        .map(|(name, help, v)| (*name, *help, "counter", v.to_string()));
     let mut out = String::new();
-    let mut metric = |name: &str, help: &str, kind: &str, value: String| {
+    for (name, help, kind, value) in from_status.into_iter().chain(counters) {
         out += &format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n");
-    };
-    metric(
-        "afr_events_total",
-        "Events recorded (written to the store).",
-        "counter",
-        n("events").to_string(),
-    );
-    metric(
-        "afr_sealed_epochs_total",
-        "Sealed epochs.",
-        "counter",
-        n("sealed_epochs").to_string(),
-    );
-    metric(
-        "afr_anchored_epochs",
-        "Sealed epochs covered by a confirmed anchor (with every earlier epoch).",
-        "gauge",
-        n("anchored_epochs").to_string(),
-    );
-    metric(
-        "afr_pending_epochs",
-        "Sealed epochs not yet covered by a confirmed anchor.",
-        "gauge",
-        n("pending_epochs").to_string(),
-    );
-    metric(
-        "afr_open_epoch_events",
-        "Events in the open (unsealed) epoch.",
-        "gauge",
-        n("open_epoch_events").to_string(),
-    );
-    metric(
-        "afr_compromise_window_seconds",
-        "Age of the oldest event not covered by a confirmed anchored root (0: none).",
-        "gauge",
-        status["compromise_window_s"]
-            .as_f64()
-            .unwrap_or(0.0)
-            .to_string(),
-    );
-    metric(
-        "afr_fork_alarm",
-        "1 while a fork alarm is raised, else 0.",
-        "gauge",
-        u8::from(!status["fork_alarm"].is_null()).to_string(),
-    );
-    for (name, help, kind, v) in extra {
-        metric(name, help, kind, v.to_string());
     }
     out
 }

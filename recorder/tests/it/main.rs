@@ -319,17 +319,9 @@ mod disclosure {
         // Epoch 0 was anchored (the anchorer stores its receipt); the bundle does not say
         // where (the verifier reads that from the chain), so the receipt changes nothing.
         let receipt = afr_recorder::AnchorReceipt {
-            epoch: 0,
-            chain_id: 31337,
-            contract: [0x5f; 20],
-            tx: [0xab; 32],
-            block: 12,
-            block_hash: [0xcd; 32],
-            gas_used: 49_808,
-            effective_gas_price: 1_000_000_000,
-            state: afr_recorder::ReceiptState::Confirmed,
             l1_fee: 7,
             replaced: vec![[0xee; 32]],
+            ..afr_recorder::AnchorReceipt::for_tests(0, 31337)
         };
         r.store().put_anchor(&receipt).unwrap();
         assert_eq!(r.store().anchor(0).unwrap(), Some(receipt.clone()));
