@@ -127,7 +127,7 @@ pub fn fork_alarm_line(a: &Value) -> String {
 }
 
 /// The Prometheus text exposition of a status object (`GET /metrics`), plus the server's own
-/// counters `extra` (name, help, type, value).
+/// `counters` (name, help, value; Prometheus type counter).
 pub fn metrics_text(status: &Value, counters: &[(&str, &str, u64)]) -> String {
     let n = |k: &str| status[k].as_u64().unwrap_or_default().to_string();
     let window = status["compromise_window_s"].as_f64().unwrap_or(0.0);
