@@ -18,7 +18,7 @@ scripts/test-contracts.sh
 step "cargo fmt --check"
 cargo fmt --all --check
 
-step "cargo clippy (a cold first build compiles RocksDB's C++: about 10 minutes on 2 cores; the whole run about 23 minutes cold)"
+step "cargo clippy (a cold first build compiles RocksDB's C++: about 10 minutes on 2 cores; the whole run about 21 minutes cold)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 step "cargo test"
