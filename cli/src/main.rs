@@ -112,6 +112,9 @@ enum Cmd {
     /// disclose, export and seal go through it. Stops on SIGTERM or SIGINT, keeping the open
     /// epoch open.
     Serve(serve::ServeArgs),
+    /// MCP gateway: record every tool call of an MCP client, enforce a policy (docs/gateway.md).
+    #[command(subcommand)]
+    Mcp(McpCmd),
     /// Seal the open epoch now (if it holds any event).
     Seal {
         #[command(flatten)]
@@ -226,6 +229,24 @@ pub(crate) fn esc(x: impl std::fmt::Display) -> String {
 /// Exit code for input that was rejected (sysexits `EX_DATAERR`).
 const EXIT_DATAERR: u8 = 65;
 
+#[derive(Subcommand, Debug)]
+enum McpCmd {
+    /// Run a stdio MCP server as a child and relay its JSON-RPC byte for byte, recording each
+    /// tools/call (intent before it is forwarded, outcome when it is answered). Records through
+    /// `afr serve` when it runs, else into the store directly.
+    Wrap {
+        /// Guardrails: a TOML file of ordered allow/deny rules (docs/gateway.md).
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Forward calls that could not be recorded (default: answer them with an error).
+        #[arg(long)]
+        fail_open: bool,
+        /// The server's command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<OsString>,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -261,6 +282,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             opts,
         } => record(&cli.dir, file.as_deref(), receipts, &opts),
         Cmd::Serve(a) => serve::run(&cli.dir, cli.password_file.as_deref(), &a),
+        Cmd::Mcp(McpCmd::Wrap {
+            policy,
+            fail_open,
+            command,
+        }) => {
+            let policy = policy.map(|p| afr_gateway::Policy::load(&p)).transpose()?;
+            let code = afr_gateway::run(afr_gateway::WrapOptions {
+                dir: cli.dir.clone(),
+                policy,
+                fail_open,
+                command,
+                max_line: afr_gateway::wrap::DEFAULT_MAX_LINE,
+            })?;
+            Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+        }
         Cmd::Seal { opts } => {
             if let Some(c) = afr_server::client::Client::running(&cli.dir) {
                 return served::seal(c);

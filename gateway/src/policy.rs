@@ -1,0 +1,297 @@
+//! Guardrails: an ordered list of rules in a TOML file; the first rule that matches decides.
+//!
+//! ```toml
+//! default = "allow"                 # when no rule matches (allow or deny)
+//!
+//! [[rule]]
+//! id = "no-writes-outside-tmp"      # recorded as the guardrail
+//! tool = "write_file"               # glob on the tool name (`*`, `?`); absent: any tool
+//! server = "secure-filesystem-*"    # glob on serverInfo.name or the command line; absent: any
+//! args = { path = "/etc/*" }        # argument path (dots for nesting) -> glob on its value
+//! verdict = "deny"
+//! reason = "writes only under /tmp"
+//! ```
+//!
+//! Every evaluation is recorded in the event's `policy_evaluation`: the rule id as
+//! `guardrail` (`default` when no rule matched), `sha256:<hex>` of the policy file's bytes as
+//! `version`, the verdict and the reason.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::json::glob;
+
+/// Errors loading a policy file.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The file could not be read.
+    #[error("policy {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a valid policy.
+    #[error("policy {path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// What a rule decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Forward the call.
+    Allow,
+    /// Answer a JSON-RPC error; the call never reaches the server.
+    Deny,
+}
+
+impl Verdict {
+    /// The name in events and files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Allow => "allow",
+            Verdict::Deny => "deny",
+        }
+    }
+}
+
+/// One rule.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// Recorded as the guardrail.
+    pub id: String,
+    /// Glob on the tool name.
+    pub tool: Option<String>,
+    /// Glob on the server's name (serverInfo.name) or its command line.
+    pub server: Option<String>,
+    /// Argument paths (dot-separated) and globs on their values (strings as they are, other
+    /// values as JSON text); all must match, and a missing path does not match.
+    #[serde(default)]
+    pub args: std::collections::BTreeMap<String, String>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Why, recorded and returned to the client on a deny.
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default = "allow")]
+    default: Verdict,
+    #[serde(default)]
+    rule: Vec<Rule>,
+}
+
+fn allow() -> Verdict {
+    Verdict::Allow
+}
+
+/// A loaded policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    rules: Vec<Rule>,
+    default: Verdict,
+    version: String,
+}
+
+/// The outcome of evaluating a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evaluation {
+    /// The rule id, or `default`.
+    pub guardrail: String,
+    /// `sha256:<hex>` of the policy file.
+    pub version: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Why.
+    pub reason: Option<String>,
+}
+
+/// What a call is evaluated on.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// The tool name.
+    pub tool: &'a str,
+    /// The arguments (`Null` if absent).
+    pub args: &'a Value,
+    /// serverInfo.name, if the server sent one.
+    pub server_name: Option<&'a str>,
+    /// The server's command line.
+    pub command_line: &'a str,
+}
+
+impl Policy {
+    /// Reads and checks a policy file.
+    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+        let bytes = std::fs::read(path).map_err(|source| PolicyError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Policy::parse(&bytes).map_err(|message| PolicyError::Invalid {
+            path: path.to_owned(),
+            message,
+        })
+    }
+
+    /// Parses a policy from the bytes of its file.
+    pub fn parse(bytes: &[u8]) -> Result<Policy, String> {
+        let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
+        let file: File = toml::from_str(text).map_err(|e| e.message().to_owned())?;
+        let mut seen = std::collections::BTreeSet::new();
+        for r in &file.rule {
+            if r.id.is_empty() || r.id == "default" {
+                return Err(format!("rule id `{}` is reserved or empty", r.id));
+            }
+            if !seen.insert(r.id.as_str()) {
+                return Err(format!("rule id `{}` appears twice", r.id));
+            }
+        }
+        Ok(Policy {
+            rules: file.rule,
+            default: file.default,
+            version: format!("sha256:{}", hex::encode(Sha256::digest(bytes))),
+        })
+    }
+
+    /// The first matching rule's verdict, else the default.
+    pub fn evaluate(&self, call: &Call<'_>) -> Evaluation {
+        match self.rules.iter().find(|r| matches(r, call)) {
+            Some(r) => Evaluation {
+                guardrail: r.id.clone(),
+                version: self.version.clone(),
+                verdict: r.verdict,
+                reason: r.reason.clone(),
+            },
+            None => Evaluation {
+                guardrail: "default".into(),
+                version: self.version.clone(),
+                verdict: self.default,
+                reason: Some("no rule matched".into()),
+            },
+        }
+    }
+}
+
+fn matches(r: &Rule, c: &Call<'_>) -> bool {
+    if r.tool.as_deref().is_some_and(|p| !glob(p, c.tool)) {
+        return false;
+    }
+    if let Some(p) = &r.server {
+        let named = c.server_name.is_some_and(|n| glob(p, n));
+        if !named && !glob(p, c.command_line) {
+            return false;
+        }
+    }
+    r.args.iter().all(|(path, pattern)| {
+        let mut v = c.args;
+        for part in path.split('.') {
+            v = match v {
+                Value::Object(m) => match m.get(part) {
+                    Some(x) => x,
+                    None => return false,
+                },
+                Value::Array(a) => match part.parse::<usize>().ok().and_then(|i| a.get(i)) {
+                    Some(x) => x,
+                    None => return false,
+                },
+                _ => return false,
+            };
+        }
+        match v {
+            Value::String(s) => glob(pattern, s),
+            other => glob(pattern, &other.to_string()),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    const POLICY: &str = r#"
+default = "allow"
+[[rule]]
+id = "tmp-ok"
+tool = "write_file"
+args = { path = "/tmp/*" }
+verdict = "allow"
+[[rule]]
+id = "no-writes"
+tool = "write_*"
+verdict = "deny"
+reason = "writes only under /tmp"
+[[rule]]
+id = "no-env"
+tool = "get-env"
+server = "mcp-servers/*"
+verdict = "deny"
+"#;
+
+    fn call<'a>(tool: &'a str, args: &'a Value) -> Call<'a> {
+        Call {
+            tool,
+            args,
+            server_name: Some("mcp-servers/everything"),
+            command_line: "node server",
+        }
+    }
+
+    #[test]
+    fn first_matching_rule_decides() {
+        let p = Policy::parse(POLICY.as_bytes()).unwrap();
+        let tmp = serde_json::json!({"path": "/tmp/a", "content": "x"});
+        let etc = serde_json::json!({"path": "/etc/a", "content": "x"});
+        assert_eq!(p.evaluate(&call("write_file", &tmp)).guardrail, "tmp-ok");
+        let e = p.evaluate(&call("write_file", &etc));
+        assert_eq!(
+            (e.guardrail.as_str(), e.verdict),
+            ("no-writes", Verdict::Deny)
+        );
+        assert_eq!(e.reason.as_deref(), Some("writes only under /tmp"));
+        assert!(e.version.starts_with("sha256:") && e.version.len() == 7 + 64);
+        assert_eq!(
+            p.evaluate(&call("get-env", &Value::Null)).verdict,
+            Verdict::Deny
+        );
+        let d = p.evaluate(&call("echo", &Value::Null));
+        assert_eq!(
+            (d.guardrail.as_str(), d.verdict),
+            ("default", Verdict::Allow)
+        );
+    }
+
+    #[test]
+    fn a_missing_argument_path_does_not_match() {
+        let p = Policy::parse(POLICY.as_bytes()).unwrap();
+        let none = serde_json::json!({"content": "x"});
+        assert_eq!(
+            p.evaluate(&call("write_file", &none)).guardrail,
+            "no-writes"
+        );
+    }
+
+    #[test]
+    fn bad_files_are_refused() {
+        for bad in [
+            "[[rule]]\nid = \"a\"\nverdict = \"escalate\"\n",
+            "[[rule]]\nid = \"a\"\nverdict = \"deny\"\ntypo = 1\n",
+            "[[rule]]\nid = \"a\"\nverdict = \"deny\"\n[[rule]]\nid = \"a\"\nverdict = \"allow\"\n",
+            "[[rule]]\nid = \"default\"\nverdict = \"deny\"\n",
+        ] {
+            assert!(Policy::parse(bad.as_bytes()).is_err(), "{bad}");
+        }
+    }
+}

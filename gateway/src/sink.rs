@@ -1,0 +1,94 @@
+//! Where events go: `afr serve` when its socket answers, else the store opened directly.
+
+use std::path::Path;
+
+use afr_core::{EventInput, event::DEFAULT_MAX_EVENT_BYTES};
+use afr_recorder::{Config, RecordError, Recorder};
+use afr_server::client::{Client, ClientError};
+use serde_json::Value;
+
+/// Errors recording an event.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// The event was refused by the parser (a gateway bug, or an oversize argument).
+    #[error("invalid event: {0}")]
+    Invalid(String),
+    /// The store failed.
+    #[error(transparent)]
+    Recorder(#[from] RecordError),
+    /// The server could not be reached.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The server answered with an error.
+    #[error("afr serve answered {status}: {message}")]
+    Server {
+        /// HTTP status.
+        status: u16,
+        /// Its message.
+        message: String,
+    },
+}
+
+/// A recorder: through a running `afr serve`, or the store itself.
+#[derive(Debug)]
+pub enum Sink {
+    /// `afr serve` on `<dir>/afr.sock`.
+    Server(Client),
+    /// The store, opened by this process (group durability).
+    Direct(Recorder),
+}
+
+impl Sink {
+    /// The server of `dir` if one answers, else the store opened directly.
+    pub fn open(dir: &Path) -> Result<Sink, SinkError> {
+        match Client::running(dir) {
+            Some(c) => Ok(Sink::Server(c)),
+            None => Ok(Sink::Direct(Recorder::open(dir, Config::default())?)),
+        }
+    }
+
+    /// Where events go, for messages.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Sink::Server(_) => "afr serve",
+            Sink::Direct(_) => "the store (directly)",
+        }
+    }
+
+    /// Records `event` (a JSON object of `docs/event.schema.json`) durably under
+    /// `idempotency_key`; returns its sequence number. A retry with the same key returns the
+    /// first event's number and records nothing.
+    pub fn record(&mut self, event: &Value, idempotency_key: &str) -> Result<u64, SinkError> {
+        match self {
+            Sink::Direct(r) => {
+                let bytes =
+                    serde_json::to_vec(event).map_err(|e| SinkError::Invalid(e.to_string()))?;
+                let input = EventInput::from_json(&bytes, DEFAULT_MAX_EVENT_BYTES)
+                    .map_err(|e| SinkError::Invalid(e.to_string()))?;
+                Ok(r.record_idempotent(idempotency_key.as_bytes(), input)?
+                    .receipt
+                    .seq)
+            }
+            Sink::Server(c) => {
+                let mut body = event.clone();
+                if let Value::Object(m) = &mut body {
+                    m.insert("idempotency_key".into(), idempotency_key.into());
+                }
+                let bytes =
+                    serde_json::to_vec(&body).map_err(|e| SinkError::Invalid(e.to_string()))?;
+                let r = c.request("POST", "/v1/events", Some("application/json"), &bytes)?;
+                let json = r.json();
+                match json["receipts"][0]["seq"].as_u64() {
+                    Some(seq) if r.status == 200 => Ok(seq),
+                    _ => Err(SinkError::Server {
+                        status: r.status,
+                        message: match json["errors"][0]["message"].as_str() {
+                            Some(m) => format!("{}: {m}", json["errors"][0]["field"]),
+                            None => r.error_message(),
+                        },
+                    }),
+                }
+            }
+        }
+    }
+}
