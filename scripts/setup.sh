@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks: libclang (RocksDB's bindgen) from Debian, the pinned
 # Solidity toolchain from npm (scripts/install-tools.sh), and pinned pytest from PyPI in .venv/
-# (the Python client's tests). Idempotent and quick when done.
+# (the Python client's tests), and the pinned MCP reference servers from npm in tests/mcp/
+# (the MCP gateway's tests). Idempotent and quick when done.
 #
 # libclang detection asks what bindgen (clang-sys) would load, not whether some library with
 # "clang" in its name exists: Debian images often carry libclang-cpp (the C++ API, useless to
@@ -89,4 +90,18 @@ if [[ -d "$root/clients/python" ]] &&
     fi
     "$venv/bin/python" -m pip install --disable-pip-version-check --no-input -q "${PYTHON_PINS[@]}"
     echo "${PYTHON_PINS[*]}" >"$venv/.installed"
+fi
+
+# The reference MCP servers the gateway's tests run against (cli/tests/it/mcp.rs), pinned
+# exactly in tests/mcp/package-lock.json, installed with `npm ci` into tests/mcp/node_modules/
+# (gitignored). Skipped when the stamp matches the lock file.
+mcp="$root/tests/mcp"
+if [[ -f "$mcp/package-lock.json" ]]; then
+    lock_hash="$(sha256sum "$mcp/package-lock.json" | cut -d' ' -f1)"
+    if [[ ! -f "$mcp/node_modules/.afr-installed" || "$(cat "$mcp/node_modules/.afr-installed")" != "$lock_hash" ]]; then
+        command -v npm >/dev/null || { echo "setup: npm (Node.js >= 20) is required for the MCP gateway's tests" >&2; exit 1; }
+        echo "setup: installing the pinned MCP reference servers into tests/mcp/node_modules/ (npm ci)" >&2
+        (cd "$mcp" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+        echo "$lock_hash" >"$mcp/node_modules/.afr-installed"
+    fi
 fi

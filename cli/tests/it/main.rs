@@ -19,6 +19,7 @@ use afr_recorder::{Config, Recorder, export_log};
 mod anchoring;
 mod escape;
 mod import;
+mod mcp;
 mod query;
 mod serve;
 

@@ -24,7 +24,7 @@ fn initialised_with_events(n: u64, seed: u64) -> (tempfile::TempDir, PathBuf, Pa
 }
 
 /// `afr serve ARGS` on `dir`, once its socket answers.
-fn serve(dir: &Path, args: &[&str]) -> Child {
+pub(super) fn serve(dir: &Path, args: &[&str]) -> Child {
     let child = afr(dir)
         .arg("serve")
         .args(args)
@@ -41,7 +41,7 @@ fn serve(dir: &Path, args: &[&str]) -> Child {
 }
 
 /// SIGTERM to a child this test started, then its exit status and stderr.
-fn terminate(mut child: Child) -> (Option<i32>, String) {
+pub(super) fn terminate(mut child: Child) -> (Option<i32>, String) {
     let ok = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

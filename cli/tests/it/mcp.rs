@@ -1,0 +1,496 @@
+//! `afr mcp wrap` between a client speaking MCP 2025-11-25 over stdio and the real reference
+//! servers from npm (`tests/mcp/`, installed by scripts/setup.sh): byte-for-byte relay seen
+//! through taps on both sides of the server, the events of each call, policy, a server killed
+//! mid-call, recording through `afr serve`, and failing closed.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    path::{Path, PathBuf},
+    process::{Child, ChildStdin, Command, Stdio},
+    sync::mpsc::{Receiver, channel},
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+
+use super::{afr, initialised, serve::serve, serve::terminate};
+
+/// A reference server's executable in tests/mcp/node_modules/.bin.
+fn server_bin(name: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/mcp/node_modules/.bin")
+        .join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup.sh",
+        p.display()
+    );
+    p
+}
+
+/// A shell command that runs `server` with `args`, copying what it reads to `tap/in` and what
+/// it writes to `tap/out`.
+fn tapped(tap: &Path, server: &Path, args: &str) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "tee '{}' | '{}' {args} | tee '{}'",
+            tap.join("in").display(),
+            server.display(),
+            tap.join("out").display()
+        ),
+    ]
+}
+
+/// An MCP client (2025-11-25, stdio) talking to `afr mcp wrap`.
+struct Client {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Vec<u8>>,
+    /// Every byte sent.
+    sent: Vec<u8>,
+    /// Every byte received.
+    received: Vec<u8>,
+}
+
+impl Client {
+    fn start(dir: &Path, extra: &[&str], command: &[String]) -> Client {
+        let mut child = afr(dir)
+            .args(["mcp", "wrap"])
+            .args(extra)
+            .arg("--")
+            .args(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            let mut r = stdout;
+            loop {
+                let mut l = Vec::new();
+                if r.read_until(b'\n', &mut l).unwrap_or(0) == 0 || tx.send(l).is_err() {
+                    return;
+                }
+            }
+        });
+        Client {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            sent: Vec::new(),
+            received: Vec::new(),
+        }
+    }
+
+    /// Sends `line` exactly as given (a newline is added).
+    fn send_raw(&mut self, line: &str) {
+        let mut b = line.as_bytes().to_vec();
+        b.push(b'\n');
+        self.stdin.as_mut().unwrap().write_all(&b).unwrap();
+        self.stdin.as_mut().unwrap().flush().unwrap();
+        self.sent.extend_from_slice(&b);
+    }
+
+    /// Waits for the response to `id`, skipping notifications and server requests.
+    fn response(&mut self, id: &Value) -> Value {
+        loop {
+            let l = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .expect("no response within 60 s");
+            self.received.extend_from_slice(&l);
+            let v: Value = serde_json::from_slice(&l).unwrap();
+            if v.get("method").is_none() && v.get("id") == Some(id) {
+                return v;
+            }
+        }
+    }
+
+    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        let m = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_raw(&m.to_string());
+        self.response(&json!(id))
+    }
+
+    /// `initialize` and `notifications/initialized`; the initialize result.
+    fn initialize(&mut self) -> Value {
+        let r = self.request(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "afr-test-client", "version": "0.0.1"}}),
+        );
+        self.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        r["result"].clone()
+    }
+
+    /// Closes stdin, reads everything left, and waits for the gateway to exit.
+    fn finish(mut self) -> (Vec<u8>, Vec<u8>, Option<i32>) {
+        drop(self.stdin.take());
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(30)) {
+            self.received.extend_from_slice(&l);
+        }
+        let st = self.child.wait().unwrap();
+        (self.sent, self.received, st.code())
+    }
+}
+
+/// Every event in the store (through `afr serve` if it runs), in order.
+fn events(dir: &Path) -> Vec<Value> {
+    let out = afr(dir)
+        .args(["query", "--json", "seq in 0..1000000"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice::<Value>(l).unwrap()["event"].clone())
+        .collect()
+}
+
+fn seqs_of(dir: &Path) -> Vec<u64> {
+    let out = afr(dir)
+        .args(["query", "--json", "seq in 0..1000000"])
+        .output()
+        .unwrap();
+    out.stdout
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            serde_json::from_slice::<Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn mcp_wrap_relays_byte_for_byte_and_records_intent_then_outcome() {
+    let (tmp, dir) = initialised();
+    let tap = tmp.path();
+    let mut c = Client::start(
+        &dir,
+        &[],
+        &tapped(tap, &server_bin("mcp-server-everything"), "stdio"),
+    );
+    let init = c.initialize();
+    assert_eq!(init["serverInfo"]["name"], "mcp-servers/everything");
+    c.request(2, "tools/list", json!({}));
+    let list = c.request(3, "resources/list", json!({}));
+    let uri = list["result"]["resources"][0]["uri"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let read = c.request(4, "resources/read", json!({"uri": uri}));
+    assert!(read["result"]["contents"].is_array(), "{read}");
+    // Odd spacing, key order, an unknown member and a \u escape: relayed as they are.
+    c.send_raw(
+        r#"{ "params" : {"arguments":{"message":"h\u00e9llo"},"name":"echo","_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},"x-unknown":[1, 2.50]},"id":5,  "jsonrpc":"2.0","method":"tools/call"}"#,
+    );
+    let echo = c.response(&json!(5));
+    assert_eq!(echo["result"]["content"][0]["text"], "Echo: héllo");
+    let sc = c.request(
+        6,
+        "tools/call",
+        json!({"name": "get-structured-content", "arguments": {"location": "Chicago"}}),
+    );
+    assert!(
+        sc["result"]["structuredContent"]["temperature"].is_number(),
+        "{sc}"
+    );
+    let sent_before_dup = c.sent.len();
+    // A duplicate key: answered by the gateway, never forwarded.
+    c.send_raw(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"a","message":"b"}}}"#);
+    let dup = c.response(&json!(7));
+    assert_eq!(dup["error"]["code"], -32600, "{dup}");
+    let dup_line_len = c.sent.len() - sent_before_dup;
+    let gateway_answer_len = c.received.len();
+    let (sent, received, code) = c.finish();
+    assert_eq!(code, Some(0));
+
+    // The server read exactly what the client sent, except the refused line.
+    let tap_in = std::fs::read(tap.join("in")).unwrap();
+    let mut expected = sent[..sent_before_dup].to_vec();
+    expected.extend_from_slice(&sent[sent_before_dup + dup_line_len..]);
+    assert_eq!(tap_in, expected);
+    // The client read exactly what the server wrote, plus the gateway's one answer.
+    let tap_out = std::fs::read(tap.join("out")).unwrap();
+    let dup_answer_start = received[..gateway_answer_len]
+        .rsplit(|b| *b == b'\n')
+        .nth(1)
+        .map(|l| gateway_answer_len - l.len() - 1)
+        .unwrap();
+    let mut from_server = received[..dup_answer_start].to_vec();
+    from_server.extend_from_slice(&received[gateway_answer_len..]);
+    assert_eq!(from_server, tap_out);
+
+    // Two calls, two events each: intent, then outcome linked to it.
+    let evs = events(&dir);
+    let seqs = seqs_of(&dir);
+    assert_eq!(evs.len(), 4, "{evs:#?}");
+    let (intent, outcome) = (&evs[0], &evs[1]);
+    assert_eq!(intent["category"], "api");
+    assert_eq!(
+        intent["intent"],
+        json!({"tool": "echo", "args": {"message": "héllo"}})
+    );
+    assert_eq!(intent["execution"]["command"], "tools/call");
+    let target = intent["execution"]["target"].as_str().unwrap();
+    assert!(
+        target.starts_with("mcp-servers/everything 2.0.0 (stdio: sh -c "),
+        "{target}"
+    );
+    assert_eq!(intent["code_provenance"]["agent"], "afr-test-client");
+    assert_eq!(intent["code_provenance"]["agent_version"], "0.0.1");
+    assert_eq!(
+        intent["code_provenance"]["tool_version"],
+        "mcp-servers/everything 2.0.0"
+    );
+    let sources = intent["context_provenance"]["sources"].as_array().unwrap();
+    assert_eq!(sources[0]["uri"], uri.as_str());
+    assert!(
+        sources[0]["content_hash"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert_eq!(
+        sources[1]["uri"],
+        "traceparent:00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    );
+    assert!(intent.get("effects").is_none());
+    assert_eq!(outcome["intent"]["tool"], "echo");
+    assert_eq!(
+        outcome["delegation_provenance"]["parent_event"]["seq"],
+        seqs[0]
+    );
+    assert_eq!(
+        outcome["effects"]["return_value"]["content"][0]["text"],
+        "Echo: héllo"
+    );
+    assert_eq!(intent["lane"], outcome["lane"]);
+    assert_eq!(evs[2]["intent"]["tool"], "get-structured-content");
+    assert_eq!(
+        evs[3]["delegation_provenance"]["parent_event"]["seq"],
+        seqs[2]
+    );
+    assert!(evs[3]["effects"]["return_value"]["structuredContent"]["humidity"].is_number());
+}
+
+#[test]
+fn mcp_wrap_denied_call_never_reaches_the_server_and_is_recorded() {
+    let (tmp, dir) = initialised();
+    let root = tmp.path().join("files");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    let policy = tmp.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"
+[[rule]]
+id = "notes-only"
+tool = "write_file"
+args = {{ path = "{}/notes/*" }}
+verdict = "allow"
+
+[[rule]]
+id = "no-other-writes"
+tool = "write_file"
+server = "secure-filesystem-*"
+verdict = "deny"
+reason = "writes only under notes/"
+"#,
+            root.display()
+        ),
+    )
+    .unwrap();
+    let policy_hash = {
+        use sha2::Digest;
+        format!(
+            "sha256:{}",
+            hex::encode(sha2::Sha256::digest(std::fs::read(&policy).unwrap()))
+        )
+    };
+    std::fs::create_dir(root.join("notes")).unwrap();
+    let server = format!("'{}'", root.display());
+    let command = tapped(tmp.path(), &server_bin("mcp-server-filesystem"), &server);
+    let mut c = Client::start(&dir, &["--policy", policy.to_str().unwrap()], &command);
+    let init = c.initialize();
+    let name = init["serverInfo"]["name"].as_str().unwrap().to_owned();
+    assert!(name.starts_with("secure-filesystem"), "{name}");
+    c.request(2, "tools/list", json!({}));
+    let bad = root.join("evil.txt");
+    let denied = c.request(
+        3,
+        "tools/call",
+        json!({"name": "write_file", "arguments": {"path": bad, "content": "x"}}),
+    );
+    assert_eq!(denied["error"]["code"], -32002, "{denied}");
+    let msg = denied["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("no-other-writes") && msg.contains("writes only under notes/"),
+        "{msg}"
+    );
+    let good = root.join("notes/ok.txt");
+    let allowed = c.request(
+        4,
+        "tools/call",
+        json!({"name": "write_file", "arguments": {"path": good, "content": "fine"}}),
+    );
+    assert!(allowed.get("result").is_some(), "{allowed}");
+    let (_, _, code) = c.finish();
+    assert_eq!(code, Some(0));
+
+    assert!(!bad.exists(), "the denied write ran");
+    assert_eq!(std::fs::read_to_string(&good).unwrap(), "fine");
+    let tap_in = String::from_utf8(std::fs::read(tmp.path().join("in")).unwrap()).unwrap();
+    assert!(
+        !tap_in.contains("evil.txt"),
+        "the denied call reached the server"
+    );
+
+    let evs = events(&dir);
+    assert_eq!(evs.len(), 3, "{evs:#?}");
+    let d = &evs[0];
+    assert_eq!(d["intent"]["tool"], "write_file");
+    assert_eq!(
+        d["policy_evaluation"],
+        json!([{"guardrail": "no-other-writes", "version": policy_hash, "verdict": "deny", "reason": "writes only under notes/"}])
+    );
+    assert!(
+        d.get("execution").is_none(),
+        "a denied call did not execute"
+    );
+    assert!(d["effects"]["error"].as_str().unwrap().contains("denied"));
+    let a = &evs[1];
+    assert_eq!(a["policy_evaluation"][0]["guardrail"], "notes-only");
+    assert_eq!(a["policy_evaluation"][0]["verdict"], "allow");
+    // server-filesystem annotates write_file as destructive: its arguments are the mutation.
+    assert_eq!(a["execution"]["mutation"]["content"], "fine");
+    assert!(evs[2]["delegation_provenance"]["parent_event"]["seq"].is_u64());
+}
+
+#[test]
+fn mcp_wrap_server_killed_mid_call_leaves_the_intent_and_outcome_unknown() {
+    let (tmp, dir) = initialised();
+    let pidfile = tmp.path().join("server.pid");
+    let command = vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "echo $$ > '{}'; exec '{}' stdio",
+            pidfile.display(),
+            server_bin("mcp-server-everything").display()
+        ),
+    ];
+    let mut c = Client::start(&dir, &[], &command);
+    c.initialize();
+    c.send_raw(r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"trigger-long-running-operation","arguments":{"duration":60,"steps":60}}}"#);
+    // The intent is durable before the server sees the call.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while events(&dir).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no intent event");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    // The server is this test's grandchild, started through the gateway: killed by its PID.
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", pid.trim()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let answer = c.response(&json!(9));
+    assert_eq!(answer["error"]["code"], -32003, "{answer}");
+    let (_, _, code) = c.finish();
+    assert_ne!(code, Some(0));
+
+    let evs = events(&dir);
+    let seqs = seqs_of(&dir);
+    assert_eq!(evs.len(), 2, "{evs:#?}");
+    assert_eq!(evs[0]["intent"]["tool"], "trigger-long-running-operation");
+    assert_eq!(evs[0]["intent"]["args"]["duration"], 60);
+    assert_eq!(
+        evs[1]["delegation_provenance"]["parent_event"]["seq"],
+        seqs[0]
+    );
+    let err = evs[1]["effects"]["error"].as_str().unwrap();
+    assert!(
+        err.starts_with("outcome unknown: the server exited"),
+        "{err}"
+    );
+}
+
+#[test]
+fn mcp_wrap_records_through_a_running_afr_serve() {
+    let (_tmp, dir) = initialised();
+    let server = serve(&dir, &[]);
+    let mut c = Client::start(
+        &dir,
+        &[],
+        &[
+            server_bin("mcp-server-everything").display().to_string(),
+            "stdio".into(),
+        ],
+    );
+    c.initialize();
+    let r = c.request(
+        2,
+        "tools/call",
+        json!({"name": "get-sum", "arguments": {"a": 2, "b": 3}}),
+    );
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains('5'),
+        "{r}"
+    );
+    let (_, _, code) = c.finish();
+    assert_eq!(code, Some(0));
+    // Read through the server, which holds the store open.
+    let evs = events(&dir);
+    assert_eq!(evs.len(), 2, "{evs:#?}");
+    assert_eq!(evs[0]["intent"]["args"], json!({"a": 2, "b": 3}));
+    assert!(evs[1]["effects"]["return_value"]["content"].is_array());
+    let (st, err) = terminate(server);
+    assert_eq!(st, Some(0), "{err}");
+}
+
+#[test]
+fn mcp_wrap_fails_closed_without_a_recorder_and_fail_open_forwards() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("not-initialised");
+    for (extra, forwarded) in [(&[][..], false), (&["--fail-open"][..], true)] {
+        let tap = tempfile::tempdir_in(tmp.path()).unwrap();
+        let command = tapped(tap.path(), &server_bin("mcp-server-everything"), "stdio");
+        let mut c = Client::start(&dir, extra, &command);
+        c.initialize();
+        let r = c.request(
+            2,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"message": "x"}}),
+        );
+        let (_, _, code) = c.finish();
+        assert_eq!(code, Some(0));
+        let tap_in = String::from_utf8(std::fs::read(tap.path().join("in")).unwrap()).unwrap();
+        assert_eq!(tap_in.contains("tools/call"), forwarded, "{extra:?}");
+        if forwarded {
+            assert_eq!(r["result"]["content"][0]["text"], "Echo: x");
+        } else {
+            assert_eq!(r["error"]["code"], -32001, "{r}");
+        }
+    }
+}
