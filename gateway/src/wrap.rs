@@ -499,3 +499,40 @@ fn on_signal(state: &Shared, out: &Out, child: &Arc<Mutex<Child>>) {
     let _ = c.wait();
     std::process::exit(128 + signo);
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    fn lines(input: &[u8], cap: usize) -> Vec<Result<Vec<u8>, &'static str>> {
+        // A tiny buffer, so that lines span several fills.
+        let mut r = BufReader::with_capacity(3, input);
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            match read_line(&mut r, cap, &mut buf).unwrap() {
+                Line::Data => out.push(Ok(buf.clone())),
+                Line::TooLong => out.push(Err("too long")),
+                Line::Eof => return out,
+            }
+        }
+    }
+
+    #[test]
+    fn lines_keep_their_bytes_and_over_long_ones_are_skipped_whole() {
+        let got = lines(b"{\"a\":1}\r\nxxxxxxxxxxxx\n{}\nlast", 8);
+        assert_eq!(
+            got,
+            vec![
+                Ok(b"{\"a\":1}\r\n".to_vec()),
+                Err("too long"),
+                Ok(b"{}\n".to_vec()),
+                Ok(b"last".to_vec()),
+            ]
+        );
+        // Exactly the cap (plus its newline) passes.
+        assert_eq!(lines(b"12345678\n", 8), vec![Ok(b"12345678\n".to_vec())]);
+        assert_eq!(lines(b"123456789\n", 8), vec![Err("too long")]);
+    }
+}

@@ -494,3 +494,37 @@ fn mcp_wrap_fails_closed_without_a_recorder_and_fail_open_forwards() {
         }
     }
 }
+
+#[test]
+fn mcp_wrap_stopped_mid_call_records_outcome_unknown() {
+    let (_tmp, dir) = initialised();
+    let command = [
+        server_bin("mcp-server-everything").display().to_string(),
+        "stdio".into(),
+    ];
+    let mut c = Client::start(&dir, &[], &command);
+    c.initialize();
+    c.send_raw(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"trigger-long-running-operation","arguments":{"duration":60,"steps":60}}}"#);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while events(&dir).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no intent event");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SIGTERM to the gateway, which this test started.
+    let pid = c.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let answer = c.response(&json!(3));
+    assert_eq!(answer["error"]["code"], -32003, "{answer}");
+    let (_, _, code) = c.finish();
+    assert_eq!(code, Some(128 + 15));
+    let evs = events(&dir);
+    assert_eq!(evs.len(), 2, "{evs:#?}");
+    let err = evs[1]["effects"]["error"].as_str().unwrap();
+    assert_eq!(err, "outcome unknown: the gateway was stopped by signal 15");
+}
