@@ -2,10 +2,10 @@
 
 use std::{
     ffi::OsString,
-    io::{BufRead, BufWriter, IsTerminal, Write},
+    io::{BufRead, BufWriter, Write},
     path::{Path, PathBuf},
     process::ExitCode,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use afr_core::{EventInput, text::escape, verify};
@@ -26,6 +26,7 @@ mod import;
 mod query;
 mod serve;
 mod served;
+mod tally;
 
 /// The commands `afr` hands to `afr-eval`.
 const RESEARCH: [&str; 6] = ["eval", "cost", "eval-rq4", "gen", "bench", "matrix"];
@@ -366,12 +367,8 @@ fn record(dir: &Path, file: Option<&Path>, receipts: bool, opts: &RecordOpts) ->
         return served::record(c, input, receipts, opts.max_event_bytes);
     }
     let r = Recorder::open(dir, opts.config())?;
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    let progress = std::io::stderr().is_terminal();
-    let (mut ok, mut bad, mut line_no) = (0u64, 0u64, 0u64);
-    let mut last_progress = Instant::now();
-    let start = Instant::now();
+    let mut tally = tally::Tally::new(receipts);
+    let mut line_no = 0u64;
     let cap = opts.max_event_bytes;
     for line in input.split(b'\n') {
         let line = line.context("cannot read input")?;
@@ -386,8 +383,7 @@ fn record(dir: &Path, file: Option<&Path>, receipts: bool, opts: &RecordOpts) ->
         let (key, ev) = match parsed {
             Ok(p) => p,
             Err(e) => {
-                eprintln!("afr: line {line_no}: {}; event not recorded", esc(e));
-                bad += 1;
+                tally.rejected(line_no, e);
                 continue;
             }
         };
@@ -399,53 +395,26 @@ fn record(dir: &Path, file: Option<&Path>, receipts: bool, opts: &RecordOpts) ->
         };
         match recorded {
             Ok((rc, duplicate)) => {
-                ok += 1;
-                if receipts {
-                    writeln!(
-                        out,
-                        r#"{{"line":{line_no},"seq":{},"epoch":{},"leaf_hash":"{}","timestamp_us":{}{}}}"#,
-                        rc.seq,
-                        rc.epoch,
-                        rc.leaf_hash,
-                        rc.timestamp_us,
-                        if duplicate {
-                            r#","duplicate":true"#
-                        } else {
-                            ""
-                        }
-                    )?;
-                    if opts.durability != Durability::Buffered {
-                        out.flush()?;
-                    }
+                tally.recorded(&tally::ReceiptLine {
+                    line: line_no,
+                    seq: rc.seq,
+                    epoch: rc.epoch,
+                    leaf_hash: &rc.leaf_hash.to_string(),
+                    timestamp_us: rc.timestamp_us,
+                    duplicate,
+                })?;
+                if opts.durability != Durability::Buffered {
+                    tally.flush()?;
                 }
             }
-            Err(afr_recorder::RecordError::Invalid(e)) => {
-                eprintln!("afr: line {line_no}: {}; event not recorded", esc(e));
-                bad += 1;
-            }
+            Err(afr_recorder::RecordError::Invalid(e)) => tally.rejected(line_no, e),
             Err(e) => return Err(e).context(format!("line {line_no}")),
         }
-        if progress && last_progress.elapsed() > Duration::from_millis(250) {
-            eprint!("\rrecorded {ok} events ({bad} rejected)");
-            last_progress = Instant::now();
-        }
+        tally.tick();
     }
     r.flush()?;
-    out.flush()?;
-    if progress {
-        eprint!("\r");
-    }
     let (epoch, open) = r.open_epoch();
-    eprintln!(
-        "recorded {ok} events in {:.2?} ({bad} rejected); next seq {}, open epoch {epoch} holds {open}",
-        start.elapsed(),
-        r.next_seq()
-    );
-    Ok(if bad > 0 {
-        ExitCode::from(EXIT_DATAERR)
-    } else {
-        ExitCode::SUCCESS
-    })
+    tally.finish(r.next_seq(), epoch, open)
 }
 
 fn status(dir: &Path, json: bool) -> Result<ExitCode> {

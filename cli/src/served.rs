@@ -2,10 +2,10 @@
 //! and answers): the same output and exit codes as without a server.
 
 use std::{
-    io::{BufRead, BufWriter, IsTerminal, Read, Write},
+    io::{BufRead, BufWriter, Read, Write},
     path::Path,
     process::ExitCode,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use afr_core::{EventInput, event::InputError};
@@ -14,7 +14,10 @@ use afr_server::client::{Client, Response};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use crate::{EXIT_DATAERR, esc, query};
+use crate::{
+    esc, query,
+    tally::{ReceiptLine, Tally},
+};
 
 /// Most lines the CLI sends in one batch.
 const BATCH_LINES: usize = 100;
@@ -258,12 +261,8 @@ pub fn record(
     receipts: bool,
     cap: usize,
 ) -> Result<ExitCode> {
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    let progress = std::io::stderr().is_terminal();
-    let (mut ok, mut bad, mut line_no) = (0u64, 0u64, 0u64);
-    let mut last_progress = Instant::now();
-    let start = Instant::now();
+    let mut tally = Tally::new(receipts);
+    let mut line_no = 0u64;
     let mut batch: Vec<u8> = Vec::new();
     let mut batch_lines: Vec<u64> = Vec::new();
     let mut line = Vec::new();
@@ -284,8 +283,7 @@ pub fn record(
                     path: String::new(),
                     message: format!("line is over the cap of {cap} bytes"),
                 });
-                eprintln!("afr: line {line_no}: {}; event not recorded", esc(e));
-                bad += 1;
+                tally.rejected(line_no, e);
             } else {
                 batch.extend_from_slice(l);
                 batch.push(b'\n');
@@ -300,70 +298,41 @@ pub fn record(
                 || input.buffer().is_empty());
         if send {
             let v = post_batch(&mut c, &batch)?;
+            // The server numbers the batch's lines from 1; the input's own numbers are kept.
+            let input_line = |v: &Value| {
+                let i = v["line"].as_u64().unwrap_or(1).saturating_sub(1) as usize;
+                batch_lines.get(i).copied().unwrap_or_default()
+            };
             for rc in v["receipts"].as_array().into_iter().flatten() {
-                ok += 1;
-                if receipts {
-                    let i = rc["line"].as_u64().unwrap_or(1).saturating_sub(1) as usize;
-                    writeln!(
-                        out,
-                        r#"{{"line":{},"seq":{},"epoch":{},"leaf_hash":"{}","timestamp_us":{}{}}}"#,
-                        batch_lines.get(i).copied().unwrap_or_default(),
-                        rc["seq"],
-                        rc["epoch"],
-                        rc["leaf_hash"].as_str().unwrap_or_default(),
-                        rc["timestamp_us"],
-                        if rc["duplicate"] == true {
-                            r#","duplicate":true"#
-                        } else {
-                            ""
-                        }
-                    )?;
-                }
+                let n = |k: &str| rc[k].as_u64().unwrap_or_default();
+                tally.recorded(&ReceiptLine {
+                    line: input_line(rc),
+                    seq: n("seq"),
+                    epoch: n("epoch"),
+                    leaf_hash: rc["leaf_hash"].as_str().unwrap_or_default(),
+                    timestamp_us: n("timestamp_us"),
+                    duplicate: rc["duplicate"] == true,
+                })?;
             }
-            if receipts {
-                out.flush()?;
-            }
+            tally.flush()?;
             for e in v["errors"].as_array().into_iter().flatten() {
-                let i = e["line"].as_u64().unwrap_or(1).saturating_sub(1) as usize;
                 let err = InputError {
                     path: e["field"].as_str().unwrap_or_default().to_owned(),
                     message: e["message"].as_str().unwrap_or_default().to_owned(),
                 };
-                eprintln!(
-                    "afr: line {}: {}; event not recorded",
-                    batch_lines.get(i).copied().unwrap_or_default(),
-                    esc(err)
-                );
-                bad += 1;
+                tally.rejected(input_line(e), err);
             }
             batch.clear();
             batch_lines.clear();
         }
-        if progress && last_progress.elapsed() > Duration::from_millis(250) {
-            eprint!("\rrecorded {ok} events ({bad} rejected)");
-            last_progress = Instant::now();
-        }
+        tally.tick();
         if eof {
             break;
         }
     }
-    out.flush()?;
-    if progress {
-        eprint!("\r");
-    }
     let st = status(c)?;
-    eprintln!(
-        "recorded {ok} events in {:.2?} ({bad} rejected); next seq {}, open epoch {} holds {}",
-        start.elapsed(),
-        st["events"],
-        st["open_epoch"],
-        st["open_epoch_events"]
-    );
-    Ok(if bad > 0 {
-        ExitCode::from(EXIT_DATAERR)
-    } else {
-        ExitCode::SUCCESS
-    })
+    let n = |k: &str| st[k].as_u64().unwrap_or_default();
+    tally.finish(n("events"), n("open_epoch"), n("open_epoch_events"))
 }
 
 /// Posts one NDJSON batch; on 503 waits as `Retry-After` says and sends it again (a 503 is

@@ -608,6 +608,16 @@ fn strict_json<'de, D: Deserializer<'de>>(d: D) -> Result<Json, D::Error> {
     d.deserialize_any(StrictVisitor)
 }
 
+/// Parses `bytes` as one JSON value, refusing duplicate object keys at every depth (the error
+/// names the key). serde_json alone keeps the last of two equal keys while other parsers keep
+/// the first: whoever checks a message and whoever acts on it must not read different values.
+pub fn parse_strict_json(bytes: &[u8]) -> Result<Json, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let StrictJson(v) = StrictJson::deserialize(&mut de)?;
+    de.end()?;
+    Ok(v)
+}
+
 struct StrictJson(Json);
 
 impl<'de> Deserialize<'de> for StrictJson {

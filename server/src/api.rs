@@ -404,33 +404,7 @@ async fn get_metrics(state: &Arc<AppState>) -> Result<Response<Body>, Failure> {
     let st = state.clone();
     let text = blocking(move || {
         let v = status::status_json(st.recorder.store())?;
-        let c = &st.counters;
-        let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
-        Ok(status::metrics_text(
-            &v,
-            &[
-                (
-                    "afr_ingest_busy_total",
-                    "Ingest requests refused with 503 because too many were in flight.",
-                    get(&c.busy),
-                ),
-                (
-                    "afr_ingest_rejected_lines_total",
-                    "Event lines rejected as invalid.",
-                    get(&c.rejected_lines),
-                ),
-                (
-                    "afr_anchor_passes_total",
-                    "Anchoring passes run by the server.",
-                    get(&c.anchor_passes),
-                ),
-                (
-                    "afr_anchor_failures_total",
-                    "Anchoring passes that failed.",
-                    get(&c.anchor_failures),
-                ),
-            ],
-        ))
+        Ok(status::metrics_text(&v, &st.counters.exposition()))
     })
     .await?;
     Ok(respond(

@@ -229,7 +229,16 @@ impl Client {
                 .write_all(head.as_bytes())
                 .and_then(|()| conn.get_mut().write_all(body))
                 .and_then(|()| conn.get_mut().flush());
-            let status_line = match sent.and_then(|()| read_line(&mut conn)) {
+            // A server that refuses a request early (503, 413) answers before reading the body
+            // and closes: the write then fails, but its answer is there to be read.
+            let answered = match sent {
+                Ok(()) => read_line(&mut conn),
+                Err(e) => match read_line(&mut conn) {
+                    Ok(l) if !l.is_empty() => Ok(l),
+                    _ => Err(e),
+                },
+            };
+            let status_line = match answered {
                 Ok(l) if !l.is_empty() => l,
                 Ok(_) | Err(_) if reused && attempt == 0 => continue,
                 Ok(_) => return Err(self.protocol("the server closed the connection")),

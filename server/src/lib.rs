@@ -178,6 +178,36 @@ impl Counters {
     pub(crate) fn bump(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// The counters as `/metrics` exposes them: (name, help, value).
+    pub(crate) fn exposition(&self) -> Vec<(&'static str, &'static str, u64)> {
+        const HELP: [(&str, &str); 4] = [
+            (
+                "afr_ingest_busy_total",
+                "Ingest requests refused with 503 (too many in flight).",
+            ),
+            (
+                "afr_ingest_rejected_lines_total",
+                "Event lines rejected as invalid.",
+            ),
+            (
+                "afr_anchor_passes_total",
+                "Anchoring passes run by the server.",
+            ),
+            ("afr_anchor_failures_total", "Anchoring passes that failed."),
+        ];
+        let values = [
+            &self.busy,
+            &self.rejected_lines,
+            &self.anchor_passes,
+            &self.anchor_failures,
+        ]
+        .map(|c| c.load(Ordering::Relaxed));
+        HELP.into_iter()
+            .zip(values)
+            .map(|((name, help), v)| (name, help, v))
+            .collect()
+    }
 }
 
 /// What every handler shares.

@@ -24,15 +24,18 @@ pub const DEV_ADDR: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 
 /// A pinned Foundry tool (`anvil`, `cast`, `forge`) from the workspace's `.tools/bin`.
 pub fn tool(name: &str) -> PathBuf {
-    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../.tools/bin")
-        .join(name);
-    assert!(
-        bin.exists(),
-        "{} missing: run scripts/install-tools.sh",
-        bin.display()
-    );
-    bin
+    installed(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../.tools/bin")
+            .join(name),
+        "scripts/install-tools.sh",
+    )
+}
+
+/// `path`, which a project script installs; fails the test naming the script if it is missing.
+pub fn installed(path: &std::path::Path, script: &str) -> PathBuf {
+    assert!(path.exists(), "{} missing: run {script}", path.display());
+    path.to_owned()
 }
 
 /// A running anvil, killed when dropped.

@@ -17,15 +17,12 @@ use super::{afr, initialised, serve::serve, serve::terminate};
 
 /// A reference server's executable in tests/mcp/node_modules/.bin.
 fn server_bin(name: &str) -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/mcp/node_modules/.bin")
-        .join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/setup.sh",
-        p.display()
-    );
-    p
+    afr_testkit::installed(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/mcp/node_modules/.bin")
+            .join(name),
+        "scripts/setup.sh",
+    )
 }
 
 /// A shell command that runs `server` with `args`, copying what it reads to `tap/in` and what
@@ -139,37 +136,43 @@ impl Client {
     }
 }
 
-/// Every event in the store (through `afr serve` if it runs), in order.
-fn events(dir: &Path) -> Vec<Value> {
-    let out = afr(dir)
-        .args(["query", "--json", "seq in 0..1000000"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// The `afr query --json` lines of every event in the store (through `afr serve` if it runs),
+/// in order.
+fn query_lines(dir: &Path) -> Vec<Value> {
+    let out = afr_testkit::ok(afr(dir).args(["query", "--json", "seq in 0..1000000"]));
     out.stdout
         .split(|b| *b == b'\n')
         .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice::<Value>(l).unwrap()["event"].clone())
+        .map(|l| serde_json::from_slice::<Value>(l).unwrap())
         .collect()
 }
 
+/// Every event in the store, in order.
+fn events(dir: &Path) -> Vec<Value> {
+    query_lines(dir)
+        .into_iter()
+        .map(|v| v["event"].clone())
+        .collect()
+}
+
+/// Sends `tools/call` `id` of server-everything's minute-long operation, and waits until its
+/// intent is recorded (it is durable before the server sees the call).
+fn long_call_recorded(c: &mut Client, dir: &Path, id: u64) {
+    c.send_raw(&format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"trigger-long-running-operation","arguments":{{"duration":60,"steps":60}}}}}}"#
+    ));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while events(dir).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no intent event");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The sequence numbers of every event in the store.
 fn seqs_of(dir: &Path) -> Vec<u64> {
-    let out = afr(dir)
-        .args(["query", "--json", "seq in 0..1000000"])
-        .output()
-        .unwrap();
-    out.stdout
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| {
-            serde_json::from_slice::<Value>(l).unwrap()["seq"]
-                .as_u64()
-                .unwrap()
-        })
+    query_lines(dir)
+        .iter()
+        .map(|v| v["seq"].as_u64().unwrap())
         .collect()
 }
 
@@ -395,13 +398,7 @@ fn mcp_wrap_server_killed_mid_call_leaves_the_intent_and_outcome_unknown() {
     ];
     let mut c = Client::start(&dir, &[], &command);
     c.initialize();
-    c.send_raw(r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"trigger-long-running-operation","arguments":{"duration":60,"steps":60}}}"#);
-    // The intent is durable before the server sees the call.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while events(&dir).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "no intent event");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    long_call_recorded(&mut c, &dir, 9);
     std::thread::sleep(Duration::from_millis(300));
     let pid = std::fs::read_to_string(&pidfile).unwrap();
     // The server is this test's grandchild, started through the gateway: killed by its PID.
@@ -504,12 +501,7 @@ fn mcp_wrap_stopped_mid_call_records_outcome_unknown() {
     ];
     let mut c = Client::start(&dir, &[], &command);
     c.initialize();
-    c.send_raw(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"trigger-long-running-operation","arguments":{"duration":60,"steps":60}}}"#);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while events(&dir).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "no intent event");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    long_call_recorded(&mut c, &dir, 3);
     // SIGTERM to the gateway, which this test started.
     let pid = c.child.id().to_string();
     assert!(

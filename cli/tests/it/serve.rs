@@ -235,9 +235,7 @@ fn anchoring_with_the_rpc_down_never_stalls_ingest() {
 /// refused too. Nothing starts, and the store stays usable directly.
 #[test]
 fn remote_listening_needs_allow_remote_and_a_token() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    afr_testkit::ok(afr(&dir).arg("init"));
+    let (tmp, dir) = super::initialised();
     let token = tmp.path().join("token");
     std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").unwrap();
     std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
@@ -332,9 +330,7 @@ fn the_server_anchors_sealed_epochs_on_a_real_chain() {
 /// answer, say) returns the receipt the first attempt got, and records nothing twice.
 #[test]
 fn an_idempotent_retry_after_kill_dash_nine_returns_the_first_receipt() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    afr_testkit::ok(afr(&dir).arg("init"));
+    let (_tmp, dir) = super::initialised();
     let line = br#"{"idempotency_key":"call-7f3a","category":"shell","intent":{"tool":"rm","args":{"path":"/tmp/x"}}}"#;
     let post = || {
         let mut c = Client::running(&dir).unwrap();
