@@ -241,6 +241,24 @@ impl Rpc {
         }
     }
 
+    /// The endpoint at `url` once it says it serves the pinned `chain_id`, and the block to
+    /// read at: `block` if given, else its latest.
+    pub fn pinned(url: &str, chain_id: u64, block: Option<u64>) -> Result<(Rpc, u64), VerifyError> {
+        let rpc = Rpc::new(url);
+        let served = rpc.chain_id()?;
+        if served != chain_id {
+            return Err(VerifyError::ChainMismatch {
+                served,
+                pinned: chain_id,
+            });
+        }
+        let block = match block {
+            Some(b) => b,
+            None => rpc.latest_block()?,
+        };
+        Ok((rpc, block))
+    }
+
     fn post(&self, body: String, call: String) -> Result<serde_json::Value> {
         let mut resp = match self
             .agent

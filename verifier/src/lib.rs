@@ -99,18 +99,7 @@ pub fn verify(
             let Some(chain_id) = trust.chain_id else {
                 return Err(UsageError::ChainNotPinned { flag: "--rpc" }.into());
             };
-            let rpc = Rpc::new(url);
-            let served = rpc.chain_id()?;
-            if served != chain_id {
-                return Err(VerifyError::ChainMismatch {
-                    served,
-                    pinned: chain_id,
-                });
-            }
-            let block = match block {
-                Some(b) => b,
-                None => rpc.latest_block()?,
-            };
+            let (rpc, block) = Rpc::pinned(url, chain_id, block)?;
             if rpc.code_is_afr_anchor(&contract, block)? {
                 // The file's epochs, and for a whole log the next one (a stale export shows).
                 let mut epochs: std::collections::BTreeSet<u64> =

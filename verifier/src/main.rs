@@ -160,9 +160,6 @@ enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// `afr-verify anchors` asked an endpoint that serves another chain.
-    #[error("the endpoint serves chain {served}, not the pinned chain {pinned}")]
-    ChainMismatch { served: u64, pinned: u64 },
     /// `afr-verify anchors` was pointed at code that is not AfrAnchor's.
     #[error(
         "the code at {contract} (block {block}) is not the AfrAnchor contract; refusing to write anchors from it"
@@ -240,18 +237,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 return Err(Error::Usage("afr-verify anchors needs one --recorder"));
             };
             let contract = trust.contract_hex();
-            let rpc = Rpc::new(&rpc);
-            let served = rpc.chain_id()?;
-            if served != chain_id {
-                return Err(Error::ChainMismatch {
-                    served,
-                    pinned: chain_id,
-                });
-            }
-            let block = match block {
-                Some(b) => b,
-                None => rpc.latest_block()?,
-            };
+            let (rpc, block) = Rpc::pinned(&rpc, chain_id, block)?;
             if !rpc.code_is_afr_anchor(&contract, block)? {
                 return Err(Error::NotAfrAnchor { contract, block });
             }
