@@ -728,11 +728,8 @@ impl Recorder {
         &self,
         seqs: &[u64],
     ) -> impl Iterator<Item = Result<query::LoadedEvent, RecordError>> {
-        let store = &self.shared.store;
-        let mut opener =
-            index::Opener::with_recorder(store, &self.shared.master, self.shared.recorder);
-        seqs.iter()
-            .map(move |&seq| query::load(&mut opener, store, seq))
+        let sh = &*self.shared;
+        query::load_all(&sh.store, &sh.master, sh.recorder, seqs)
     }
 
     fn open_epoch_key(&self, st: &mut State) -> Result<(), RecordError> {

@@ -94,10 +94,7 @@ impl LogReader {
         &self,
         seqs: &[u64],
     ) -> impl Iterator<Item = Result<query::LoadedEvent, RecordError>> {
-        let store = &self.store;
-        let mut opener = index::Opener::with_recorder(store, &self.master, self.recorder);
-        seqs.iter()
-            .map(move |&seq| query::load(&mut opener, store, seq))
+        query::load_all(&self.store, &self.master, self.recorder, seqs)
     }
 
     /// See [`crate::Recorder::disclose`].

@@ -53,7 +53,7 @@ mod plan;
 mod relations;
 mod schema;
 
-use afr_core::{Record, event::Payload};
+use afr_core::{Record, RecorderId, crypto::MasterKey, event::Payload};
 use serde_json::Value as Json;
 
 use crate::{RecordError, Store, index::Opener};
@@ -193,6 +193,19 @@ impl LoadedEvent {
         };
         serde_json::to_value(ev).ok()
     }
+}
+
+/// Reads and decrypts the events `seqs` of `recorder`'s store, in their order (one opener, so
+/// each epoch key is derived once): what `Recorder::load_events` and `LogReader::load_events`
+/// answer.
+pub(crate) fn load_all<'s, 'q>(
+    store: &'s Store,
+    master: &'s MasterKey,
+    recorder: RecorderId,
+    seqs: &'q [u64],
+) -> impl Iterator<Item = Result<LoadedEvent, RecordError>> + use<'s, 'q> {
+    let mut opener = Opener::with_recorder(store, master, recorder);
+    seqs.iter().map(move |&seq| load(&mut opener, store, seq))
 }
 
 /// Reads and decrypts event `seq`.
