@@ -23,6 +23,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod anchoring;
 mod import;
+mod mcp;
 mod query;
 mod serve;
 mod served;
@@ -115,7 +116,17 @@ enum Cmd {
     Serve(serve::ServeArgs),
     /// MCP gateway: record every tool call of an MCP client, enforce a policy (docs/gateway.md).
     #[command(subcommand)]
-    Mcp(McpCmd),
+    Mcp(mcp::McpCmd),
+    /// List the tool calls an MCP gateway holds for a human decision (policy `escalate`).
+    Approvals {
+        /// One JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a held tool call: the gateway records the approval, then forwards the call.
+    Approve(mcp::DecideArgs),
+    /// Reject a held tool call: the gateway records the rejection; the call never runs.
+    Reject(mcp::DecideArgs),
     /// Seal the open epoch now (if it holds any event).
     Seal {
         #[command(flatten)]
@@ -230,24 +241,6 @@ pub(crate) fn esc(x: impl std::fmt::Display) -> String {
 /// Exit code for input that was rejected (sysexits `EX_DATAERR`).
 const EXIT_DATAERR: u8 = 65;
 
-#[derive(Subcommand, Debug)]
-enum McpCmd {
-    /// Run a stdio MCP server as a child and relay its JSON-RPC byte for byte, recording each
-    /// tools/call (intent before it is forwarded, outcome when it is answered). Records through
-    /// `afr serve` when it runs, else into the store directly.
-    Wrap {
-        /// Guardrails: a TOML file of ordered allow/deny rules (docs/gateway.md).
-        #[arg(long)]
-        policy: Option<PathBuf>,
-        /// Forward calls that could not be recorded (default: answer them with an error).
-        #[arg(long)]
-        fail_open: bool,
-        /// The server's command and its arguments, after `--`.
-        #[arg(last = true, required = true)]
-        command: Vec<OsString>,
-    },
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -283,21 +276,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             opts,
         } => record(&cli.dir, file.as_deref(), receipts, &opts),
         Cmd::Serve(a) => serve::run(&cli.dir, cli.password_file.as_deref(), &a),
-        Cmd::Mcp(McpCmd::Wrap {
-            policy,
-            fail_open,
-            command,
-        }) => {
-            let policy = policy.map(|p| afr_gateway::Policy::load(&p)).transpose()?;
-            let code = afr_gateway::run(afr_gateway::WrapOptions {
-                dir: cli.dir.clone(),
-                policy,
-                fail_open,
-                command,
-                max_line: afr_gateway::wrap::DEFAULT_MAX_LINE,
-            })?;
-            Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
-        }
+        Cmd::Mcp(m) => mcp::run(&cli.dir, m),
+        Cmd::Approvals { json } => mcp::list(&cli.dir, json),
+        Cmd::Approve(a) => mcp::decide(&cli.dir, a, afr_gateway::approvals::Decision::Approved),
+        Cmd::Reject(a) => mcp::decide(&cli.dir, a, afr_gateway::approvals::Decision::Rejected),
         Cmd::Seal { opts } => {
             if let Some(c) = afr_server::client::Client::running(&cli.dir) {
                 return served::seal(c);

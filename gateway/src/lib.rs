@@ -1,10 +1,13 @@
 //! The MCP gateway: AFR in the path of an agent's tool calls.
 //!
-//! `afr mcp wrap [--policy FILE] [--fail-open] -- <server command...>` stands between an MCP
-//! client and a stdio server. It relays newline-delimited JSON-RPC both ways byte for byte
-//! (it forwards the bytes it read and parses a copy, so fields it does not know survive),
-//! records every `tools/call` before forwarding it ([`session`] describes the two events of a
-//! call), and enforces a [`policy`]. User guide: `docs/gateway.md`.
+//! - `afr mcp wrap [--policy FILE] [--fail-open] -- <server command...>` stands between an MCP
+//!   client and a stdio server ([`wrap`]);
+//! - `afr mcp proxy --upstream URL` stands in front of a Streamable HTTP server ([`proxy`]).
+//!
+//! Both relay JSON-RPC byte for byte (they forward the bytes they read and parse a copy, so
+//! fields they do not know survive), send every `tools/call` through one door
+//! ([`gate::Gate::admit`]: record, then forward, deny or hold for a human), and describe calls
+//! the same way ([`session`]). User guide: `docs/gateway.md`.
 //!
 //! Guarantees:
 //!
@@ -12,14 +15,20 @@
 //!   durability), unless `--fail-open` was given; a call that cannot be recorded is answered
 //!   with a JSON-RPC error instead.
 //! - A denied call MUST NOT reach the server; it is recorded with its evaluation.
-//! - A message with a duplicate JSON key, a batch, or a line over the cap MUST NOT be
+//! - An escalated call MUST NOT reach the server before a human approved it and that approval
+//!   is recorded; rejected and timed-out calls are recorded and never forwarded.
+//! - A message with a duplicate JSON key, a batch, or a message over the cap MUST NOT be
 //!   forwarded.
 
+pub mod approvals;
+pub mod gate;
 pub mod json;
 pub mod policy;
+pub mod proxy;
 pub mod session;
 pub mod sink;
 pub mod wrap;
 
+pub use gate::Gate;
 pub use policy::Policy;
 pub use wrap::{WrapError, WrapOptions, run};

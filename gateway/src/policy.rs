@@ -8,7 +8,7 @@
 //! tool = "write_file"               # glob on the tool name (`*`, `?`); absent: any tool
 //! server = "secure-filesystem-*"    # glob on serverInfo.name or the command line; absent: any
 //! args = { path = "/etc/*" }        # argument path (dots for nesting) -> glob on its value
-//! verdict = "deny"
+//! verdict = "deny"                  # allow, deny, or escalate (held for a human)
 //! reason = "writes only under /tmp"
 //! ```
 //!
@@ -53,6 +53,8 @@ pub enum Verdict {
     Allow,
     /// Answer a JSON-RPC error; the call never reaches the server.
     Deny,
+    /// Hold the call until a human approves it (then forward it) or rejects it.
+    Escalate,
 }
 
 impl Verdict {
@@ -61,6 +63,7 @@ impl Verdict {
         match self {
             Verdict::Allow => "allow",
             Verdict::Deny => "deny",
+            Verdict::Escalate => "escalate",
         }
     }
 }
@@ -286,7 +289,7 @@ verdict = "deny"
     #[test]
     fn bad_files_are_refused() {
         for bad in [
-            "[[rule]]\nid = \"a\"\nverdict = \"escalate\"\n",
+            "[[rule]]\nid = \"a\"\nverdict = \"maybe\"\n",
             "[[rule]]\nid = \"a\"\nverdict = \"deny\"\ntypo = 1\n",
             "[[rule]]\nid = \"a\"\nverdict = \"deny\"\n[[rule]]\nid = \"a\"\nverdict = \"allow\"\n",
             "[[rule]]\nid = \"default\"\nverdict = \"deny\"\n",

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::policy::{Evaluation, Verdict};
+use crate::policy::Evaluation;
 
 /// Category of every gateway event: a tool behind a protocol boundary, whose nature the
 /// gateway cannot know (annotations are the server's claim).
@@ -39,7 +39,7 @@ pub const MAX_RECORDED_RESULT: usize = 512 * 1024;
 /// A request the gateway waits an answer for.
 #[derive(Debug, Clone)]
 pub enum Pending {
-    /// `initialize`: its result names the server.
+    /// `initialize` or `server/discover`: its result names the server.
     Initialize,
     /// `tools/list`: its result carries annotations.
     ToolsList,
@@ -57,19 +57,42 @@ pub enum Pending {
     },
 }
 
+/// Where a call stands when its intent-side event is written.
+#[derive(Debug, Clone, Copy)]
+pub enum Stage<'a> {
+    /// Forwarded now (allowed, or no policy).
+    Forward,
+    /// Denied by the policy: never forwarded.
+    Denied,
+    /// Escalated: held until a human decides.
+    Held,
+    /// Decided by a human (or rejected on timeout).
+    Decided {
+        /// The `human_approval` object.
+        approval: &'a Value,
+        /// The event that recorded the call as held.
+        held_seq: Option<u64>,
+        /// Approved (forwarded now) or rejected (never forwarded).
+        approved: bool,
+        /// Why it was rejected.
+        why: &'a str,
+    },
+}
+
 /// One session's state.
 #[derive(Debug)]
 pub struct Session {
     /// The lane of every event of this session: `mcp-` and 16 random hex digits.
     pub lane: String,
-    /// The server's command line.
-    pub command_line: String,
+    /// How the server is reached: its command line (stdio) or URL (HTTP).
+    pub server_ref: String,
+    transport: &'static str,
     client: Option<(String, String)>,
     server: Option<(String, String)>,
+    client_elicits: bool,
     destructive: HashMap<String, bool>,
     sources: Vec<Value>,
     pending: HashMap<String, Pending>,
-    counter: u64,
 }
 
 fn info(v: &Value) -> Option<(String, String)> {
@@ -80,6 +103,14 @@ fn info(v: &Value) -> Option<(String, String)> {
             .unwrap_or("")
             .to_owned(),
     ))
+}
+
+/// The client's `_meta` entry `name` on a request of the stateless generation (2026-07-28),
+/// under the spec's reverse-DNS prefix or bare.
+fn meta<'v>(params: &'v Value, name: &str) -> Option<&'v Value> {
+    let m = params.get("_meta")?;
+    m.get(format!("io.modelcontextprotocol/{name}"))
+        .or_else(|| m.get(name))
 }
 
 /// `sha256:<hex>` of `bytes`.
@@ -93,39 +124,54 @@ pub fn id_key(id: &Value) -> String {
 }
 
 impl Session {
-    /// A new session around the server started with `command_line`.
-    pub fn new(command_line: String) -> Session {
+    /// A new session with the server reached over `transport` (`stdio`, `http`) at
+    /// `server_ref` (its command line, or its URL).
+    pub fn new(transport: &'static str, server_ref: String) -> Session {
         Session {
             lane: format!("mcp-{:016x}", rand::random::<u64>()),
-            command_line,
+            server_ref,
+            transport,
             client: None,
             server: None,
+            client_elicits: false,
             destructive: HashMap::new(),
             sources: Vec::new(),
             pending: HashMap::new(),
-            counter: 0,
         }
     }
 
-    /// serverInfo.name, once `initialize` was answered.
+    /// serverInfo.name, once `initialize` (or `server/discover`) was answered.
     pub fn server_name(&self) -> Option<&str> {
         self.server.as_ref().map(|(n, _)| n.as_str())
     }
 
-    /// A fresh idempotency key for the next event (unique per session and event).
-    pub fn next_key(&mut self, phase: &str) -> String {
-        self.counter += 1;
-        let h = Sha256::digest(format!("{}/{}/{phase}", self.lane, self.counter));
-        format!("mcp:{}", hex::encode(h))
+    /// clientInfo.name, once the client said it.
+    pub fn client_name(&self) -> Option<&str> {
+        self.client.as_ref().map(|(n, _)| n.as_str())
     }
 
-    /// Notes a request from the client before it is forwarded.
-    pub fn on_request(&mut self, id: &Value, method: &str, params: &Value) {
+    /// Whether the client declared the elicitation capability (it can be asked to approve).
+    pub fn client_elicits(&self) -> bool {
+        self.client_elicits
+    }
+
+    /// Notes a request from the client before it is forwarded; `key` names it until its
+    /// answer comes (the JSON-RPC id over stdio, the exchange over HTTP).
+    pub fn on_request(&mut self, key: String, method: &str, params: &Value) {
+        if let Some(c) = params
+            .get("clientInfo")
+            .or_else(|| meta(params, "clientInfo"))
+        {
+            self.client = info(c).or(self.client.take());
+        }
+        let caps = params
+            .get("capabilities")
+            .or_else(|| meta(params, "clientCapabilities"));
+        if let Some(caps) = caps {
+            self.client_elicits = caps.get("elicitation").is_some();
+        }
         let pending = match method {
-            "initialize" => {
-                self.client = params.get("clientInfo").and_then(info);
-                Pending::Initialize
-            }
+            "initialize" | "server/discover" => Pending::Initialize,
             "tools/list" => Pending::ToolsList,
             "resources/read" => match params.get("uri").and_then(Value::as_str) {
                 Some(uri) => Pending::ResourcesRead {
@@ -135,13 +181,13 @@ impl Session {
             },
             _ => return,
         };
-        self.pending.insert(id_key(id), pending);
+        self.pending.insert(key, pending);
     }
 
     /// Notes a forwarded `tools/call`.
-    pub fn on_call_forwarded(&mut self, id: &Value, tool: &str, intent_seq: Option<u64>) {
+    pub fn on_call_forwarded(&mut self, key: String, tool: &str, intent_seq: Option<u64>) {
         self.pending.insert(
-            id_key(id),
+            key,
             Pending::ToolCall {
                 tool: tool.to_owned(),
                 intent_seq,
@@ -149,13 +195,19 @@ impl Session {
         );
     }
 
-    /// Takes a response from the server; a `tools/call` answer is returned for recording.
-    pub fn on_response(&mut self, msg: &Map<String, Value>) -> Option<(String, Option<u64>)> {
-        let pending = self.pending.remove(&id_key(msg.get("id")?))?;
+    /// Takes the answer to the request `key`; a `tools/call` answer is returned for recording.
+    pub fn on_response(
+        &mut self,
+        key: &str,
+        msg: &Map<String, Value>,
+    ) -> Option<(String, Option<u64>)> {
+        let pending = self.pending.remove(key)?;
         let result = msg.get("result");
         match pending {
             Pending::Initialize => {
-                self.server = result.and_then(|r| r.get("serverInfo")).and_then(info);
+                if let Some(s) = result.and_then(|r| r.get("serverInfo")).and_then(info) {
+                    self.server = Some(s);
+                }
             }
             Pending::ToolsList => {
                 let tools = result
@@ -188,24 +240,34 @@ impl Session {
         None
     }
 
-    /// Takes every `tools/call` still waiting for an answer, with its JSON-RPC id.
-    pub fn take_pending_calls(&mut self) -> Vec<(Value, String, Option<u64>)> {
+    /// Forgets the request `key` (its exchange ended without an answer); a `tools/call` is
+    /// returned so that its outcome can be recorded as unknown.
+    pub fn forget(&mut self, key: &str) -> Option<(String, Option<u64>)> {
+        match self.pending.remove(key)? {
+            Pending::ToolCall { tool, intent_seq } => Some((tool, intent_seq)),
+            _ => None,
+        }
+    }
+
+    /// Takes every `tools/call` still waiting for an answer, with its key.
+    pub fn take_pending_calls(&mut self) -> Vec<(String, String, Option<u64>)> {
         let mut out = Vec::new();
         self.pending.retain(|k, p| match p {
             Pending::ToolCall { tool, intent_seq } => {
-                let id = serde_json::from_str(k).unwrap_or(Value::Null);
-                out.push((id, tool.clone(), *intent_seq));
+                out.push((k.clone(), tool.clone(), *intent_seq));
                 false
             }
             _ => true,
         });
+        out.sort();
         out
     }
 
-    fn target(&self) -> String {
+    /// The server as events and prompts name it: `<name> <version> (<transport>: <ref>)`.
+    pub fn target(&self) -> String {
         match &self.server {
-            Some((n, v)) => format!("{n} {v} (stdio: {})", self.command_line),
-            None => format!("stdio: {}", self.command_line),
+            Some((n, v)) => format!("{n} {v} ({}: {})", self.transport, self.server_ref),
+            None => format!("{}: {}", self.transport, self.server_ref),
         }
     }
 
@@ -221,13 +283,15 @@ impl Session {
         Value::Object(m)
     }
 
-    /// The intent event of a call (before forwarding), or the only event of a denied call.
+    /// The event written before a call can run: the intent of a forwarded call, the only
+    /// event of a denied one, the record of a held one, or the decision on a held one.
     pub fn intent_event(
         &self,
         tool: &str,
         args: &Value,
         params: &Value,
         evaluation: Option<&Evaluation>,
+        stage: Stage<'_>,
     ) -> Value {
         let mut ev = json!({
             "category": CATEGORY,
@@ -235,7 +299,6 @@ impl Session {
             "intent": {"tool": tool, "args": args},
             "code_provenance": self.code_provenance(),
         });
-        let denied = evaluation.is_some_and(|e| e.verdict == Verdict::Deny);
         if let Some(e) = evaluation {
             ev["policy_evaluation"] = json!([{
                 "guardrail": e.guardrail,
@@ -244,9 +307,30 @@ impl Session {
                 "reason": e.reason,
             }]);
         }
-        if denied {
-            ev["effects"] = json!({"error": "denied by policy; not forwarded to the server"});
-        } else {
+        let runs = match stage {
+            Stage::Forward => true,
+            Stage::Denied => {
+                ev["effects"] = json!({"error": "denied by policy; not forwarded to the server"});
+                false
+            }
+            Stage::Held => false,
+            Stage::Decided {
+                approval,
+                held_seq,
+                approved,
+                why,
+            } => {
+                ev["human_approval"] = approval.clone();
+                if let Some(seq) = held_seq {
+                    ev["delegation_provenance"] = json!({"parent_event": {"seq": seq}});
+                }
+                if !approved {
+                    ev["effects"] = json!({ "error": why });
+                }
+                approved
+            }
+        };
+        if runs {
             ev["execution"] = json!({"command": "tools/call", "target": self.target()});
             if self.destructive.get(tool).copied().unwrap_or(false) {
                 ev["execution"]["mutation"] = args.clone();
@@ -270,13 +354,11 @@ impl Session {
         msg: &Map<String, Value>,
     ) -> Value {
         let mut effects = Map::new();
-        if let Some(r) = msg.get("result") {
-            let mut rv = Map::new();
-            for k in ["content", "structuredContent", "isError"] {
-                if let Some(v) = r.get(k) {
-                    rv.insert(k.into(), v.clone());
-                }
-            }
+        if let Some(Value::Object(r)) = msg.get("result") {
+            // The whole result but its `_meta`: content, structuredContent, isError, and in
+            // the 2026-07-28 generation resultType (`input_required` and its requests).
+            let mut rv = r.clone();
+            rv.remove("_meta");
             let rv = Value::Object(rv);
             let text = rv.to_string();
             let rv = if text.len() > MAX_RECORDED_RESULT {
@@ -336,28 +418,38 @@ mod tests {
         }
     }
 
+    fn answer(s: &mut Session, id: Value, result: Value) {
+        s.on_response(&id_key(&id), &obj(json!({"id": id, "result": result})));
+    }
+
+    fn valid(ev: &Value) -> afr_core::EventInput {
+        afr_core::EventInput::from_json(ev.to_string().as_bytes(), 1 << 20).unwrap()
+    }
+
     #[test]
     fn events_carry_client_server_sources_and_trace() {
-        let mut s = Session::new("node server.js".into());
-        s.on_request(
-            &json!(1),
-            "initialize",
-            &json!({"clientInfo": {"name": "c", "version": "9"}}),
+        let mut s = Session::new("stdio", "node server.js".into());
+        let init = json!({"clientInfo": {"name": "c", "version": "9"}, "capabilities": {"elicitation": {}}});
+        s.on_request(id_key(&json!(1)), "initialize", &init);
+        answer(
+            &mut s,
+            json!(1),
+            json!({"serverInfo": {"name": "srv", "version": "2"}}),
         );
-        s.on_response(&obj(
-            json!({"id": 1, "result": {"serverInfo": {"name": "srv", "version": "2"}}}),
-        ));
-        s.on_request(&json!("r"), "resources/read", &json!({"uri": "file:///a"}));
-        s.on_response(&obj(
-            json!({"id": "r", "result": {"contents": [{"text": "hi"}]}}),
-        ));
-        s.on_request(&json!(2), "tools/list", &Value::Null);
-        s.on_response(&obj(json!({"id": 2, "result": {"tools": [{"name": "rm", "annotations": {"destructiveHint": true}}]}})));
+        assert!(s.client_elicits());
+        s.on_request(
+            id_key(&json!("r")),
+            "resources/read",
+            &json!({"uri": "file:///a"}),
+        );
+        answer(&mut s, json!("r"), json!({"contents": [{"text": "hi"}]}));
+        s.on_request(id_key(&json!(2)), "tools/list", &Value::Null);
+        let tools = json!({"tools": [{"name": "rm", "annotations": {"destructiveHint": true}}]});
+        answer(&mut s, json!(2), tools);
         let params =
             json!({"name": "rm", "arguments": {"p": 1}, "_meta": {"traceparent": "00-ab-cd-01"}});
-        let ev = s.intent_event("rm", &json!({"p": 1}), &params, None);
-        let input = afr_core::EventInput::from_json(ev.to_string().as_bytes(), 1 << 20).unwrap();
-        assert_eq!(input.intent.tool, "rm");
+        let ev = s.intent_event("rm", &json!({"p": 1}), &params, None, Stage::Forward);
+        assert_eq!(valid(&ev).intent.tool, "rm");
         assert_eq!(ev["code_provenance"]["agent"], "c");
         assert_eq!(ev["code_provenance"]["tool_version"], "srv 2");
         assert_eq!(ev["execution"]["target"], "srv 2 (stdio: node server.js)");
@@ -372,18 +464,80 @@ mod tests {
     }
 
     #[test]
+    fn the_stateless_generation_names_client_and_server_per_request() {
+        let mut s = Session::new("http", "http://h/mcp".into());
+        let discover = json!({"_meta": {
+            "io.modelcontextprotocol/clientInfo": {"name": "py", "version": "2.3.0"},
+            "io.modelcontextprotocol/clientCapabilities": {}}});
+        s.on_request(id_key(&json!("x1")), "server/discover", &discover);
+        answer(
+            &mut s,
+            json!("x1"),
+            json!({"serverInfo": {"name": "srv", "version": "1"}}),
+        );
+        assert_eq!(
+            (s.client_name(), s.server_name()),
+            (Some("py"), Some("srv"))
+        );
+        assert!(!s.client_elicits());
+        s.on_call_forwarded("x2".into(), "ask", Some(7));
+        let r =
+            obj(json!({"id": 3, "result": {"resultType": "input_required", "_meta": {"a": 1}}}));
+        let (tool, seq) = s.on_response("x2", &r).unwrap();
+        let ev = s.outcome_event(&tool, seq, &r);
+        assert_eq!(
+            ev["effects"]["return_value"],
+            json!({"resultType": "input_required"})
+        );
+        assert_eq!(ev["execution"]["target"], "srv 1 (http: http://h/mcp)");
+    }
+
+    #[test]
+    fn held_and_decided_calls() {
+        let s = Session::new("stdio", "x".into());
+        let args = json!({"path": "/etc/x"});
+        let held = s.intent_event("w", &args, &Value::Null, None, Stage::Held);
+        valid(&held);
+        assert!(held.get("execution").is_none() && held.get("effects").is_none());
+        let approval =
+            json!({"approver": "alice", "prompt": "p", "decision": "approved", "decided_at_us": 5});
+        let ok = Stage::Decided {
+            approval: &approval,
+            held_seq: Some(3),
+            approved: true,
+            why: "",
+        };
+        let ev = s.intent_event("w", &args, &Value::Null, None, ok);
+        assert_eq!(valid(&ev).human_approval.unwrap().approver, "alice");
+        assert_eq!(ev["delegation_provenance"]["parent_event"]["seq"], 3);
+        assert_eq!(ev["execution"]["command"], "tools/call");
+        let no = Stage::Decided {
+            approval: &approval,
+            held_seq: Some(3),
+            approved: false,
+            why: "rejected",
+        };
+        let ev = s.intent_event("w", &args, &Value::Null, None, no);
+        assert!(ev.get("execution").is_none());
+        assert_eq!(ev["effects"]["error"], "rejected");
+    }
+
+    #[test]
     fn outcomes_link_to_their_intent() {
-        let mut s = Session::new("x".into());
-        s.on_call_forwarded(&json!(5), "echo", Some(41));
+        let mut s = Session::new("stdio", "x".into());
+        s.on_call_forwarded(id_key(&json!(5)), "echo", Some(41));
         let resp = obj(json!({"id": 5, "error": {"code": -32602, "message": "bad"}}));
-        let (tool, seq) = s.on_response(&resp).unwrap();
+        let (tool, seq) = s.on_response("5", &resp).unwrap();
         let ev = s.outcome_event(&tool, seq, &resp);
         assert_eq!(ev["delegation_provenance"]["parent_event"]["seq"], 41);
         assert_eq!(ev["effects"]["error"], "JSON-RPC error -32602: bad");
-        afr_core::EventInput::from_json(ev.to_string().as_bytes(), 1 << 20).unwrap();
-        s.on_call_forwarded(&json!("a"), "slow", Some(42));
+        valid(&ev);
+        s.on_call_forwarded(id_key(&json!("a")), "slow", Some(42));
         let left = s.take_pending_calls();
-        assert_eq!(left, vec![(json!("a"), "slow".to_owned(), Some(42))]);
+        assert_eq!(
+            left,
+            vec![("\"a\"".to_owned(), "slow".to_owned(), Some(42))]
+        );
         assert!(s.take_pending_calls().is_empty());
     }
 }

@@ -6,41 +6,31 @@
 //! inherited. A third thread waits for SIGTERM, SIGINT or SIGHUP.
 
 use std::{
+    collections::{HashMap, HashSet},
     ffi::OsString,
     io::{BufRead, BufReader, Write},
-    path::PathBuf,
     process::{Child, ChildStdin, Command, Stdio},
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{Arc, Mutex, MutexGuard, mpsc},
     time::Duration,
 };
 
 use serde_json::{Map, Value, json};
 
+pub use crate::gate::code;
 use crate::{
+    approvals::Ruling,
+    gate::{
+        Admission, ELICITATION_ID_PREFIX, Gate, Held, ToolCall, elicitation_request,
+        elicitation_ruling,
+    },
     json::parse_strict,
-    policy::{Call, Policy, Verdict},
-    session::Session,
-    sink::Sink,
+    session::{Session, id_key},
 };
 
 /// Longest JSON-RPC message (one line) relayed, in bytes, by default.
 pub const DEFAULT_MAX_LINE: usize = 16 * 1024 * 1024;
 /// How long the server may take to exit after its stdin is closed before it is killed.
 pub const EXIT_GRACE: Duration = Duration::from_secs(5);
-
-/// JSON-RPC error codes the gateway answers with.
-pub mod code {
-    /// Not JSON.
-    pub const PARSE_ERROR: i64 = -32700;
-    /// A duplicate key, a batch, an over-long line, a `tools/call` without a name.
-    pub const INVALID_REQUEST: i64 = -32600;
-    /// The call was not recorded, so it was not forwarded (fail closed).
-    pub const NOT_RECORDED: i64 = -32001;
-    /// The policy denied the call.
-    pub const DENIED: i64 = -32002;
-    /// The server exited, or the gateway stopped, before the answer came.
-    pub const NO_ANSWER: i64 = -32003;
-}
 
 /// Errors starting the gateway.
 #[derive(Debug, thiserror::Error)]
@@ -61,64 +51,26 @@ pub enum WrapError {
 /// Settings of `afr mcp wrap`.
 #[derive(Debug)]
 pub struct WrapOptions {
-    /// The recorder directory.
-    pub dir: PathBuf,
-    /// The policy, if any (without one, every call is allowed and no evaluation is recorded).
-    pub policy: Option<Policy>,
-    /// Forward calls that could not be recorded (default: refuse them).
-    pub fail_open: bool,
+    /// The recorder, policy and approval settings.
+    pub gate: Gate,
     /// The server's command and arguments.
     pub command: Vec<OsString>,
     /// Longest line relayed.
     pub max_line: usize,
 }
 
+/// The session, and the elicitations the gateway itself asked the client.
 struct State {
     session: Session,
-    sink: Option<Sink>,
-    dir: PathBuf,
-}
-
-impl State {
-    /// Records `event`; opens the sink again if it is missing (`afr serve` may start later).
-    fn record(&mut self, event: &Value, phase: &str) -> Result<u64, String> {
-        let key = self.session.next_key(phase);
-        if self.sink.is_none() {
-            self.sink = Some(Sink::open(&self.dir).map_err(|e| e.to_string())?);
-        }
-        let sink = self.sink.as_mut().ok_or("no recorder")?;
-        match sink.record(event, &key) {
-            Ok(seq) => Ok(seq),
-            Err(first) => {
-                // `afr serve` may have stopped (or started): once more on a fresh sink.
-                self.sink = None;
-                let mut sink = Sink::open(&self.dir).map_err(|e| format!("{first}; {e}"))?;
-                let r = sink
-                    .record(event, &key)
-                    .map_err(|e| format!("{first}; {e}"));
-                self.sink = Some(sink);
-                r
-            }
-        }
-    }
-
-    /// Records "outcome unknown" for every call still waiting, and answers each with an error.
-    fn abandon_pending(&mut self, why: &str, out: &Out) {
-        for (id, tool, seq) in self.session.take_pending_calls() {
-            let ev = self.session.unknown_outcome_event(&tool, seq, why);
-            if let Err(e) = self.record(&ev, "unknown") {
-                warn(&format!(
-                    "outcome of `{tool}` (unknown: {why}) not recorded: {e}"
-                ));
-            }
-            out.error(&id, code::NO_ANSWER, &format!("afr gateway: {why}"));
-        }
-    }
+    /// Ids of every elicitation the gateway sent (their answers are never forwarded).
+    asked: HashSet<String>,
+    /// Those still waited for, and where their answer goes.
+    waiting: HashMap<String, mpsc::Sender<Ruling>>,
 }
 
 type Shared = Arc<Mutex<State>>;
 
-fn lock(s: &Shared) -> MutexGuard<'_, State> {
+fn lock<T>(s: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock leaves consistent-enough state to record outcomes.
     s.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -127,27 +79,48 @@ fn warn(m: &str) {
     eprintln!("afr mcp wrap: {m}");
 }
 
-/// Our stdout, shared by the relay and the gateway's own answers; one whole line at a time.
+/// Records "outcome unknown" for every call still waiting, and answers each with an error.
+fn abandon_pending(gate: &Gate, state: &Shared, why: &str, out: &Out) {
+    let mut st = lock(state);
+    for (key, tool, seq) in st.session.take_pending_calls() {
+        let ev = st.session.unknown_outcome_event(&tool, seq, why);
+        if let Err(e) = gate.record(&ev, "unknown") {
+            warn(&format!(
+                "outcome of `{tool}` (unknown: {why}) not recorded: {e}"
+            ));
+        }
+        let id = serde_json::from_str(&key).unwrap_or(Value::Null);
+        out.error(&id, code::NO_ANSWER, &format!("afr gateway: {why}"));
+    }
+    gate.abandon_held();
+}
+
+/// Our stdout, shared by the relay and the gateway's own messages; one whole line at a time.
 #[derive(Clone)]
 struct Out(Arc<Mutex<std::io::Stdout>>);
 
 impl Out {
     fn line(&self, bytes: &[u8]) {
-        let mut o = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut o = lock(&self.0);
         // The client went away: nothing to answer to; the relay ends on its own EOF.
         let _ = o.write_all(bytes).and_then(|()| o.flush());
     }
 
-    fn error(&self, id: &Value, code: i64, message: &str) {
-        let m = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-        let mut b = m.to_string().into_bytes();
+    fn json(&self, v: &Value) {
+        let mut b = v.to_string().into_bytes();
         b.push(b'\n');
         self.line(&b);
     }
+
+    fn error(&self, id: &Value, code: i64, message: &str) {
+        self.json(
+            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+        );
+    }
 }
+
+/// The server's stdin, shared by the relay and the threads of held calls.
+type ToServer = Arc<Mutex<ChildStdin>>;
 
 /// One line read with a cap.
 enum Line {
@@ -201,20 +174,6 @@ pub fn run(opts: WrapOptions) -> Result<i32, WrapError> {
         .map(|a| a.to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join(" ");
-    let sink = match Sink::open(&opts.dir) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            warn(&format!(
-                "recorder unavailable ({e}); tool calls {}",
-                if opts.fail_open {
-                    "will be forwarded unrecorded (--fail-open)"
-                } else {
-                    "will be refused until it is"
-                }
-            ));
-            None
-        }
-    };
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::piped())
@@ -233,28 +192,44 @@ pub fn run(opts: WrapOptions) -> Result<i32, WrapError> {
         });
     };
     let state: Shared = Arc::new(Mutex::new(State {
-        session: Session::new(command_line),
-        sink,
-        dir: opts.dir.clone(),
+        session: Session::new("stdio", command_line),
+        asked: HashSet::new(),
+        waiting: HashMap::new(),
     }));
     let out = Out(Arc::new(Mutex::new(std::io::stdout())));
     let child = Arc::new(Mutex::new(child));
+    let to_server: ToServer = Arc::new(Mutex::new(to_server));
+    let gate = Arc::new(opts.gate);
 
     {
-        let (state, out, child, cap) = (state.clone(), out.clone(), child.clone(), opts.max_line);
-        std::thread::spawn(move || server_to_client(from_server, cap, &state, &out, &child));
+        let (gate, state, out, child, cap) = (
+            gate.clone(),
+            state.clone(),
+            out.clone(),
+            child.clone(),
+            opts.max_line,
+        );
+        std::thread::spawn(move || server_to_client(from_server, cap, &gate, &state, &out, &child));
     }
     {
-        let (state, out, child) = (state.clone(), out.clone(), child.clone());
-        std::thread::spawn(move || on_signal(&state, &out, &child));
+        let (gate, state, out, child) = (gate.clone(), state.clone(), out.clone(), child.clone());
+        std::thread::spawn(move || on_signal(&gate, &state, &out, &child));
     }
-    client_to_server(to_server, &opts, &state, &out);
-    // The client closed our stdin: the server's stdin was closed with it. The relay thread
-    // exits the process once the server's stdout ends; kill the server if it lingers.
+    let relay = Relay {
+        gate,
+        state,
+        out,
+        to_server,
+        max_line: opts.max_line,
+    };
+    relay.client_to_server();
+    // The client closed our stdin: close the server's (held calls can no longer be answered).
+    relay.gate.abandon_held();
+    drop(relay);
+    // The relay thread exits the process once the server's stdout ends; kill the server if it
+    // lingers.
     std::thread::sleep(EXIT_GRACE);
-    let mut c = child
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut c = lock(&child);
     warn("the server did not exit after its stdin was closed; killing it");
     let _ = c.kill();
     drop(c);
@@ -263,163 +238,196 @@ pub fn run(opts: WrapOptions) -> Result<i32, WrapError> {
     }
 }
 
-fn client_to_server(mut to_server: ChildStdin, opts: &WrapOptions, state: &Shared, out: &Out) {
-    let mut stdin = BufReader::new(std::io::stdin().lock());
-    let mut buf = Vec::new();
-    loop {
-        match read_line(&mut stdin, opts.max_line, &mut buf) {
-            Ok(Line::Data) => {}
-            Ok(Line::TooLong) => {
-                warn(&format!(
-                    "refused a client message over {} bytes",
-                    opts.max_line
-                ));
+/// The client-to-server direction, and what held calls need to finish.
+#[derive(Clone)]
+struct Relay {
+    gate: Arc<Gate>,
+    state: Shared,
+    out: Out,
+    to_server: ToServer,
+    max_line: usize,
+}
+
+impl Relay {
+    fn send(&self, line: &[u8]) -> bool {
+        let mut w = lock(&self.to_server);
+        w.write_all(line).and_then(|()| w.flush()).is_ok()
+    }
+
+    fn client_to_server(&self) {
+        let mut stdin = BufReader::new(std::io::stdin().lock());
+        let mut buf = Vec::new();
+        loop {
+            match read_line(&mut stdin, self.max_line, &mut buf) {
+                Ok(Line::Data) => {}
+                Ok(Line::TooLong) => {
+                    warn(&format!(
+                        "refused a client message over {} bytes",
+                        self.max_line
+                    ));
+                    self.out.error(
+                        &Value::Null,
+                        code::INVALID_REQUEST,
+                        &format!(
+                            "afr gateway: message over {} bytes (line cap); not forwarded",
+                            self.max_line
+                        ),
+                    );
+                    continue;
+                }
+                Ok(Line::Eof) | Err(_) => return,
+            }
+            if self.check_client_line(&buf) && !self.send(&buf) {
+                return;
+            }
+        }
+    }
+
+    /// Bookkeeping, recording and policy for one client line; whether to forward it now.
+    fn check_client_line(&self, line: &[u8]) -> bool {
+        let out = &self.out;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return true;
+        }
+        let msg = match parse_strict(line) {
+            Ok(Value::Object(m)) => m,
+            Ok(Value::Array(_)) => {
                 out.error(
                     &Value::Null,
                     code::INVALID_REQUEST,
-                    &format!(
-                        "afr gateway: message over {} bytes (line cap); not forwarded",
-                        opts.max_line
-                    ),
+                    "afr gateway: JSON-RPC batches are not supported; not forwarded",
                 );
-                continue;
+                return false;
             }
-            Ok(Line::Eof) | Err(_) => return,
+            Ok(_) => {
+                out.error(
+                    &Value::Null,
+                    code::INVALID_REQUEST,
+                    "afr gateway: not a JSON-RPC message; not forwarded",
+                );
+                return false;
+            }
+            Err(e) => {
+                let lax: Option<Value> = serde_json::from_slice(line).ok();
+                let id = lax
+                    .as_ref()
+                    .and_then(|v| v.get("id"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let (code, what) = if lax.is_some() {
+                    (code::INVALID_REQUEST, "refused")
+                } else {
+                    (code::PARSE_ERROR, "not JSON")
+                };
+                warn(&format!("client message {what}: {e}"));
+                out.error(
+                    &id,
+                    code,
+                    &format!("afr gateway: {what}: {e}; not forwarded"),
+                );
+                return false;
+            }
+        };
+        let Some(id) = msg.get("id") else {
+            return true; // a notification: relayed untouched
+        };
+        let Some(method) = msg.get("method").and_then(Value::as_str) else {
+            // A response: to one of the gateway's own elicitations, or to the server.
+            return !self.on_elicitation_answer(id, &msg);
+        };
+        let params = msg.get("params").cloned().unwrap_or(Value::Null);
+        let mut st = lock(&self.state);
+        if method != "tools/call" {
+            st.session.on_request(id_key(id), method, &params);
+            return true;
         }
-        if check_client_line(&buf, opts, state, out)
-            && to_server
-                .write_all(&buf)
-                .and_then(|()| to_server.flush())
-                .is_err()
-        {
-            return;
-        }
-    }
-}
-
-/// Bookkeeping, recording and policy for one client line; whether to forward it.
-fn check_client_line(line: &[u8], opts: &WrapOptions, state: &Shared, out: &Out) -> bool {
-    let policy = opts.policy.as_ref();
-    if line.iter().all(u8::is_ascii_whitespace) {
-        return true;
-    }
-    let msg = match parse_strict(line) {
-        Ok(Value::Object(m)) => m,
-        Ok(Value::Array(_)) => {
-            out.error(
-                &Value::Null,
-                code::INVALID_REQUEST,
-                "afr gateway: JSON-RPC batches are not supported; not forwarded",
-            );
-            return false;
-        }
-        Ok(_) => {
-            out.error(
-                &Value::Null,
-                code::INVALID_REQUEST,
-                "afr gateway: not a JSON-RPC message; not forwarded",
-            );
-            return false;
-        }
-        Err(e) => {
-            let lax: Option<Value> = serde_json::from_slice(line).ok();
-            let id = lax
-                .as_ref()
-                .and_then(|v| v.get("id"))
-                .cloned()
-                .unwrap_or(Value::Null);
-            let (code, what) = if lax.is_some() {
-                (code::INVALID_REQUEST, "refused")
-            } else {
-                (code::PARSE_ERROR, "not JSON")
-            };
-            warn(&format!("client message {what}: {e}"));
-            out.error(
-                &id,
-                code,
-                &format!("afr gateway: {what}: {e}; not forwarded"),
-            );
-            return false;
-        }
-    };
-    let (Some(method), Some(id)) = (msg.get("method").and_then(Value::as_str), msg.get("id"))
-    else {
-        return true; // a notification or a response to the server: relayed untouched
-    };
-    let params = msg.get("params").cloned().unwrap_or(Value::Null);
-    let mut st = lock(state);
-    if method != "tools/call" {
-        st.session.on_request(id, method, &params);
-        return true;
-    }
-    let Some(tool) = params
-        .get("name")
-        .and_then(Value::as_str)
-        .filter(|t| !t.is_empty())
-    else {
-        out.error(
-            id,
-            code::INVALID_REQUEST,
-            "afr gateway: tools/call without a tool name; not forwarded",
-        );
-        return false;
-    };
-    let args = params.get("arguments").cloned().unwrap_or(Value::Null);
-    let evaluation = policy.map(|p| {
-        p.evaluate(&Call {
-            tool,
-            args: &args,
-            server_name: st.session.server_name(),
-            command_line: &st.session.command_line,
-        })
-    });
-    let event = st
-        .session
-        .intent_event(tool, &args, &params, evaluation.as_ref());
-    if let Some(e) = evaluation.as_ref().filter(|e| e.verdict == Verdict::Deny) {
-        if let Err(err) = st.record(&event, "denied") {
-            warn(&format!("denied call of `{tool}` not recorded: {err}"));
-        }
-        let reason = e.reason.as_deref().unwrap_or("no reason given");
-        out.error(
-            id,
-            code::DENIED,
-            &format!(
-                "afr gateway: denied by policy rule `{}`: {reason}",
-                e.guardrail
-            ),
-        );
-        return false;
-    }
-    let seq = match st.record(&event, "intent") {
-        Ok(seq) => Some(seq),
-        Err(e) if opts.fail_open => {
-            warn(&format!(
-                "call of `{tool}` forwarded unrecorded (--fail-open): {e}"
-            ));
-            None
-        }
-        Err(e) => {
-            warn(&format!(
-                "call of `{tool}` refused: it could not be recorded: {e}"
-            ));
+        let Some(tool) = params
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+        else {
             out.error(
                 id,
-                code::NOT_RECORDED,
-                &format!(
-                    "afr gateway: the call could not be recorded, so it was not forwarded: {e}"
-                ),
+                code::INVALID_REQUEST,
+                "afr gateway: tools/call without a tool name; not forwarded",
             );
             return false;
+        };
+        let call = ToolCall {
+            tool: tool.to_owned(),
+            args: params.get("arguments").cloned().unwrap_or(Value::Null),
+            params: params.clone(),
+        };
+        match self.gate.admit(&st.session, call) {
+            Admission::Forward(seq) => {
+                st.session.on_call_forwarded(id_key(id), tool, seq);
+                true
+            }
+            Admission::Refuse(r) => {
+                out.error(id, r.code, &r.message);
+                false
+            }
+            Admission::Hold(held) => {
+                let elicit = st.session.client_elicits();
+                drop(st);
+                let (relay, id, line) = (self.clone(), id.clone(), line.to_vec());
+                std::thread::spawn(move || relay.finish_held(*held, elicit, &id, &line));
+                false
+            }
         }
-    };
-    st.session.on_call_forwarded(id, tool, seq);
-    true
+    }
+
+    /// Whether `msg` answered one of the gateway's elicitations (then it is not forwarded).
+    fn on_elicitation_answer(&self, id: &Value, msg: &Map<String, Value>) -> bool {
+        let Some(key) = id.as_str().filter(|k| k.starts_with(ELICITATION_ID_PREFIX)) else {
+            return false;
+        };
+        let mut st = lock(&self.state);
+        if !st.asked.contains(key) {
+            return false;
+        }
+        if let Some(tx) = st.waiting.remove(key) {
+            let _ = tx.send(elicitation_ruling(msg, st.session.client_name()));
+        }
+        true
+    }
+
+    /// Waits for the decision on a held call, records it, and forwards or refuses the call.
+    fn finish_held(&self, held: Held, elicit: bool, id: &Value, line: &[u8]) {
+        let (tx, rx) = mpsc::channel();
+        let ask = elicitation_request(&held);
+        let ask_id = ask["id"].as_str().unwrap_or_default().to_owned();
+        if elicit {
+            let mut st = lock(&self.state);
+            st.asked.insert(ask_id.clone());
+            st.waiting.insert(ask_id.clone(), tx);
+            drop(st);
+            self.out.json(&ask);
+        }
+        let ruling = self.gate.wait(&held, elicit.then_some(&rx));
+        lock(&self.state).waiting.remove(&ask_id);
+        let tool = held.call.tool.clone();
+        let mut st = lock(&self.state);
+        match self.gate.conclude(&st.session, held, &ruling) {
+            Ok(seq) => {
+                st.session.on_call_forwarded(id_key(id), &tool, seq);
+                drop(st);
+                if !self.send(line) {
+                    warn(&format!("approved call of `{tool}`: the server is gone"));
+                }
+            }
+            Err(r) => {
+                drop(st);
+                self.out.error(id, r.code, &r.message);
+            }
+        }
+    }
 }
 
 fn server_to_client(
     from_server: std::process::ChildStdout,
     cap: usize,
+    gate: &Gate,
     state: &Shared,
     out: &Out,
     child: &Arc<Mutex<Child>>,
@@ -440,34 +448,28 @@ fn server_to_client(
         if let Ok(Value::Object(msg)) = serde_json::from_slice::<Value>(&buf)
             && !msg.contains_key("method")
         {
-            on_server_response(&msg, state);
+            on_server_response(&msg, gate, state);
         }
         out.line(&buf);
     }
-    let mut st = lock(state);
-    st.abandon_pending("the server exited before answering", out);
-    drop(st);
-    let code = {
-        let mut c = child
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        c.wait().ok().and_then(|s| s.code()).unwrap_or(1)
-    };
+    abandon_pending(gate, state, "the server exited before answering", out);
+    let code = lock(child).wait().ok().and_then(|s| s.code()).unwrap_or(1);
     std::process::exit(code);
 }
 
-fn on_server_response(msg: &Map<String, Value>, state: &Shared) {
+fn on_server_response(msg: &Map<String, Value>, gate: &Gate, state: &Shared) {
+    let Some(id) = msg.get("id") else { return };
     let mut st = lock(state);
-    if let Some((tool, seq)) = st.session.on_response(msg) {
+    if let Some((tool, seq)) = st.session.on_response(&id_key(id), msg) {
         let ev = st.session.outcome_event(&tool, seq, msg);
         // The call has run: its answer is relayed even if its outcome cannot be recorded.
-        if let Err(e) = st.record(&ev, "outcome") {
+        if let Err(e) = gate.record(&ev, "outcome") {
             warn(&format!("outcome of `{tool}` not recorded: {e}"));
         }
     }
 }
 
-fn on_signal(state: &Shared, out: &Out, child: &Arc<Mutex<Child>>) {
+fn on_signal(gate: &Gate, state: &Shared, out: &Out, child: &Arc<Mutex<Child>>) {
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()
@@ -490,11 +492,13 @@ fn on_signal(state: &Shared, out: &Out, child: &Arc<Mutex<Child>>) {
         })
     });
     let Some(signo) = signo else { return };
-    let mut st = lock(state);
-    st.abandon_pending(&format!("the gateway was stopped by signal {signo}"), out);
-    let mut c = child
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    abandon_pending(
+        gate,
+        state,
+        &format!("the gateway was stopped by signal {signo}"),
+        out,
+    );
+    let mut c = lock(child);
     let _ = c.kill();
     let _ = c.wait();
     std::process::exit(128 + signo);

@@ -1,0 +1,204 @@
+//! `afr mcp wrap|proxy` (the MCP gateway) and the approval queue's commands: `afr approvals`,
+//! `afr approve ID`, `afr reject ID`.
+
+use std::{
+    ffi::OsString,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::Duration,
+};
+
+use afr_core::text::escape;
+use afr_gateway::approvals::{self, Decision, Ruling};
+use afr_recorder::now_us;
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+#[derive(Subcommand, Debug)]
+pub enum McpCmd {
+    /// Run a stdio MCP server as a child and relay its JSON-RPC byte for byte, recording each
+    /// tools/call (intent before it is forwarded, outcome when it is answered). Records through
+    /// `afr serve` when it runs, else into the store directly.
+    Wrap {
+        #[command(flatten)]
+        gate: GateArgs,
+        /// The server's command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<OsString>,
+    },
+    /// Stand in front of a Streamable HTTP MCP server: clients connect to --listen, calls go
+    /// to --upstream, recorded and checked as with `wrap`.
+    Proxy(ProxyArgs),
+}
+
+/// What `wrap` and `proxy` share.
+#[derive(Args, Debug)]
+pub struct GateArgs {
+    /// Guardrails: a TOML file of ordered allow/deny/escalate rules (docs/gateway.md).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Forward calls that could not be recorded (default: answer them with an error).
+    #[arg(long)]
+    fail_open: bool,
+    /// Seconds an escalated call waits for `afr approve`/`afr reject` (or the client's
+    /// elicitation answer) before it is rejected.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    approval_timeout: u64,
+}
+
+impl GateArgs {
+    fn gate(&self, dir: &Path) -> Result<afr_gateway::Gate> {
+        let policy = self
+            .policy
+            .as_deref()
+            .map(afr_gateway::Policy::load)
+            .transpose()?;
+        Ok(afr_gateway::Gate::new(
+            dir.to_owned(),
+            policy,
+            self.fail_open,
+            Duration::from_secs(self.approval_timeout),
+        ))
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ProxyArgs {
+    #[command(flatten)]
+    gate: GateArgs,
+    /// The MCP server's endpoint, e.g. http://127.0.0.1:3001/mcp.
+    #[arg(long)]
+    upstream: String,
+    /// Where clients connect (the path is the upstream's).
+    #[arg(long, default_value = "127.0.0.1:8931")]
+    listen: std::net::SocketAddr,
+    /// Allow a --listen address that is not loopback.
+    #[arg(long)]
+    allow_remote: bool,
+    /// Also accept this Host (name or name:port; repeatable); loopback names are accepted.
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    allowed_hosts: Vec<String>,
+    /// Also accept requests whose Origin is this (e.g. https://app.example; repeatable);
+    /// requests without an Origin, and from loopback origins, are accepted.
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    allowed_origins: Vec<String>,
+}
+
+pub fn run(dir: &Path, cmd: McpCmd) -> Result<ExitCode> {
+    match cmd {
+        McpCmd::Wrap { gate, command } => {
+            let code = afr_gateway::run(afr_gateway::WrapOptions {
+                gate: gate.gate(dir)?,
+                command,
+                max_line: afr_gateway::wrap::DEFAULT_MAX_LINE,
+            })?;
+            Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+        }
+        McpCmd::Proxy(p) => {
+            afr_gateway::proxy::serve(afr_gateway::proxy::ProxyOptions {
+                gate: p.gate.gate(dir)?,
+                upstream: p.upstream,
+                listen: p.listen,
+                allow_remote: p.allow_remote,
+                allowed_hosts: p.allowed_hosts,
+                allowed_origins: p.allowed_origins,
+                max_body: afr_gateway::wrap::DEFAULT_MAX_LINE,
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `afr approvals`: the calls held for a decision.
+pub fn list(dir: &Path, json: bool) -> Result<ExitCode> {
+    let calls = approvals::list(dir)?;
+    let now = now_us();
+    if json {
+        let out: Vec<_> = calls
+            .iter()
+            .map(|(c, decided)| {
+                let mut v = serde_json::to_value(c).unwrap_or_default();
+                v["decided"] = (*decided).into();
+                v["stale"] = stale(c.pid).into();
+                v
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(out));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if calls.is_empty() {
+        println!("no calls are waiting for approval");
+    }
+    for (c, decided) in &calls {
+        let state = if *decided {
+            "decided, waiting for the gateway to act".to_owned()
+        } else if stale(c.pid) {
+            format!("stale: its gateway (pid {}) is gone", c.pid)
+        } else {
+            format!(
+                "held {} s, rejected in {} s unless decided",
+                now.saturating_sub(c.created_at_us) / 1_000_000,
+                c.expires_at_us.saturating_sub(now) / 1_000_000
+            )
+        };
+        println!("{}  {}", c.id, state);
+        for line in c.prompt.lines() {
+            println!("    {}", escape(line));
+        }
+        println!();
+    }
+    if !calls.is_empty() {
+        println!("decide with: afr approve ID | afr reject ID [--reason TEXT]");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn stale(pid: u32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Who decides on a held call.
+#[derive(Args, Debug)]
+pub struct DecideArgs {
+    /// The call's id, from `afr approvals`.
+    id: String,
+    /// Who decides, as recorded in `human_approval.approver` (default: the login name). This
+    /// is the approver's own claim; signed approvals bind it to a key.
+    #[arg(long = "as", value_name = "APPROVER")]
+    approver: Option<String>,
+    /// Why (recorded with a rejection, and sent to the client).
+    #[arg(long)]
+    reason: Option<String>,
+}
+
+/// `afr approve ID` / `afr reject ID`.
+pub fn decide(dir: &Path, args: DecideArgs, decision: Decision) -> Result<ExitCode> {
+    let approver = args
+        .approver
+        .or_else(|| std::env::var("USER").ok())
+        .or_else(|| std::env::var("LOGNAME").ok())
+        .filter(|a| !a.trim().is_empty())
+        .unwrap_or_else(|| "unknown user".into());
+    let ruling = Ruling {
+        decision,
+        approver: approver.clone(),
+        decided_at_us: now_us(),
+        reason: args.reason,
+    };
+    let call = approvals::decide(dir, &args.id, &ruling)?;
+    for line in call.prompt.lines() {
+        println!("    {}", escape(line));
+    }
+    println!(
+        "{} {} as {}{}",
+        decision.name(),
+        call.id,
+        escape(&approver),
+        if stale(call.pid) {
+            " (but its gateway is gone: nothing will run)"
+        } else {
+            ""
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}

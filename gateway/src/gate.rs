@@ -1,0 +1,505 @@
+//! What both transports share: recording, the policy's verdict, and holding escalated calls
+//! until a human decides. [`Gate::admit`] is the one door a `tools/call` goes through.
+//!
+//! ```text
+//!            allow ──► intent event ──► forward
+//!  admit ──► deny ───► denied event ──► JSON-RPC error -32002
+//!            escalate ► held event ──► queue (+ elicitation) ──► wait ──► conclude
+//!                                         approved ──► decided event ──► forward
+//!                                         rejected / timeout ──► decided event ──► -32004
+//! ```
+
+use std::{
+    collections::HashSet,
+    path::PathBuf,
+    sync::{
+        Mutex,
+        atomic::{AtomicU64, Ordering},
+        mpsc::Receiver,
+    },
+    time::Duration,
+};
+
+use afr_recorder::now_us;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::{
+    approvals::{self, Decision, PendingCall, Ruling},
+    policy::{Call, Evaluation, Policy, Verdict},
+    session::{Session, Stage},
+    sink::Sink,
+};
+
+/// JSON-RPC error codes the gateway answers with.
+pub mod code {
+    /// Not JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// A duplicate key, a batch, an over-long message, a `tools/call` without a name.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// The call was not recorded, so it was not forwarded (fail closed).
+    pub const NOT_RECORDED: i64 = -32001;
+    /// The policy denied the call.
+    pub const DENIED: i64 = -32002;
+    /// The server exited, or the gateway stopped, before the answer came.
+    pub const NO_ANSWER: i64 = -32003;
+    /// An escalated call was rejected (by a person, or because nobody decided in time).
+    pub const REJECTED: i64 = -32004;
+}
+
+/// How long an escalated call waits for a decision by default.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
+/// How often a held call looks for a decision file.
+const POLL: Duration = Duration::from_millis(50);
+/// The prefix of the JSON-RPC ids of the gateway's own elicitation requests.
+pub const ELICITATION_ID_PREFIX: &str = "afr-approval-";
+
+/// A `tools/call` as the client sent it.
+#[derive(Debug, Clone)]
+pub struct ToolCall {
+    /// `params.name`.
+    pub tool: String,
+    /// `params.arguments` (`Null` if absent).
+    pub args: Value,
+    /// All of `params` (for `_meta`).
+    pub params: Value,
+}
+
+/// What to do with a call.
+#[derive(Debug)]
+pub enum Admission {
+    /// Forward it; its intent event (none when forwarded unrecorded under `--fail-open`).
+    Forward(Option<u64>),
+    /// Answer it with this JSON-RPC error; it never reaches the server.
+    Refuse(Refusal),
+    /// Hold it: [`Gate::wait`] for the decision, then [`Gate::conclude`].
+    Hold(Box<Held>),
+}
+
+/// A JSON-RPC error the gateway answers a call with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The JSON-RPC error code ([`code`]).
+    pub code: i64,
+    /// The message.
+    pub message: String,
+}
+
+/// A call held for a decision.
+#[derive(Debug)]
+pub struct Held {
+    /// The call.
+    pub call: ToolCall,
+    /// The escalating evaluation.
+    pub evaluation: Evaluation,
+    /// Its entry in the approval queue.
+    pub pending: PendingCall,
+}
+
+/// The gateway's recorder, policy and approval settings (one per process).
+#[derive(Debug)]
+pub struct Gate {
+    /// The recorder directory (and its approval queue).
+    pub dir: PathBuf,
+    /// The policy; without one every call is allowed and no evaluation is recorded.
+    pub policy: Option<Policy>,
+    /// Forward calls that could not be recorded.
+    pub fail_open: bool,
+    /// How long a held call waits for a decision before it is rejected.
+    pub approval_timeout: Duration,
+    sink: Mutex<Option<Sink>>,
+    nonce: u64,
+    counter: AtomicU64,
+    held: Mutex<HashSet<String>>,
+}
+
+fn warn(m: &str) {
+    eprintln!("afr mcp: {m}");
+}
+
+impl Gate {
+    /// A gateway recording into `dir`: through `afr serve` when it answers, else directly.
+    /// A recorder that cannot be opened now is retried on each event.
+    pub fn new(
+        dir: PathBuf,
+        policy: Option<Policy>,
+        fail_open: bool,
+        approval_timeout: Duration,
+    ) -> Gate {
+        let sink = match Sink::open(&dir) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                warn(&format!(
+                    "recorder unavailable ({e}); tool calls {}",
+                    if fail_open {
+                        "will be forwarded unrecorded (--fail-open)"
+                    } else {
+                        "will be refused until it is"
+                    }
+                ));
+                None
+            }
+        };
+        Gate {
+            dir,
+            policy,
+            fail_open,
+            approval_timeout,
+            sink: Mutex::new(sink),
+            nonce: rand::random(),
+            counter: AtomicU64::new(0),
+            held: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Records `event` durably under a fresh idempotency key; opens the sink again if it is
+    /// missing or failed (`afr serve` may have started or stopped) and tries once more.
+    pub fn record(&self, event: &Value, phase: &str) -> Result<u64, String> {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let key = format!(
+            "mcp:{}",
+            hex::encode(Sha256::digest(format!("{:016x}/{n}/{phase}", self.nonce)))
+        );
+        let mut sink = self
+            .sink
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let first = match sink.as_mut().map(|s| s.record(event, &key)) {
+            Some(Ok(seq)) => return Ok(seq),
+            Some(Err(e)) => e.to_string(),
+            None => "no recorder".to_owned(),
+        };
+        *sink = None;
+        let mut fresh = Sink::open(&self.dir).map_err(|e| format!("{first}; {e}"))?;
+        let r = fresh
+            .record(event, &key)
+            .map_err(|e| format!("{first}; {e}"));
+        *sink = Some(fresh);
+        r
+    }
+
+    /// Decides what happens to `call` in `session`, and records it: the one door of a
+    /// `tools/call`.
+    pub fn admit(&self, session: &Session, call: ToolCall) -> Admission {
+        let evaluation = self.policy.as_ref().map(|p| {
+            p.evaluate(&Call {
+                tool: &call.tool,
+                args: &call.args,
+                server_name: session.server_name(),
+                command_line: &session.server_ref,
+            })
+        });
+        let tool = call.tool.as_str();
+        let verdict = evaluation.as_ref().map_or(Verdict::Allow, |e| e.verdict);
+        let stage = match verdict {
+            Verdict::Allow => Stage::Forward,
+            Verdict::Deny => Stage::Denied,
+            Verdict::Escalate => Stage::Held,
+        };
+        let event =
+            session.intent_event(tool, &call.args, &call.params, evaluation.as_ref(), stage);
+        let recorded = self.record(&event, verdict.name());
+        let (evaluation, seq) = match (evaluation, recorded) {
+            (Some(e), Ok(seq)) if e.verdict == Verdict::Escalate => (e, Some(seq)),
+            (Some(e), Err(err)) if e.verdict == Verdict::Escalate && self.fail_open => {
+                warn(&format!(
+                    "held call of `{tool}` not recorded (--fail-open): {err}"
+                ));
+                (e, None)
+            }
+            (Some(e), r) if e.verdict == Verdict::Deny => {
+                if let Err(err) = r {
+                    warn(&format!("denied call of `{tool}` not recorded: {err}"));
+                }
+                let reason = e.reason.as_deref().unwrap_or("no reason given");
+                return Admission::Refuse(Refusal {
+                    code: code::DENIED,
+                    message: format!(
+                        "afr gateway: denied by policy rule `{}`: {reason}",
+                        e.guardrail
+                    ),
+                });
+            }
+            (_, Ok(seq)) => return Admission::Forward(Some(seq)),
+            (_, Err(err)) if self.fail_open => {
+                warn(&format!(
+                    "call of `{tool}` forwarded unrecorded (--fail-open): {err}"
+                ));
+                return Admission::Forward(None);
+            }
+            (_, Err(err)) => {
+                warn(&format!(
+                    "call of `{tool}` refused: it could not be recorded: {err}"
+                ));
+                return Admission::Refuse(Refusal {
+                    code: code::NOT_RECORDED,
+                    message: format!(
+                        "afr gateway: the call could not be recorded, so it was not forwarded: {err}"
+                    ),
+                });
+            }
+        };
+        self.hold(session, call, evaluation, seq)
+    }
+
+    fn hold(
+        &self,
+        session: &Session,
+        call: ToolCall,
+        evaluation: Evaluation,
+        held_seq: Option<u64>,
+    ) -> Admission {
+        let id = approvals::new_id();
+        let now = now_us();
+        let timeout_us = u64::try_from(self.approval_timeout.as_micros()).unwrap_or(u64::MAX);
+        let pending = PendingCall {
+            prompt: prompt(session, &call, &evaluation, &id, self.approval_timeout),
+            id,
+            tool: call.tool.clone(),
+            arguments: call.args.clone(),
+            server: session.target(),
+            lane: session.lane.clone(),
+            rule: evaluation.guardrail.clone(),
+            held_seq,
+            created_at_us: now,
+            expires_at_us: now.saturating_add(timeout_us),
+            pid: std::process::id(),
+        };
+        if let Err(e) = approvals::submit(&self.dir, &pending) {
+            warn(&format!("call of `{}` could not be queued: {e}", call.tool));
+            return Admission::Refuse(Refusal {
+                code: code::REJECTED,
+                message: format!(
+                    "afr gateway: the call needs approval and could not be queued: {e}"
+                ),
+            });
+        }
+        self.held_ids().insert(pending.id.clone());
+        warn(&format!(
+            "call of `{}` held for approval: afr approve {} (or afr reject {})",
+            call.tool, pending.id, pending.id
+        ));
+        Admission::Hold(Box::new(Held {
+            call,
+            evaluation,
+            pending,
+        }))
+    }
+
+    fn held_ids(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Waits (blocking) for the first of: a decision in the queue, one from `elicited` (the
+    /// client's answer to an elicitation), or the timeout, which rejects.
+    pub fn wait(&self, held: &Held, elicited: Option<&Receiver<Ruling>>) -> Ruling {
+        let id = &held.pending.id;
+        loop {
+            match approvals::decision(&self.dir, id) {
+                Ok(Some(r)) => return r,
+                Ok(None) => {}
+                // A half-written or unreadable decision is not a decision; say so and wait on.
+                Err(e) => warn(&format!("approval {id}: {e}")),
+            }
+            if now_us() >= held.pending.expires_at_us {
+                return Ruling {
+                    decision: Decision::Rejected,
+                    approver: "afr-gateway".into(),
+                    decided_at_us: now_us(),
+                    reason: Some(format!(
+                        "no decision within {} s",
+                        self.approval_timeout.as_secs()
+                    )),
+                };
+            }
+            match elicited.map(|rx| rx.recv_timeout(POLL)) {
+                Some(Ok(r)) => return r,
+                Some(Err(_)) => {}
+                None => std::thread::sleep(POLL),
+            }
+        }
+    }
+
+    /// Records the decision on a held call; an approved call is then forwarded (its decided
+    /// event is its intent), a rejected one is answered with an error.
+    pub fn conclude(
+        &self,
+        session: &Session,
+        held: Held,
+        ruling: &Ruling,
+    ) -> Result<Option<u64>, Refusal> {
+        approvals::remove(&self.dir, &held.pending.id);
+        self.held_ids().remove(&held.pending.id);
+        let approved = ruling.decision == Decision::Approved;
+        let why = match (&ruling.reason, approved) {
+            (_, true) => String::new(),
+            (Some(r), false) => format!(
+                "rejected by {}: {r}; not forwarded to the server",
+                ruling.approver
+            ),
+            (None, false) => format!(
+                "rejected by {}; not forwarded to the server",
+                ruling.approver
+            ),
+        };
+        let approval = json!({
+            "approver": ruling.approver,
+            "prompt": held.pending.prompt,
+            "decision": ruling.decision.name(),
+            "decided_at_us": ruling.decided_at_us,
+        });
+        let stage = Stage::Decided {
+            approval: &approval,
+            held_seq: held.pending.held_seq,
+            approved,
+            why: &why,
+        };
+        let call = &held.call;
+        let event = session.intent_event(
+            &call.tool,
+            &call.args,
+            &call.params,
+            Some(&held.evaluation),
+            stage,
+        );
+        let recorded = self.record(&event, ruling.decision.name());
+        match (approved, recorded) {
+            (true, Ok(seq)) => Ok(Some(seq)),
+            (true, Err(e)) if self.fail_open => {
+                warn(&format!(
+                    "approved call of `{}` forwarded unrecorded (--fail-open): {e}",
+                    call.tool
+                ));
+                Ok(None)
+            }
+            (true, Err(e)) => Err(Refusal {
+                code: code::NOT_RECORDED,
+                message: format!(
+                    "afr gateway: the approval could not be recorded, so the call was not forwarded: {e}"
+                ),
+            }),
+            (false, r) => {
+                if let Err(e) = r {
+                    warn(&format!("rejection of `{}` not recorded: {e}", call.tool));
+                }
+                Err(Refusal {
+                    code: code::REJECTED,
+                    message: format!("afr gateway: {why}"),
+                })
+            }
+        }
+    }
+
+    /// Removes this gateway's held calls from the queue (it is stopping; they never ran).
+    pub fn abandon_held(&self) {
+        for id in self.held_ids().drain() {
+            approvals::remove(&self.dir, &id);
+        }
+    }
+}
+
+/// The text an approver is shown, in the queue and in an elicitation; recorded verbatim as
+/// `human_approval.prompt`.
+fn prompt(
+    session: &Session,
+    call: &ToolCall,
+    e: &Evaluation,
+    id: &str,
+    timeout: Duration,
+) -> String {
+    let args = serde_json::to_string_pretty(&call.args).unwrap_or_default();
+    format!(
+        "Approve this tool call?\n\
+         tool: {}\n\
+         server: {}\n\
+         arguments: {args}\n\
+         policy rule: {} ({})\n\
+         approval id: {id}; rejected unless decided within {} s",
+        call.tool,
+        session.target(),
+        e.guardrail,
+        e.reason.as_deref().unwrap_or("no reason given"),
+        timeout.as_secs()
+    )
+}
+
+/// The gateway's own `elicitation/create` request asking the client's user to decide on
+/// `held` (2025-11-25 generation, form mode: one boolean).
+pub fn elicitation_request(held: &Held) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": format!("{ELICITATION_ID_PREFIX}{}", held.pending.id),
+        "method": "elicitation/create",
+        "params": {
+            "message": held.pending.prompt,
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "approve": {
+                        "type": "boolean",
+                        "title": "Approve",
+                        "description": "Run this tool call",
+                    },
+                },
+                "required": ["approve"],
+            },
+        },
+    })
+}
+
+/// The decision a client's answer to [`elicitation_request`] carries: approved only for
+/// `action: accept` with `approve: true`; anything else (decline, cancel, an error) rejects.
+pub fn elicitation_ruling(answer: &serde_json::Map<String, Value>, client: Option<&str>) -> Ruling {
+    let result = answer.get("result");
+    let action = result.and_then(|r| r.get("action")).and_then(Value::as_str);
+    let approve = result
+        .and_then(|r| r.pointer("/content/approve"))
+        .and_then(Value::as_bool);
+    let (decision, reason) = match (action, approve) {
+        (Some("accept"), Some(true)) => (Decision::Approved, None),
+        (Some("accept"), _) => (Decision::Rejected, Some("answered approve = false".into())),
+        (Some(a), _) => (Decision::Rejected, Some(format!("the user chose `{a}`"))),
+        (None, _) => (
+            Decision::Rejected,
+            Some("the client answered the elicitation with an error".into()),
+        ),
+    };
+    Ruling {
+        decision,
+        // The gateway cannot authenticate the person behind the client: it names the client.
+        approver: format!("user of MCP client {}", client.unwrap_or("(unnamed)")),
+        decided_at_us: now_us(),
+        reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn elicitation_answers() {
+        let m = |v: Value| match v {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        };
+        let yes = json!({"id": "afr-approval-1", "result": {"action": "accept", "content": {"approve": true}}});
+        let r = elicitation_ruling(&m(yes), Some("claude"));
+        assert_eq!(r.decision, Decision::Approved);
+        assert_eq!(r.approver, "user of MCP client claude");
+        for no in [
+            json!({"result": {"action": "accept", "content": {"approve": false}}}),
+            json!({"result": {"action": "decline"}}),
+            json!({"result": {"action": "cancel"}}),
+            json!({"error": {"code": -1, "message": "x"}}),
+        ] {
+            assert_eq!(
+                elicitation_ruling(&m(no), None).decision,
+                Decision::Rejected
+            );
+        }
+    }
+}

@@ -1,0 +1,942 @@
+//! `afr mcp proxy`: the gateway in front of a Streamable HTTP MCP server.
+//!
+//! ```text
+//!  client ── POST/GET/DELETE <path> ──► proxy (Host/Origin checked) ──► upstream <path>
+//!  client ◄── JSON or SSE, streamed ─── proxy (a copy of each message parsed) ◄── upstream
+//! ```
+//!
+//! - **POST** carries one JSON-RPC message. Its bytes are forwarded unchanged; a `tools/call`
+//!   goes through [`Gate::admit`] first, exactly as over stdio. The answer is relayed as the
+//!   upstream sent it: a JSON body whole, an SSE stream event by event (never the whole stream:
+//!   an event is passed on as soon as it is complete); the event or body holding a call's
+//!   response is passed on only after the outcome event is durable.
+//! - **GET** (the server-to-client stream) and **DELETE** (end of session) pass through
+//!   unbuffered and unparsed.
+//! - Headers pass through both ways (`Mcp-Session-Id`, `MCP-Protocol-Version`,
+//!   `Last-Event-ID`, `Authorization`, ...), except hop-by-hop ones. Nothing from a header is
+//!   ever recorded.
+//! - A client that disconnects before a call is answered cancels it: the upstream connection
+//!   is dropped and the outcome is recorded as unknown.
+//! - Sessions: the state of a client (its info, resources read, the server's annotations) is
+//!   kept per `Mcp-Session-Id`; requests without one (the stateless 2026-07-28 generation)
+//!   share one state, and name their client in `_meta` on each request.
+
+use std::{
+    collections::HashMap,
+    net::SocketAddr,
+    pin::Pin,
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+        mpsc as std_mpsc,
+    },
+    task::{Context, Poll},
+};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use hyper::{
+    HeaderMap, Method, Request, Response, StatusCode, Uri,
+    body::{Frame, Incoming},
+    header::{self, HeaderValue},
+};
+use hyper_util::{
+    client::legacy::{Client, connect::HttpConnector},
+    rt::{TokioExecutor, TokioIo, TokioTimer},
+};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use crate::{
+    approvals::Ruling,
+    gate::{
+        Admission, ELICITATION_ID_PREFIX, Gate, Held, Refusal, ToolCall, code, elicitation_request,
+        elicitation_ruling,
+    },
+    json::parse_strict,
+    session::Session,
+};
+
+type Body = BoxBody<Bytes, std::io::Error>;
+type Shared<T> = Arc<Mutex<T>>;
+
+/// Settings of `afr mcp proxy`.
+#[derive(Debug)]
+pub struct ProxyOptions {
+    /// The recorder, policy and approval settings.
+    pub gate: Gate,
+    /// The MCP server's endpoint (`http://host:port/path`).
+    pub upstream: String,
+    /// Where clients connect.
+    pub listen: SocketAddr,
+    /// Whether a non-loopback `listen` is allowed.
+    pub allow_remote: bool,
+    /// Host header values accepted besides the loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// Origins accepted besides loopback ones.
+    pub allowed_origins: Vec<String>,
+    /// Largest request or JSON response body, in bytes.
+    pub max_body: usize,
+}
+
+/// Errors starting the proxy.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// The upstream URL is not usable.
+    #[error("--upstream {url}: {why}")]
+    Upstream {
+        /// The URL.
+        url: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A non-loopback address without `--allow-remote`.
+    #[error(
+        "--listen {0} is not a loopback address; the proxy authenticates nobody, so add --allow-remote to serve other hosts"
+    )]
+    Remote(SocketAddr),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The async runtime could not start.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Hop-by-hop headers, never forwarded (RFC 9110 §7.6.1), and `host` (set for the upstream).
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+struct Proxy {
+    gate: Gate,
+    upstream: Uri,
+    client: Client<HttpConnector, Full<Bytes>>,
+    hosts: Vec<String>,
+    origins: Vec<String>,
+    max_body: usize,
+    sessions: Mutex<HashMap<String, Shared<Session>>>,
+    stateless: Shared<Session>,
+    exchanges: AtomicU64,
+    /// The gateway's own elicitations still waited for, by JSON-RPC id.
+    elicitations: Mutex<HashMap<String, std_mpsc::Sender<Ruling>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn warn(m: &str) {
+    eprintln!("afr mcp proxy: {m}");
+}
+
+/// The upstream as events name it: no credentials, no query (either may hold a secret).
+fn public_url(u: &Uri) -> String {
+    let host = u.host().unwrap_or("");
+    let port = u.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
+    format!(
+        "{}://{host}{port}{}",
+        u.scheme_str().unwrap_or("http"),
+        u.path()
+    )
+}
+
+fn parse_upstream(url: &str) -> Result<Uri, ProxyError> {
+    let bad = |why: &str| ProxyError::Upstream {
+        url: afr_core::redact_urls_in(url),
+        why: why.to_owned(),
+    };
+    let u: Uri = url.parse().map_err(|_| bad("not a URL"))?;
+    match u.scheme_str() {
+        Some("http") => {}
+        Some("https") => {
+            return Err(bad(
+                "https upstreams are not supported yet; reach the server over http on a private network or loopback",
+            ));
+        }
+        _ => return Err(bad("the scheme must be http")),
+    }
+    if u.host().is_none_or(str::is_empty) {
+        return Err(bad("no host"));
+    }
+    if u.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err(bad(
+            "credentials in the URL are not forwarded; send them in a header from the client",
+        ));
+    }
+    Ok(u)
+}
+
+/// Runs the proxy until SIGTERM or SIGINT.
+pub fn serve(opts: ProxyOptions) -> Result<(), ProxyError> {
+    let upstream = parse_upstream(&opts.upstream)?;
+    if !opts.listen.ip().is_loopback() && !opts.allow_remote {
+        return Err(ProxyError::Remote(opts.listen));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(ProxyError::Runtime)?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(opts.listen)
+            .await
+            .map_err(|source| ProxyError::Bind {
+                addr: opts.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| ProxyError::Bind {
+            addr: opts.listen,
+            source,
+        })?;
+        let mut hosts = Vec::new();
+        for name in ["localhost", "127.0.0.1", "[::1]"] {
+            hosts.push(name.to_owned());
+            hosts.push(format!("{name}:{}", addr.port()));
+        }
+        if !addr.ip().is_loopback() {
+            hosts.push(addr.to_string());
+        }
+        hosts.extend(opts.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let stateless = Session::new("http", public_url(&upstream));
+        let proxy = Arc::new(Proxy {
+            gate: opts.gate,
+            client: Client::builder(TokioExecutor::new()).build(connector),
+            hosts,
+            origins: opts
+                .allowed_origins
+                .iter()
+                .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+                .collect(),
+            max_body: opts.max_body,
+            sessions: Mutex::new(HashMap::new()),
+            stateless: Arc::new(Mutex::new(stateless)),
+            exchanges: AtomicU64::new(0),
+            elicitations: Mutex::new(HashMap::new()),
+            upstream,
+        });
+        eprintln!(
+            "afr mcp proxy: listening on http://{addr}{} -> {}",
+            proxy.upstream.path(),
+            public_url(&proxy.upstream)
+        );
+        let signo = accept_loop(&listener, &proxy).await;
+        tokio::task::block_in_place(|| {
+            proxy.abandon(&format!("the gateway was stopped by signal {signo}"));
+        });
+        Ok(())
+    })
+}
+
+async fn accept_loop(listener: &tokio::net::TcpListener, proxy: &Arc<Proxy>) -> i32 {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        warn("cannot watch signals");
+        return 0;
+    };
+    loop {
+        let stream = tokio::select! {
+            _ = term.recv() => return 15,
+            _ = int.recv() => return 2,
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    warn(&format!("accept: {e}"));
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let proxy = proxy.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| {
+                let proxy = proxy.clone();
+                async move { Ok::<_, std::convert::Infallible>(proxy.handle(req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(std::time::Duration::from_secs(30))
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).map_err(|never| match never {}).boxed()
+}
+
+fn plain(status: StatusCode, text: &str) -> Response<Body> {
+    let mut r = Response::new(full(format!("afr mcp proxy: {text}\n")));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn rpc_error(status: StatusCode, id: &Value, code: i64, message: &str) -> Response<Body> {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    let mut r = Response::new(full(body.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn refusal(id: &Value, r: &Refusal) -> Response<Body> {
+    rpc_error(StatusCode::OK, id, r.code, &r.message)
+}
+
+fn copy_headers(from: &HeaderMap, to: &mut HeaderMap) {
+    for (k, v) in from {
+        let name = k.as_str();
+        if HOP_BY_HOP.contains(&name) || name == "host" || name == "content-length" {
+            continue;
+        }
+        to.append(k.clone(), v.clone());
+    }
+}
+
+/// One SSE event's data, as JSON, if it is a JSON object.
+fn sse_message(event: &[u8]) -> Option<Map<String, Value>> {
+    let text = std::str::from_utf8(event).ok()?;
+    let mut data = String::new();
+    for line in text.lines() {
+        if let Some(d) = line.strip_prefix("data:") {
+            if !data.is_empty() {
+                data.push('\n');
+            }
+            data.push_str(d.strip_prefix(' ').unwrap_or(d));
+        }
+    }
+    match serde_json::from_str(&data).ok()? {
+        Value::Object(m) => Some(m),
+        _ => None,
+    }
+}
+
+/// The end (exclusive) of the first complete SSE event in `buf`, blank line included.
+fn event_end(buf: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while i < buf.len() {
+        // A line ends with \n, \r\n or \r; an empty line ends the event.
+        let rest = &buf[i..];
+        let (line_end, next) = match rest.iter().position(|b| *b == b'\n' || *b == b'\r') {
+            Some(p) if rest[p] == b'\r' && rest.get(p + 1) == Some(&b'\n') => (p, p + 2),
+            Some(p) if rest[p] == b'\r' && p + 1 == rest.len() => return None, // maybe \r\n
+            Some(p) => (p, p + 1),
+            None => return None,
+        };
+        if line_end == 0 && i > 0 {
+            return Some(i + next);
+        }
+        if line_end == 0 {
+            // A leading blank line: an empty event; pass it on alone.
+            return Some(next);
+        }
+        i += next;
+    }
+    None
+}
+
+/// An SSE event carrying `msg` (multi-line JSON gets one `data:` per line).
+fn sse_event(msg: &[u8]) -> Bytes {
+    let text = String::from_utf8_lossy(msg);
+    let mut out = String::from("event: message\n");
+    for line in text.lines() {
+        out.push_str("data: ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push('\n');
+    Bytes::from(out)
+}
+
+/// A body fed by a channel: what a streamed response is made of.
+struct ChannelBody(mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+/// The request whose answer a response is watched for.
+#[derive(Clone)]
+struct Watch {
+    proxy: Arc<Proxy>,
+    session: Shared<Session>,
+    /// The session's key of the request.
+    key: String,
+    /// Its JSON-RPC id.
+    id: Value,
+}
+
+impl Watch {
+    /// Notes `msg` if it answers the watched request; records a call's outcome (blocking).
+    /// Returns whether it was the answer.
+    fn on_message(&self, msg: &Map<String, Value>) -> bool {
+        if msg.contains_key("method") || msg.get("id") != Some(&self.id) {
+            return false;
+        }
+        let mut s = lock(&self.session);
+        if let Some((tool, seq)) = s.on_response(&self.key, msg) {
+            let ev = s.outcome_event(&tool, seq, msg);
+            drop(s);
+            // The call has run: its answer is relayed even if its outcome cannot be recorded.
+            if let Err(e) = tokio::task::block_in_place(|| self.proxy.gate.record(&ev, "outcome")) {
+                warn(&format!("outcome of `{tool}` not recorded: {e}"));
+            }
+        }
+        true
+    }
+
+    /// The exchange ended without an answer: a pending call's outcome is unknown.
+    fn unanswered(&self, why: &str) {
+        let mut s = lock(&self.session);
+        if let Some((tool, seq)) = s.forget(&self.key) {
+            let ev = s.unknown_outcome_event(&tool, seq, why);
+            drop(s);
+            if let Err(e) = tokio::task::block_in_place(|| self.proxy.gate.record(&ev, "unknown")) {
+                warn(&format!(
+                    "outcome of `{tool}` (unknown: {why}) not recorded: {e}"
+                ));
+            }
+        }
+    }
+}
+
+/// Relays an upstream SSE body into `tx` event by event, watching for the answer.
+async fn pump_sse(mut body: Incoming, watch: Watch, tx: mpsc::Sender<Bytes>) {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut answered = false;
+    let why = loop {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                buf.extend_from_slice(&data);
+                let mut gone = false;
+                while let Some(end) = event_end(&buf) {
+                    let event: Vec<u8> = buf.drain(..end).collect();
+                    if !answered && let Some(m) = sse_message(&event) {
+                        answered = watch.on_message(&m);
+                    }
+                    if tx.send(Bytes::from(event)).await.is_err() {
+                        gone = true;
+                        break;
+                    }
+                }
+                if gone {
+                    break "the client disconnected before the answer (the call was cancelled)";
+                }
+            }
+            Some(Err(_)) => break "the server's stream broke before the answer",
+            None => break "the server's stream ended before the answer",
+        }
+    };
+    if !buf.is_empty() {
+        let _ = tx.send(Bytes::from(buf)).await;
+    }
+    if !answered {
+        watch.unanswered(why);
+    }
+}
+
+impl Proxy {
+    /// The state of the session a request belongs to.
+    fn session(&self, headers: &HeaderMap, method: &str) -> (Shared<Session>, Option<String>) {
+        match headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+            Some(sid) => {
+                let mut all = lock(&self.sessions);
+                let s = all
+                    .entry(sid.to_owned())
+                    .or_insert_with(|| {
+                        Arc::new(Mutex::new(Session::new("http", public_url(&self.upstream))))
+                    })
+                    .clone();
+                (s, Some(sid.to_owned()))
+            }
+            // A new stateful session: it gets its id in the answer.
+            None if method == "initialize" => (
+                Arc::new(Mutex::new(Session::new("http", public_url(&self.upstream)))),
+                None,
+            ),
+            None => (self.stateless.clone(), None),
+        }
+    }
+
+    fn allowed(&self, headers: &HeaderMap) -> Result<(), Box<Response<Body>>> {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_ascii_lowercase);
+        match host {
+            Some(h) if self.hosts.contains(&h) => {}
+            Some(_) => {
+                return Err(Box::new(plain(
+                    StatusCode::FORBIDDEN,
+                    "Host not allowed (DNS rebinding protection; see --allowed-host)",
+                )));
+            }
+            None => return Err(Box::new(plain(StatusCode::BAD_REQUEST, "no Host header"))),
+        }
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let o = origin
+                .to_str()
+                .unwrap_or("")
+                .trim_end_matches('/')
+                .to_ascii_lowercase();
+            let host = o
+                .split_once("://")
+                .map(|(_, rest)| rest)
+                .unwrap_or("")
+                .to_owned();
+            let name = match host.strip_prefix('[') {
+                Some(v6) => v6.split(']').next().map(|h| format!("[{h}]")),
+                None => host.split(':').next().map(str::to_owned),
+            };
+            let loopback = matches!(name.as_deref(), Some("localhost" | "127.0.0.1" | "[::1]"));
+            if !loopback && !self.origins.contains(&o) {
+                return Err(Box::new(plain(
+                    StatusCode::FORBIDDEN,
+                    "Origin not allowed (see --allowed-origin)",
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        if let Err(r) = self.allowed(req.headers()) {
+            return *r;
+        }
+        if req.uri().path() != self.upstream.path() {
+            return plain(
+                StatusCode::NOT_FOUND,
+                &format!("the MCP endpoint is {}", self.upstream.path()),
+            );
+        }
+        let (parts, body) = req.into_parts();
+        let bytes = match Limited::new(body, self.max_body).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => {
+                return rpc_error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &Value::Null,
+                    code::INVALID_REQUEST,
+                    &format!(
+                        "afr gateway: message over {} bytes; not forwarded",
+                        self.max_body
+                    ),
+                );
+            }
+        };
+        if parts.method != Method::POST {
+            let sid = parts
+                .headers
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let r = self.pass(&parts, bytes).await;
+            if parts.method == Method::DELETE
+                && let Some(sid) = sid
+                && r.status().is_success()
+            {
+                lock(&self.sessions).remove(&sid);
+            }
+            return r;
+        }
+        self.post(parts, bytes).await
+    }
+
+    fn upstream_request(
+        &self,
+        parts: &hyper::http::request::Parts,
+        body: Bytes,
+    ) -> Request<Full<Bytes>> {
+        let mut uri = self.upstream.clone().into_parts();
+        uri.path_and_query = parts.uri.path_and_query().cloned();
+        let uri = Uri::from_parts(uri).unwrap_or_else(|_| self.upstream.clone());
+        let mut req = Request::new(Full::new(body));
+        *req.method_mut() = parts.method.clone();
+        *req.uri_mut() = uri;
+        copy_headers(&parts.headers, req.headers_mut());
+        req
+    }
+
+    /// Forwards a request that is not a JSON-RPC message to watch (GET, DELETE, ...); the
+    /// answer streams back unbuffered.
+    async fn pass(&self, parts: &hyper::http::request::Parts, body: Bytes) -> Response<Body> {
+        match self
+            .client
+            .request(self.upstream_request(parts, body))
+            .await
+        {
+            Ok(r) => {
+                let (rp, rb) = r.into_parts();
+                let mut out = Response::new(rb.map_err(std::io::Error::other).boxed());
+                *out.status_mut() = rp.status;
+                copy_headers(&rp.headers, out.headers_mut());
+                out
+            }
+            Err(e) => plain(
+                StatusCode::BAD_GATEWAY,
+                &format!("the upstream could not be reached: {e}"),
+            ),
+        }
+    }
+
+    async fn post(
+        self: Arc<Self>,
+        parts: hyper::http::request::Parts,
+        bytes: Bytes,
+    ) -> Response<Body> {
+        let msg = match parse_strict(&bytes) {
+            Ok(Value::Object(m)) => m,
+            Ok(Value::Array(_)) => {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    &Value::Null,
+                    code::INVALID_REQUEST,
+                    "afr gateway: JSON-RPC batches are not supported; not forwarded",
+                );
+            }
+            Ok(_) => {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    &Value::Null,
+                    code::INVALID_REQUEST,
+                    "afr gateway: not a JSON-RPC message; not forwarded",
+                );
+            }
+            Err(e) => {
+                let lax: Option<Value> = serde_json::from_slice(&bytes).ok();
+                let id = lax
+                    .as_ref()
+                    .and_then(|v| v.get("id"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let (code, what) = if lax.is_some() {
+                    (code::INVALID_REQUEST, "refused")
+                } else {
+                    (code::PARSE_ERROR, "not JSON")
+                };
+                warn(&format!("client message {what}: {e}"));
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    &id,
+                    code,
+                    &format!("afr gateway: {what}: {e}; not forwarded"),
+                );
+            }
+        };
+        let (Some(id), Some(method)) = (
+            msg.get("id").cloned(),
+            msg.get("method").and_then(Value::as_str).map(str::to_owned),
+        ) else {
+            // A notification, or a response to a server's request (or to the gateway's own
+            // elicitation, which goes no further).
+            if let Some(id) = msg.get("id").and_then(Value::as_str)
+                && id.starts_with(ELICITATION_ID_PREFIX)
+                && let Some(tx) = lock(&self.elicitations).remove(id)
+            {
+                let (session, _) = self.session(&parts.headers, "");
+                let client = lock(&session).client_name().map(str::to_owned);
+                let _ = tx.send(elicitation_ruling(&msg, client.as_deref()));
+                return plain(StatusCode::ACCEPTED, "");
+            }
+            return self.pass(&parts, bytes).await;
+        };
+        let params = msg.get("params").cloned().unwrap_or(Value::Null);
+        let (session, sid) = self.session(&parts.headers, &method);
+        let key = format!("x{}", self.exchanges.fetch_add(1, Ordering::Relaxed));
+        let watch = Watch {
+            proxy: self.clone(),
+            session: session.clone(),
+            key: key.clone(),
+            id: id.clone(),
+        };
+        if method != "tools/call" {
+            lock(&session).on_request(key, &method, &params);
+            let r = self.forward(&parts, bytes, watch).await;
+            if sid.is_none()
+                && method == "initialize"
+                && let Some(new) = r
+                    .headers()
+                    .get("mcp-session-id")
+                    .and_then(|v| v.to_str().ok())
+            {
+                lock(&self.sessions).insert(new.to_owned(), session);
+            }
+            return r;
+        }
+        let Some(tool) = params
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+        else {
+            return refusal(
+                &id,
+                &Refusal {
+                    code: code::INVALID_REQUEST,
+                    message: "afr gateway: tools/call without a tool name; not forwarded".into(),
+                },
+            );
+        };
+        let call = ToolCall {
+            tool: tool.clone(),
+            args: params.get("arguments").cloned().unwrap_or(Value::Null),
+            params,
+        };
+        let admission = tokio::task::block_in_place(|| {
+            let s = lock(&session);
+            let a = self.gate.admit(&s, call);
+            (a, s.client_elicits())
+        });
+        match admission {
+            (Admission::Forward(seq), _) => {
+                lock(&session).on_call_forwarded(key, &tool, seq);
+                self.forward(&parts, bytes, watch).await
+            }
+            (Admission::Refuse(r), _) => refusal(&id, &r),
+            (Admission::Hold(held), elicits) => {
+                let sse = parts
+                    .headers
+                    .get(header::ACCEPT)
+                    .and_then(|a| a.to_str().ok())
+                    .is_some_and(|a| a.contains("text/event-stream"));
+                if elicits && sse {
+                    return self.hold_streaming(*held, parts, bytes, watch);
+                }
+                match self.decide(*held, &session, None).await {
+                    Ok(seq) => {
+                        lock(&session).on_call_forwarded(key, &tool, seq);
+                        self.forward(&parts, bytes, watch).await
+                    }
+                    Err(r) => refusal(&id, &r),
+                }
+            }
+        }
+    }
+
+    /// Waits for the decision on a held call (queue, elicitation answer or timeout) and
+    /// records it.
+    async fn decide(
+        &self,
+        held: Held,
+        session: &Shared<Session>,
+        elicited: Option<std_mpsc::Receiver<Ruling>>,
+    ) -> Result<Option<u64>, Refusal> {
+        let ruling = tokio::task::block_in_place(|| self.gate.wait(&held, elicited.as_ref()));
+        tokio::task::block_in_place(|| self.gate.conclude(&lock(session), held, &ruling))
+    }
+
+    /// Holds a call whose client can be asked: answers with an SSE stream at once, asks
+    /// through `elicitation/create` on it, then relays the call's answer on the same stream.
+    fn hold_streaming(
+        self: Arc<Self>,
+        held: Held,
+        parts: hyper::http::request::Parts,
+        bytes: Bytes,
+        watch: Watch,
+    ) -> Response<Body> {
+        let (tx, rx) = mpsc::channel(16);
+        let ask = elicitation_request(&held);
+        let ask_id = ask["id"].as_str().unwrap_or_default().to_owned();
+        let (etx, erx) = std_mpsc::channel();
+        lock(&self.elicitations).insert(ask_id.clone(), etx);
+        let tool = held.call.tool.clone();
+        tokio::spawn(async move {
+            let _ = tx.send(sse_event(ask.to_string().as_bytes())).await;
+            let decided = self.decide(held, &watch.session, Some(erx)).await;
+            lock(&self.elicitations).remove(&ask_id);
+            let seq = match decided {
+                Ok(seq) => seq,
+                Err(r) => {
+                    let e = json!({"jsonrpc": "2.0", "id": watch.id, "error": {"code": r.code, "message": r.message}});
+                    let _ = tx.send(sse_event(e.to_string().as_bytes())).await;
+                    return;
+                }
+            };
+            lock(&watch.session).on_call_forwarded(watch.key.clone(), &tool, seq);
+            match self
+                .client
+                .request(self.upstream_request(&parts, bytes))
+                .await
+            {
+                Ok(r) => {
+                    let (rp, rb) = r.into_parts();
+                    if is_sse(&rp.headers) {
+                        pump_sse(rb, watch, tx).await;
+                    } else {
+                        if let Ok(b) = Limited::new(rb, self.max_body).collect().await {
+                            let b = b.to_bytes();
+                            if let Ok(Value::Object(m)) = serde_json::from_slice(&b) {
+                                watch.on_message(&m);
+                            }
+                            let _ = tx.send(sse_event(&b)).await;
+                        }
+                        watch.unanswered(&format!("the server answered HTTP {}", rp.status));
+                    }
+                }
+                Err(e) => {
+                    let why = format!("the upstream could not be reached: {e}");
+                    watch.unanswered(&why);
+                    let e = json!({"jsonrpc": "2.0", "id": watch.id, "error": {"code": code::NO_ANSWER, "message": format!("afr gateway: {why}")}});
+                    let _ = tx.send(sse_event(e.to_string().as_bytes())).await;
+                }
+            }
+        });
+        let mut r = Response::new(ChannelBody(rx).boxed());
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        r.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        r
+    }
+
+    /// Forwards a JSON-RPC request and relays its answer, watching for the response.
+    async fn forward(
+        &self,
+        parts: &hyper::http::request::Parts,
+        bytes: Bytes,
+        watch: Watch,
+    ) -> Response<Body> {
+        let resp = match self
+            .client
+            .request(self.upstream_request(parts, bytes))
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let why = format!("the upstream could not be reached: {e}");
+                watch.unanswered(&why);
+                return rpc_error(
+                    StatusCode::BAD_GATEWAY,
+                    &watch.id,
+                    code::NO_ANSWER,
+                    &format!("afr gateway: {why}"),
+                );
+            }
+        };
+        let (rp, rb) = resp.into_parts();
+        let mut head = Response::new(());
+        *head.status_mut() = rp.status;
+        copy_headers(&rp.headers, head.headers_mut());
+        if is_sse(&rp.headers) {
+            let (tx, rx) = mpsc::channel(16);
+            tokio::spawn(pump_sse(rb, watch, tx));
+            return head.map(|()| ChannelBody(rx).boxed());
+        }
+        // A JSON answer (or an HTTP error) is read whole, noted, then relayed as it came.
+        let b = match Limited::new(rb, self.max_body).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) => {
+                let why = format!("the server's answer could not be read: {e}");
+                watch.unanswered(&why);
+                return rpc_error(
+                    StatusCode::BAD_GATEWAY,
+                    &watch.id,
+                    code::NO_ANSWER,
+                    &format!("afr gateway: {why}"),
+                );
+            }
+        };
+        if let Ok(Value::Object(m)) = serde_json::from_slice(&b) {
+            watch.on_message(&m);
+        }
+        watch.unanswered(&format!(
+            "the server answered HTTP {} without a response",
+            rp.status
+        ));
+        head.map(|()| full(b))
+    }
+
+    /// Records "outcome unknown" for every call still waiting in any session.
+    fn abandon(&self, why: &str) {
+        let mut all: Vec<Shared<Session>> = lock(&self.sessions).values().cloned().collect();
+        all.push(self.stateless.clone());
+        for s in all {
+            let mut s = lock(&s);
+            for (_, tool, seq) in s.take_pending_calls() {
+                let ev = s.unknown_outcome_event(&tool, seq, why);
+                if let Err(e) = self.gate.record(&ev, "unknown") {
+                    warn(&format!(
+                        "outcome of `{tool}` (unknown: {why}) not recorded: {e}"
+                    ));
+                }
+            }
+        }
+        self.gate.abandon_held();
+    }
+}
+
+fn is_sse(h: &HeaderMap) -> bool {
+    h.get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn sse_events_are_cut_at_blank_lines() {
+        let buf = b"event: message\ndata: {\"id\":1}\n\nid: 2\r\ndata: {\"a\":\r\ndata: 2}\r\n\r\npartial";
+        let end = event_end(buf).unwrap();
+        assert_eq!(&buf[..end], b"event: message\ndata: {\"id\":1}\n\n");
+        assert_eq!(sse_message(&buf[..end]).unwrap()["id"], 1);
+        let rest = &buf[end..];
+        let end2 = event_end(rest).unwrap();
+        assert_eq!(sse_message(&rest[..end2]).unwrap()["a"], 2);
+        assert_eq!(event_end(&rest[end2..]), None);
+        assert_eq!(event_end(b"data: x\r"), None);
+        let e = sse_event(b"{\n\"a\": 1\n}");
+        assert_eq!(sse_message(&e).unwrap()["a"], 1);
+    }
+
+    #[test]
+    fn upstreams_without_secrets() {
+        let u = parse_upstream("http://127.0.0.1:3001/mcp?key=s").unwrap();
+        assert_eq!(public_url(&u), "http://127.0.0.1:3001/mcp");
+        assert!(parse_upstream("https://x/mcp").is_err());
+        assert!(parse_upstream("http://user:pw@x/mcp").is_err());
+        assert!(parse_upstream("ftp://x/").is_err());
+    }
+}
