@@ -520,3 +520,251 @@ fn mcp_wrap_stopped_mid_call_records_outcome_unknown() {
     let err = evs[1]["effects"]["error"].as_str().unwrap();
     assert_eq!(err, "outcome unknown: the gateway was stopped by signal 15");
 }
+
+/// Waits until `n` calls are held in the approval queue; they, oldest first.
+fn held_calls(dir: &Path, n: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = afr_testkit::ok(afr(dir).args(["approvals", "--json"]));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let calls = v.as_array().unwrap().clone();
+        if calls.len() >= n {
+            return calls;
+        }
+        assert!(std::time::Instant::now() < deadline, "no held call: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn write_policy(path: &Path, body: &str) -> String {
+    std::fs::write(path, body).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+const ESCALATE_WRITES: &str = r#"
+[[rule]]
+id = "writes-need-a-human"
+tool = "write_file"
+verdict = "escalate"
+reason = "every write is reviewed"
+"#;
+
+#[test]
+fn mcp_wrap_escalated_calls_wait_for_afr_approve_or_reject() {
+    let (tmp, dir) = initialised();
+    let root = tmp.path().join("files");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    let policy = write_policy(&tmp.path().join("policy.toml"), ESCALATE_WRITES);
+    let command = tapped(
+        tmp.path(),
+        &server_bin("mcp-server-filesystem"),
+        &format!("'{}'", root.display()),
+    );
+    let mut c = Client::start(&dir, &["--policy", &policy], &command);
+    c.initialize();
+    c.request(2, "tools/list", json!({}));
+    let (yes, no) = (root.join("approved.txt"), root.join("rejected.txt"));
+
+    c.send_raw(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"path": yes, "content": "ok"}}})
+        .to_string(),
+    );
+    let held = held_calls(&dir, 1);
+    let prompt = held[0]["prompt"].as_str().unwrap().to_owned();
+    assert!(
+        prompt.contains("write_file") && prompt.contains("approved.txt"),
+        "{prompt}"
+    );
+    assert_eq!(held[0]["rule"], "writes-need-a-human");
+    // Held: nothing reached the server yet.
+    let tap_in = || std::fs::read_to_string(tmp.path().join("in")).unwrap();
+    assert!(!tap_in().contains("approved.txt"));
+    let id = held[0]["id"].as_str().unwrap();
+    let out = afr_testkit::ok(afr(&dir).args(["approve", id, "--as", "alice@example.org"]));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("approved"));
+    let r = c.response(&json!(3));
+    assert!(r.get("result").is_some(), "{r}");
+    assert_eq!(std::fs::read_to_string(&yes).unwrap(), "ok");
+    // A second decision on the same call is refused.
+    let again = afr(&dir).args(["reject", id]).output().unwrap();
+    assert!(!again.status.success());
+
+    c.send_raw(
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"path": no, "content": "no"}}})
+        .to_string(),
+    );
+    let held = held_calls(&dir, 1);
+    let id = held[0]["id"].as_str().unwrap();
+    afr_testkit::ok(afr(&dir).args(["reject", id, "--as", "bob", "--reason", "not today"]));
+    let r = c.response(&json!(4));
+    assert_eq!(r["error"]["code"], -32004, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not today")
+    );
+    let (_, _, code) = c.finish();
+    assert_eq!(code, Some(0));
+    assert!(!no.exists(), "the rejected write ran");
+    assert!(
+        !tap_in().contains("rejected.txt"),
+        "the rejected call reached the server"
+    );
+    assert!(held_calls(&dir, 0).is_empty(), "the queue is left empty");
+
+    let evs = events(&dir);
+    let seqs = seqs_of(&dir);
+    assert_eq!(evs.len(), 5, "{evs:#?}");
+    // Held: the escalation, no execution yet.
+    assert_eq!(evs[0]["policy_evaluation"][0]["verdict"], "escalate");
+    assert!(evs[0].get("execution").is_none() && evs[0].get("human_approval").is_none());
+    // Approved: the approval, then the execution, linked to the held record.
+    let a = &evs[1];
+    assert_eq!(a["human_approval"]["approver"], "alice@example.org");
+    assert_eq!(a["human_approval"]["decision"], "approved");
+    assert_eq!(a["human_approval"]["prompt"], prompt.as_str());
+    assert_eq!(a["delegation_provenance"]["parent_event"]["seq"], seqs[0]);
+    assert_eq!(a["execution"]["mutation"]["content"], "ok");
+    assert_eq!(
+        evs[2]["delegation_provenance"]["parent_event"]["seq"],
+        seqs[1]
+    );
+    assert!(evs[2]["effects"]["return_value"]["content"].is_array());
+    // Rejected: recorded, never executed.
+    assert_eq!(evs[3]["policy_evaluation"][0]["verdict"], "escalate");
+    let r = &evs[4];
+    assert_eq!(r["human_approval"]["approver"], "bob");
+    assert_eq!(r["human_approval"]["decision"], "rejected");
+    assert!(r.get("execution").is_none());
+    assert_eq!(
+        r["effects"]["error"],
+        "rejected by bob: not today; not forwarded to the server"
+    );
+}
+
+#[test]
+fn mcp_wrap_asks_a_client_that_can_elicit_and_rejects_on_timeout() {
+    let (tmp, dir) = initialised();
+    let policy = write_policy(
+        &tmp.path().join("policy.toml"),
+        "[[rule]]\nid = \"echo-reviewed\"\ntool = \"echo\"\nverdict = \"escalate\"\n",
+    );
+    let command = tapped(tmp.path(), &server_bin("mcp-server-everything"), "stdio");
+    let mut c = Client::start(
+        &dir,
+        &["--policy", &policy, "--approval-timeout", "2"],
+        &command,
+    );
+    c.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+               "clientInfo": {"name": "afr-test-client", "version": "0.0.1"}}),
+    );
+    c.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    // Each call: the gateway asks the client; the client answers as its user chose.
+    let mut ask = |c: &mut Client, id: u64, answer: Option<Value>| -> Value {
+        c.send_raw(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"message": format!("m{id}")}}})
+            .to_string(),
+        );
+        // Skip the server's notifications up to the gateway's question.
+        let req = loop {
+            let l = c.lines.recv_timeout(Duration::from_secs(30)).unwrap();
+            c.received.extend_from_slice(&l);
+            let m: Value = serde_json::from_slice(&l).unwrap();
+            if m.get("id").is_some() {
+                break m;
+            }
+        };
+        assert_eq!(req["method"], "elicitation/create", "{req}");
+        let msg = req["params"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains("echo") && msg.contains(&format!("m{id}")),
+            "{msg}"
+        );
+        assert_eq!(
+            req["params"]["requestedSchema"]["properties"]["approve"]["type"],
+            "boolean"
+        );
+        if let Some(result) = answer {
+            c.send_raw(&json!({"jsonrpc": "2.0", "id": req["id"], "result": result}).to_string());
+        }
+        c.response(&json!(id))
+    };
+    let ok = ask(
+        &mut c,
+        2,
+        Some(json!({"action": "accept", "content": {"approve": true}})),
+    );
+    assert_eq!(ok["result"]["content"][0]["text"], "Echo: m2", "{ok}");
+    let declined = ask(&mut c, 3, Some(json!({"action": "decline"})));
+    assert_eq!(declined["error"]["code"], -32004, "{declined}");
+    let timed_out = ask(&mut c, 4, None);
+    assert!(
+        timed_out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no decision within 2 s"),
+        "{timed_out}"
+    );
+    let (_, _, code) = c.finish();
+    assert_eq!(code, Some(0));
+    let tap_in = std::fs::read_to_string(tmp.path().join("in")).unwrap();
+    assert!(tap_in.contains("m2") && !tap_in.contains("m3") && !tap_in.contains("m4"));
+    assert!(
+        !tap_in.contains("afr-approval-"),
+        "an elicitation answer reached the server"
+    );
+
+    let evs = events(&dir);
+    let decisions: Vec<_> = evs
+        .iter()
+        .filter(|e| e.get("human_approval").is_some())
+        .collect();
+    assert_eq!(decisions.len(), 3, "{evs:#?}");
+    assert_eq!(
+        decisions[0]["human_approval"]["approver"],
+        "user of MCP client afr-test-client"
+    );
+    assert_eq!(decisions[0]["human_approval"]["decision"], "approved");
+    assert_eq!(decisions[1]["human_approval"]["decision"], "rejected");
+    assert_eq!(decisions[2]["human_approval"]["approver"], "afr-gateway");
+    assert_eq!(
+        decisions[2]["effects"]["error"],
+        "rejected by afr-gateway: no decision within 2 s; not forwarded to the server"
+    );
+}
+
+#[test]
+fn mcp_wrap_killed_mid_call_leaves_its_intent_without_an_outcome() {
+    let (_tmp, dir) = initialised();
+    let command = [
+        server_bin("mcp-server-everything").display().to_string(),
+        "stdio".into(),
+    ];
+    let mut c = Client::start(&dir, &[], &command);
+    c.initialize();
+    long_call_recorded(&mut c, &dir, 3);
+    // kill -9: no handler runs; what was durable before forwarding is all there is.
+    c.child.kill().unwrap();
+    c.child.wait().unwrap();
+    let evs = events(&dir);
+    assert_eq!(evs.len(), 1, "{evs:#?}");
+    assert_eq!(evs[0]["intent"]["tool"], "trigger-long-running-operation");
+    assert_eq!(evs[0]["execution"]["command"], "tools/call");
+    assert!(evs[0].get("effects").is_none());
+    // Its descendants: none, so its outcome is unknown.
+    let seq = seqs_of(&dir)[0];
+    let out = afr_testkit::ok(afr(&dir).args(["query", "--json", &format!("descendants({seq})")]));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
