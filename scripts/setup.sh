@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks: libclang (RocksDB's bindgen) from Debian, the pinned
-# Solidity toolchain from npm (scripts/install-tools.sh), and pinned pytest from PyPI in .venv/
-# (the Python client's tests), and the pinned MCP reference servers from npm in tests/mcp/
-# (the MCP gateway's tests). Idempotent and quick when done.
+# Solidity toolchain from npm (scripts/install-tools.sh), pinned pytest and the pinned PyPI `mcp`
+# SDK (tests/mcp/requirements.txt) from PyPI in .venv/ (the Python client's tests, the MCP
+# gateway's Python peers), and the pinned MCP reference servers and TypeScript client from npm in
+# tests/mcp/ (the MCP gateway's tests). Idempotent and quick when done.
 #
 # libclang detection asks what bindgen (clang-sys) would load, not whether some library with
 # "clang" in its name exists: Debian images often carry libclang-cpp (the C++ API, useless to
@@ -70,15 +71,29 @@ fi
 command -v cargo >/dev/null || { echo "setup: cargo (Rust) is required" >&2; exit 1; }
 "$root/scripts/install-tools.sh"
 
-# pytest for clients/python/, pinned with its dependencies, in a project virtualenv. Skipped in
-# a checkout without clients/python/ (scripts/test-setup.sh runs copies of this script alone).
+# pytest for clients/python/, pinned with its dependencies, and the MCP SDK for the gateway's
+# Python peers (tests/mcp/requirements.txt, every dependency pinned), in one project virtualenv.
+# The marker holds the pins and the requirements file's sha256, so editing either reinstalls.
+# Skipped in a checkout with neither clients/python/ nor tests/mcp/requirements.txt
+# (scripts/test-setup.sh runs copies of this script alone).
 PYTHON_PINS=(pytest==9.2.0 iniconfig==2.3.1 packaging==26.4 pluggy==1.7.0 pygments==2.21.0)
 venv="$root/.venv"
-if [[ -d "$root/clients/python" ]] &&
-    ! { [[ -f "$venv/.installed" && "$(cat "$venv/.installed")" == "${PYTHON_PINS[*]}" ]] &&
-        "$venv/bin/python" -c 'import pytest' 2>/dev/null; }; then
-    command -v python3 >/dev/null || { echo "setup: python3 is required (clients/python/ tests)" >&2; exit 1; }
-    echo "setup: installing ${PYTHON_PINS[*]} into .venv/ from PyPI" >&2
+mcp_reqs="$root/tests/mcp/requirements.txt"
+python_want="${PYTHON_PINS[*]}"
+python_check='import pytest'
+pip_args=("${PYTHON_PINS[@]}")
+python_what="${PYTHON_PINS[*]}"
+if [[ -f "$mcp_reqs" ]]; then
+    python_want+=" mcp-requirements-sha256=$(sha256sum "$mcp_reqs" | cut -d' ' -f1)"
+    python_what+=" and tests/mcp/requirements.txt"
+    python_check+='; import mcp'
+    pip_args+=(-r "$mcp_reqs")
+fi
+if [[ -d "$root/clients/python" || -f "$mcp_reqs" ]] &&
+    ! { [[ -f "$venv/.installed" && "$(cat "$venv/.installed")" == "$python_want" ]] &&
+        "$venv/bin/python" -c "$python_check" 2>/dev/null; }; then
+    command -v python3 >/dev/null || { echo "setup: python3 is required (clients/python/ and tests/mcp/ tests)" >&2; exit 1; }
+    echo "setup: installing $python_what into .venv/ from PyPI" >&2
     if ! python3 -m venv --clear "$venv" >/dev/null 2>&1; then
         # Debian's python3 has no ensurepip without python3-venv.
         command -v apt-get >/dev/null || { echo "setup: python3 cannot create a virtualenv (python3 -m venv); install its venv module and re-run" >&2; exit 1; }
@@ -88,19 +103,20 @@ if [[ -d "$root/clients/python" ]] &&
         DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq python3-venv >/dev/null
         python3 -m venv --clear "$venv"
     fi
-    "$venv/bin/python" -m pip install --disable-pip-version-check --no-input -q "${PYTHON_PINS[@]}"
-    echo "${PYTHON_PINS[*]}" >"$venv/.installed"
+    "$venv/bin/python" -m pip install --disable-pip-version-check --no-input -q "${pip_args[@]}"
+    echo "$python_want" >"$venv/.installed"
 fi
 
-# The reference MCP servers the gateway's tests run against (cli/tests/it/mcp.rs), pinned
-# exactly in tests/mcp/package-lock.json, installed with `npm ci` into tests/mcp/node_modules/
-# (gitignored). Skipped when the stamp matches the lock file.
+# The reference MCP servers the gateway's tests run against (cli/tests/it/mcp.rs) and the
+# TypeScript client SDK (tests/mcp/ts_client.mjs), pinned exactly in tests/mcp/package-lock.json,
+# installed with `npm ci` into tests/mcp/node_modules/ (gitignored). Skipped when the stamp
+# matches the lock file.
 mcp="$root/tests/mcp"
 if [[ -f "$mcp/package-lock.json" ]]; then
     lock_hash="$(sha256sum "$mcp/package-lock.json" | cut -d' ' -f1)"
     if [[ ! -f "$mcp/node_modules/.afr-installed" || "$(cat "$mcp/node_modules/.afr-installed")" != "$lock_hash" ]]; then
         command -v npm >/dev/null || { echo "setup: npm (Node.js >= 20) is required for the MCP gateway's tests" >&2; exit 1; }
-        echo "setup: installing the pinned MCP reference servers into tests/mcp/node_modules/ (npm ci)" >&2
+        echo "setup: installing the pinned MCP reference servers and client into tests/mcp/node_modules/ (npm ci)" >&2
         (cd "$mcp" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
         echo "$lock_hash" >"$mcp/node_modules/.afr-installed"
     fi
