@@ -21,6 +21,7 @@ pub mod anchored;
 pub mod bench;
 pub mod cost;
 pub mod matrix;
+pub mod mcp_bench;
 pub mod query_bench;
 pub mod report;
 pub mod rq1;

@@ -7,7 +7,9 @@ use std::{
     process::ExitCode,
 };
 
-use afr_eval::{bench, cost, matrix, query_bench, report, scenarios, serve_bench, synth};
+use afr_eval::{
+    bench, cost, matrix, mcp_bench, query_bench, report, scenarios, serve_bench, synth,
+};
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
@@ -77,6 +79,9 @@ enum BenchCmd {
     /// A real `afr serve` over its Unix socket beside the in-process recorder: events/s of
     /// NDJSON batches and of single-event POSTs, and the latency a POST adds.
     Serve(serve_bench::ServeBench),
+    /// A tools/call to the reference MCP server, direct and through `afr mcp wrap` / `afr mcp
+    /// proxy`: the latency and throughput the gateway costs.
+    Mcp(mcp_bench::McpBench),
 }
 
 fn main() -> ExitCode {
@@ -137,5 +142,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Bench {
             what: BenchCmd::Serve(b),
         } => serve_bench::run(&b),
+        Cmd::Bench {
+            what: BenchCmd::Mcp(b),
+        } => mcp_bench::run(&b),
     }
 }

@@ -478,7 +478,7 @@ impl Drop for Server {
 }
 
 /// The `afr` beside this program.
-fn afr_beside() -> Result<PathBuf> {
+pub(crate) fn afr_beside() -> Result<PathBuf> {
     let exe = std::env::current_exe().context("cannot find this program's path")?;
     let afr = exe
         .parent()

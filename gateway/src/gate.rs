@@ -14,7 +14,7 @@ use std::{
     path::PathBuf,
     sync::{
         Mutex,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         mpsc::Receiver,
     },
     time::Duration,
@@ -28,7 +28,7 @@ use crate::{
     approvals::{self, Decision, PendingCall, Ruling},
     policy::{Call, Evaluation, Policy, Verdict},
     session::{Session, Stage},
-    sink::Sink,
+    sink::{Sink, Ticket},
 };
 
 /// JSON-RPC error codes the gateway answers with.
@@ -68,8 +68,8 @@ pub struct ToolCall {
 /// What to do with a call.
 #[derive(Debug)]
 pub enum Admission {
-    /// Forward it; its intent event (none when forwarded unrecorded under `--fail-open`).
-    Forward(Option<u64>),
+    /// Forward it once its intent is durable: [`Gate::settle_intent`] the ticket first.
+    Forward(Ticket),
     /// Answer it with this JSON-RPC error; it never reaches the server.
     Refuse(Refusal),
     /// Hold it: [`Gate::wait`] for the decision, then [`Gate::conclude`].
@@ -111,6 +111,7 @@ pub struct Gate {
     nonce: u64,
     counter: AtomicU64,
     held: Mutex<HashSet<String>>,
+    stopping: AtomicBool,
 }
 
 fn warn(m: &str) {
@@ -149,12 +150,14 @@ impl Gate {
             nonce: rand::random(),
             counter: AtomicU64::new(0),
             held: Mutex::new(HashSet::new()),
+            stopping: AtomicBool::new(false),
         }
     }
 
-    /// Records `event` durably under a fresh idempotency key; opens the sink again if it is
-    /// missing or failed (`afr serve` may have started or stopped) and tries once more.
-    pub fn record(&self, event: &Value, phase: &str) -> Result<u64, String> {
+    /// Hands `event` to the recorder under a fresh idempotency key; opens the sink again if
+    /// it is missing or failed (`afr serve` may have started or stopped) and tries once more.
+    /// Durable once the ticket settles.
+    pub fn submit(&self, event: &Value, phase: &str) -> Ticket {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let key = format!(
             "mcp:{}",
@@ -164,18 +167,64 @@ impl Gate {
             .sink
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let first = match sink.as_mut().map(|s| s.record(event, &key)) {
-            Some(Ok(seq)) => return Ok(seq),
+        let first = match sink.as_mut().map(|s| s.submit(event, &key)) {
+            Some(Ok(t)) => return t,
             Some(Err(e)) => e.to_string(),
             None => "no recorder".to_owned(),
         };
         *sink = None;
-        let mut fresh = Sink::open(&self.dir).map_err(|e| format!("{first}; {e}"))?;
-        let r = fresh
-            .record(event, &key)
-            .map_err(|e| format!("{first}; {e}"));
+        let mut fresh = match Sink::open(&self.dir) {
+            Ok(s) => s,
+            Err(e) => return Ticket::Done(Err(format!("{first}; {e}"))),
+        };
+        let t = fresh
+            .submit(event, &key)
+            .unwrap_or_else(|e| Ticket::Done(Err(format!("{first}; {e}"))));
         *sink = Some(fresh);
-        r
+        t
+    }
+
+    /// Writes and syncs every event handed over so far (before the process exits).
+    pub fn flush(&self) {
+        let sink = self
+            .sink
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(Sink::Direct(r)) = sink.as_ref()
+            && let Err(e) = r.flush()
+        {
+            warn(&format!("events could not be written: {e}"));
+        }
+    }
+
+    /// Records `event` durably; its sequence number.
+    pub fn record(&self, event: &Value, phase: &str) -> Result<u64, String> {
+        self.submit(event, phase).settle()
+    }
+
+    /// Whether the call of `ticket` may be forwarded: its intent is durable, or (under
+    /// `--fail-open`) it is forwarded unrecorded. The intent's sequence number, if recorded.
+    pub fn settle_intent(&self, tool: &str, ticket: Ticket) -> Result<Option<u64>, Refusal> {
+        match ticket.settle() {
+            Ok(seq) => Ok(Some(seq)),
+            Err(err) if self.fail_open => {
+                warn(&format!(
+                    "call of `{tool}` forwarded unrecorded (--fail-open): {err}"
+                ));
+                Ok(None)
+            }
+            Err(err) => {
+                warn(&format!(
+                    "call of `{tool}` refused: it could not be recorded: {err}"
+                ));
+                Err(Refusal {
+                    code: code::NOT_RECORDED,
+                    message: format!(
+                        "afr gateway: the call could not be recorded, so it was not forwarded: {err}"
+                    ),
+                })
+            }
+        }
     }
 
     /// Decides what happens to `call` in `session`, and records it: the one door of a
@@ -198,48 +247,29 @@ impl Gate {
         };
         let event =
             session.intent_event(tool, &call.args, &call.params, evaluation.as_ref(), stage);
-        let recorded = self.record(&event, verdict.name());
-        let (evaluation, seq) = match (evaluation, recorded) {
-            (Some(e), Ok(seq)) if e.verdict == Verdict::Escalate => (e, Some(seq)),
-            (Some(e), Err(err)) if e.verdict == Verdict::Escalate && self.fail_open => {
-                warn(&format!(
-                    "held call of `{tool}` not recorded (--fail-open): {err}"
-                ));
-                (e, None)
-            }
-            (Some(e), r) if e.verdict == Verdict::Deny => {
-                if let Err(err) = r {
-                    warn(&format!("denied call of `{tool}` not recorded: {err}"));
-                }
-                let reason = e.reason.as_deref().unwrap_or("no reason given");
-                return Admission::Refuse(Refusal {
-                    code: code::DENIED,
-                    message: format!(
-                        "afr gateway: denied by policy rule `{}`: {reason}",
-                        e.guardrail
-                    ),
-                });
-            }
-            (_, Ok(seq)) => return Admission::Forward(Some(seq)),
-            (_, Err(err)) if self.fail_open => {
-                warn(&format!(
-                    "call of `{tool}` forwarded unrecorded (--fail-open): {err}"
-                ));
-                return Admission::Forward(None);
-            }
-            (_, Err(err)) => {
-                warn(&format!(
-                    "call of `{tool}` refused: it could not be recorded: {err}"
-                ));
-                return Admission::Refuse(Refusal {
-                    code: code::NOT_RECORDED,
-                    message: format!(
-                        "afr gateway: the call could not be recorded, so it was not forwarded: {err}"
-                    ),
-                });
-            }
+        let ticket = self.submit(&event, verdict.name());
+        let Some(e) = evaluation.filter(|e| e.verdict != Verdict::Allow) else {
+            return Admission::Forward(ticket);
         };
-        self.hold(session, call, evaluation, seq)
+        if e.verdict == Verdict::Deny {
+            if let Err(err) = ticket.settle() {
+                warn(&format!("denied call of `{tool}` not recorded: {err}"));
+            }
+            let reason = e.reason.as_deref().unwrap_or("no reason given");
+            return Admission::Refuse(Refusal {
+                code: code::DENIED,
+                message: format!(
+                    "afr gateway: denied by policy rule `{}`: {reason}",
+                    e.guardrail
+                ),
+            });
+        }
+        // Escalated: the held record must be durable before anyone is asked.
+        let seq = match self.settle_intent(tool, ticket) {
+            Ok(seq) => seq,
+            Err(r) => return Admission::Refuse(r),
+        };
+        self.hold(session, call, e, seq)
     }
 
     fn hold(
@@ -302,6 +332,14 @@ impl Gate {
                 Ok(None) => {}
                 // A half-written or unreadable decision is not a decision; say so and wait on.
                 Err(e) => warn(&format!("approval {id}: {e}")),
+            }
+            if self.stopping.load(Ordering::Relaxed) {
+                return Ruling {
+                    decision: Decision::Rejected,
+                    approver: "afr-gateway".into(),
+                    decided_at_us: now_us(),
+                    reason: Some("the gateway stopped before a decision".into()),
+                };
             }
             if now_us() >= held.pending.expires_at_us {
                 return Ruling {
@@ -392,8 +430,10 @@ impl Gate {
         }
     }
 
-    /// Removes this gateway's held calls from the queue (it is stopping; they never ran).
+    /// Removes this gateway's held calls from the queue and rejects them (it is stopping;
+    /// they never ran).
     pub fn abandon_held(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
         for id in self.held_ids().drain() {
             approvals::remove(&self.dir, &id);
         }

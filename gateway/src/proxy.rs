@@ -55,6 +55,7 @@ use crate::{
     },
     json::parse_strict,
     session::Session,
+    sink::Ticket,
 };
 
 type Body = BoxBody<Bytes, std::io::Error>;
@@ -238,6 +239,7 @@ pub fn serve(opts: ProxyOptions) -> Result<(), ProxyError> {
         let signo = accept_loop(&listener, &proxy).await;
         tokio::task::block_in_place(|| {
             proxy.abandon(&format!("the gateway was stopped by signal {signo}"));
+            proxy.gate.flush();
         });
         Ok(())
     })
@@ -412,8 +414,11 @@ impl Watch {
         if let Some((tool, seq)) = s.on_response(&self.key, msg) {
             let ev = s.outcome_event(&tool, seq, msg);
             drop(s);
-            // The call has run: its answer is relayed even if its outcome cannot be recorded.
-            if let Err(e) = tokio::task::block_in_place(|| self.proxy.gate.record(&ev, "outcome")) {
+            // Handed to the recorder before the answer is relayed, durable with the next
+            // group commit (as over stdio). The call has run: its answer is relayed even if
+            // its outcome cannot be recorded.
+            let t = tokio::task::block_in_place(|| self.proxy.gate.submit(&ev, "outcome"));
+            if let Ticket::Done(Err(e)) = t {
                 warn(&format!("outcome of `{tool}` not recorded: {e}"));
             }
         }
@@ -437,10 +442,17 @@ impl Watch {
 
 /// Relays an upstream SSE body into `tx` event by event, watching for the answer.
 async fn pump_sse(mut body: Incoming, watch: Watch, tx: mpsc::Sender<Bytes>) {
+    const GONE: &str = "the client disconnected before the answer (the call was cancelled)";
     let mut buf: Vec<u8> = Vec::new();
     let mut answered = false;
     let why = loop {
-        match body.frame().await {
+        let next = tokio::select! {
+            f = body.frame() => f,
+            // The client went away (its connection closed, so hyper dropped the body): known
+            // now, not at the server's next event, which may be the answer a minute later.
+            () = tx.closed() => break GONE,
+        };
+        match next {
             Some(Ok(frame)) => {
                 let Ok(data) = frame.into_data() else {
                     continue;
@@ -458,7 +470,7 @@ async fn pump_sse(mut body: Incoming, watch: Watch, tx: mpsc::Sender<Bytes>) {
                     }
                 }
                 if gone {
-                    break "the client disconnected before the answer (the call was cancelled)";
+                    break GONE;
                 }
             }
             Some(Err(_)) => break "the server's stream broke before the answer",
@@ -726,8 +738,11 @@ impl Proxy {
             (a, s.client_elicits())
         });
         match admission {
-            (Admission::Forward(seq), _) => {
-                lock(&session).on_call_forwarded(key, &tool, seq);
+            (Admission::Forward(ticket), _) => {
+                match tokio::task::block_in_place(|| self.gate.settle_intent(&tool, ticket)) {
+                    Ok(seq) => lock(&session).on_call_forwarded(key, &tool, seq),
+                    Err(r) => return refusal(&id, &r),
+                }
                 self.forward(&parts, bytes, watch).await
             }
             (Admission::Refuse(r), _) => refusal(&id, &r),

@@ -164,11 +164,11 @@ impl Session {
         {
             self.client = info(c).or(self.client.take());
         }
-        let caps = params
-            .get("capabilities")
-            .or_else(|| meta(params, "clientCapabilities"));
-        if let Some(caps) = caps {
-            self.client_elicits = caps.get("elicitation").is_some();
+        // Only a session opened with `initialize` (2025-11-25) takes server-to-client
+        // requests; a stateless client (2026-07-28) gets `input_required` results instead,
+        // which the gateway does not originate, so it is never asked directly.
+        if method == "initialize" {
+            self.client_elicits = params.pointer("/capabilities/elicitation").is_some();
         }
         let pending = match method {
             "initialize" | "server/discover" => Pending::Initialize,
@@ -201,8 +201,16 @@ impl Session {
         key: &str,
         msg: &Map<String, Value>,
     ) -> Option<(String, Option<u64>)> {
-        let pending = self.pending.remove(key)?;
         let result = msg.get("result");
+        // 2026-07-28: every result names its server in `_meta`.
+        if let Some(s) = result
+            .and_then(|r| r.get("_meta"))
+            .and_then(|m| m.get("io.modelcontextprotocol/serverInfo"))
+            .and_then(info)
+        {
+            self.server = Some(s);
+        }
+        let pending = self.pending.remove(key)?;
         match pending {
             Pending::Initialize => {
                 if let Some(s) = result.and_then(|r| r.get("serverInfo")).and_then(info) {
@@ -340,6 +348,15 @@ impl Session {
         if let Some(tp) = params.pointer("/_meta/traceparent").and_then(Value::as_str) {
             sources.push(json!({"uri": format!("traceparent:{tp}"), "kind": "traceparent"}));
         }
+        // 2026-07-28: a retry after `input_required` carries the user's answers; what they
+        // said shaped the call.
+        if let Some(answers) = params.get("inputResponses") {
+            sources.push(json!({
+                "uri": "mcp:inputResponses",
+                "content_hash": sha256(answers.to_string().as_bytes()),
+                "kind": "mcp_input_responses",
+            }));
+        }
         if !sources.is_empty() {
             ev["context_provenance"] = json!({ "sources": sources });
         }
@@ -473,13 +490,20 @@ mod tests {
         answer(
             &mut s,
             json!("x1"),
-            json!({"serverInfo": {"name": "srv", "version": "1"}}),
+            json!({"resultType": "complete",
+                   "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "srv", "version": "1"}}}),
         );
         assert_eq!(
             (s.client_name(), s.server_name()),
             (Some("py"), Some("srv"))
         );
         assert!(!s.client_elicits());
+        let retry = json!({"inputResponses": {"q": {"action": "accept"}}, "requestState": "v1"});
+        let ev = s.intent_event("ask", &Value::Null, &retry, None, Stage::Forward);
+        assert_eq!(
+            ev["context_provenance"]["sources"][0]["kind"],
+            "mcp_input_responses"
+        );
         s.on_call_forwarded("x2".into(), "ask", Some(7));
         let r =
             obj(json!({"id": 3, "result": {"resultType": "input_required", "_meta": {"a": 1}}}));

@@ -1,6 +1,6 @@
 //! Where events go: `afr serve` when its socket answers, else the store opened directly.
 
-use std::path::Path;
+use std::{path::Path, sync::Arc};
 
 use afr_core::{EventInput, event::DEFAULT_MAX_EVENT_BYTES};
 use afr_recorder::{Config, RecordError, Recorder};
@@ -35,7 +35,34 @@ pub enum Sink {
     /// `afr serve` on `<dir>/afr.sock`.
     Server(Client),
     /// The store, opened by this process (group durability).
-    Direct(Recorder),
+    Direct(Arc<Recorder>),
+}
+
+/// An event handed to the recorder, durable once [`Ticket::settle`] returns `Ok`.
+#[derive(Debug)]
+pub enum Ticket {
+    /// Recorded (or failed) already.
+    Done(Result<u64, String>),
+    /// Sequenced by the store opened here; durable once its group commit is written.
+    Pending {
+        /// The recorder.
+        recorder: Arc<Recorder>,
+        /// The event's sequence number.
+        seq: u64,
+    },
+}
+
+impl Ticket {
+    /// Waits until the event is durable; its sequence number.
+    pub fn settle(self) -> Result<u64, String> {
+        match self {
+            Ticket::Done(r) => r,
+            Ticket::Pending { recorder, seq } => recorder
+                .wait_written(seq)
+                .map(|()| seq)
+                .map_err(|e| e.to_string()),
+        }
+    }
 }
 
 impl Sink {
@@ -43,7 +70,10 @@ impl Sink {
     pub fn open(dir: &Path) -> Result<Sink, SinkError> {
         match Client::running(dir) {
             Some(c) => Ok(Sink::Server(c)),
-            None => Ok(Sink::Direct(Recorder::open(dir, Config::default())?)),
+            None => Ok(Sink::Direct(Arc::new(Recorder::open(
+                dir,
+                Config::default(),
+            )?))),
         }
     }
 
@@ -55,19 +85,25 @@ impl Sink {
         }
     }
 
-    /// Records `event` (a JSON object of `docs/event.schema.json`) durably under
-    /// `idempotency_key`; returns its sequence number. A retry with the same key returns the
-    /// first event's number and records nothing.
-    pub fn record(&mut self, event: &Value, idempotency_key: &str) -> Result<u64, SinkError> {
+    /// Hands `event` (a JSON object of `docs/event.schema.json`) to the recorder. Through
+    /// `afr serve` it is recorded durably under `idempotency_key` before this returns (a retry
+    /// with the same key returns the first event's number and records nothing); in the store
+    /// opened here it is sequenced now and durable once the ticket settles, so that events
+    /// handed over together share one synced write.
+    pub fn submit(&mut self, event: &Value, idempotency_key: &str) -> Result<Ticket, SinkError> {
         match self {
             Sink::Direct(r) => {
                 let bytes =
                     serde_json::to_vec(event).map_err(|e| SinkError::Invalid(e.to_string()))?;
                 let input = EventInput::from_json(&bytes, DEFAULT_MAX_EVENT_BYTES)
                     .map_err(|e| SinkError::Invalid(e.to_string()))?;
-                Ok(r.record_idempotent(idempotency_key.as_bytes(), input)?
-                    .receipt
-                    .seq)
+                // No idempotency key: a failed submit recorded nothing, so a retry cannot
+                // record twice.
+                let seq = r.submit(input)?.seq;
+                Ok(Ticket::Pending {
+                    recorder: r.clone(),
+                    seq,
+                })
             }
             Sink::Server(c) => {
                 let mut body = event.clone();
@@ -79,7 +115,7 @@ impl Sink {
                 let r = c.request("POST", "/v1/events", Some("application/json"), &bytes)?;
                 let json = r.json();
                 match json["receipts"][0]["seq"].as_u64() {
-                    Some(seq) if r.status == 200 => Ok(seq),
+                    Some(seq) if r.status == 200 => Ok(Ticket::Done(Ok(seq))),
                     _ => Err(SinkError::Server {
                         status: r.status,
                         message: match json["errors"][0]["message"].as_str() {

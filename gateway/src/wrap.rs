@@ -25,6 +25,7 @@ use crate::{
     },
     json::parse_strict,
     session::{Session, id_key},
+    sink::Ticket,
 };
 
 /// Longest JSON-RPC message (one line) relayed, in bytes, by default.
@@ -119,8 +120,32 @@ impl Out {
     }
 }
 
-/// The server's stdin, shared by the relay and the threads of held calls.
-type ToServer = Arc<Mutex<ChildStdin>>;
+/// What goes to the server, in order.
+enum ToServer {
+    /// Relay as is.
+    Line(Vec<u8>),
+    /// A `tools/call`: relay once its intent is durable, else answer the client's refusal.
+    Call {
+        line: Vec<u8>,
+        ticket: Ticket,
+        id: Value,
+        tool: String,
+    },
+}
+
+/// What goes to the client, in order.
+enum ToClient {
+    /// Relay as is.
+    Line(Vec<u8>),
+    /// The answer to a call: relay once its outcome is durable (or could not be recorded).
+    Outcome {
+        line: Vec<u8>,
+        ticket: Ticket,
+        tool: String,
+    },
+    /// The server's stdout ended.
+    Eof,
+}
 
 /// One line read with a cap.
 enum Line {
@@ -166,6 +191,13 @@ fn read_line(r: &mut impl BufRead, cap: usize, buf: &mut Vec<u8>) -> std::io::Re
 }
 
 /// Runs the gateway until the server exits; returns the exit code to use.
+///
+/// Four threads, so that recording never stalls reading: the caller's reads the client and
+/// hands each call's intent to the recorder; a second writes to the server in order, each
+/// call once its intent is durable; a third reads the server and hands each answer's outcome
+/// to the recorder; a fourth writes to the client in order (an answer after its outcome was
+/// handed over; it is durable with the next group commit). Calls in flight together share
+/// synced writes. A fifth waits for SIGTERM, SIGINT or SIGHUP.
 pub fn run(opts: WrapOptions) -> Result<i32, WrapError> {
     let (program, args) = opts.command.split_first().ok_or(WrapError::NoCommand)?;
     let command_line = opts
@@ -198,18 +230,21 @@ pub fn run(opts: WrapOptions) -> Result<i32, WrapError> {
     }));
     let out = Out(Arc::new(Mutex::new(std::io::stdout())));
     let child = Arc::new(Mutex::new(child));
-    let to_server: ToServer = Arc::new(Mutex::new(to_server));
     let gate = Arc::new(opts.gate);
+    let (server_tx, server_rx) = mpsc::channel::<ToServer>();
+    let (client_tx, client_rx) = mpsc::channel::<ToClient>();
 
     {
-        let (gate, state, out, child, cap) = (
-            gate.clone(),
-            state.clone(),
-            out.clone(),
-            child.clone(),
-            opts.max_line,
-        );
-        std::thread::spawn(move || server_to_client(from_server, cap, &gate, &state, &out, &child));
+        let (gate, state, out) = (gate.clone(), state.clone(), out.clone());
+        std::thread::spawn(move || write_server(to_server, &server_rx, &gate, &state, &out));
+    }
+    {
+        let (gate, state, cap) = (gate.clone(), state.clone(), opts.max_line);
+        std::thread::spawn(move || read_server(from_server, cap, &gate, &state, &client_tx));
+    }
+    {
+        let (gate, state, out, child) = (gate.clone(), state.clone(), out.clone(), child.clone());
+        std::thread::spawn(move || write_client(&client_rx, &gate, &state, &out, &child));
     }
     {
         let (gate, state, out, child) = (gate.clone(), state.clone(), out.clone(), child.clone());
@@ -219,15 +254,16 @@ pub fn run(opts: WrapOptions) -> Result<i32, WrapError> {
         gate,
         state,
         out,
-        to_server,
+        to_server: server_tx,
         max_line: opts.max_line,
     };
     relay.client_to_server();
-    // The client closed our stdin: close the server's (held calls can no longer be answered).
+    // The client closed our stdin: held calls can no longer be answered; once the queue to
+    // the server is drained its stdin closes.
     relay.gate.abandon_held();
     drop(relay);
-    // The relay thread exits the process once the server's stdout ends; kill the server if it
-    // lingers.
+    // The client writer exits the process once the server's stdout ends; kill the server if
+    // it lingers.
     std::thread::sleep(EXIT_GRACE);
     let mut c = lock(&child);
     warn("the server did not exit after its stdin was closed; killing it");
@@ -244,16 +280,18 @@ struct Relay {
     gate: Arc<Gate>,
     state: Shared,
     out: Out,
-    to_server: ToServer,
+    to_server: mpsc::Sender<ToServer>,
     max_line: usize,
 }
 
-impl Relay {
-    fn send(&self, line: &[u8]) -> bool {
-        let mut w = lock(&self.to_server);
-        w.write_all(line).and_then(|()| w.flush()).is_ok()
-    }
+/// What to do with one client line.
+enum Action {
+    Relay,
+    Call { ticket: Ticket, tool: String },
+    Done,
+}
 
+impl Relay {
     fn client_to_server(&self) {
         let mut stdin = BufReader::new(std::io::stdin().lock());
         let mut buf = Vec::new();
@@ -277,17 +315,29 @@ impl Relay {
                 }
                 Ok(Line::Eof) | Err(_) => return,
             }
-            if self.check_client_line(&buf) && !self.send(&buf) {
+            let (action, id) = self.check_client_line(&buf);
+            let msg = match action {
+                Action::Relay => ToServer::Line(buf.clone()),
+                Action::Call { ticket, tool } => ToServer::Call {
+                    line: buf.clone(),
+                    ticket,
+                    id,
+                    tool,
+                },
+                Action::Done => continue,
+            };
+            if self.to_server.send(msg).is_err() {
                 return;
             }
         }
     }
 
-    /// Bookkeeping, recording and policy for one client line; whether to forward it now.
-    fn check_client_line(&self, line: &[u8]) -> bool {
+    /// Bookkeeping, recording and policy for one client line: what to do with it, and its
+    /// JSON-RPC id.
+    fn check_client_line(&self, line: &[u8]) -> (Action, Value) {
         let out = &self.out;
         if line.iter().all(u8::is_ascii_whitespace) {
-            return true;
+            return (Action::Relay, Value::Null);
         }
         let msg = match parse_strict(line) {
             Ok(Value::Object(m)) => m,
@@ -297,7 +347,7 @@ impl Relay {
                     code::INVALID_REQUEST,
                     "afr gateway: JSON-RPC batches are not supported; not forwarded",
                 );
-                return false;
+                return (Action::Done, Value::Null);
             }
             Ok(_) => {
                 out.error(
@@ -305,7 +355,7 @@ impl Relay {
                     code::INVALID_REQUEST,
                     "afr gateway: not a JSON-RPC message; not forwarded",
                 );
-                return false;
+                return (Action::Done, Value::Null);
             }
             Err(e) => {
                 let lax: Option<Value> = serde_json::from_slice(line).ok();
@@ -325,54 +375,56 @@ impl Relay {
                     code,
                     &format!("afr gateway: {what}: {e}; not forwarded"),
                 );
-                return false;
+                return (Action::Done, Value::Null);
             }
         };
-        let Some(id) = msg.get("id") else {
-            return true; // a notification: relayed untouched
+        let Some(id) = msg.get("id").cloned() else {
+            return (Action::Relay, Value::Null); // a notification: relayed untouched
         };
         let Some(method) = msg.get("method").and_then(Value::as_str) else {
             // A response: to one of the gateway's own elicitations, or to the server.
-            return !self.on_elicitation_answer(id, &msg);
+            if self.on_elicitation_answer(&id, &msg) {
+                return (Action::Done, id);
+            }
+            return (Action::Relay, id);
         };
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
         let mut st = lock(&self.state);
         if method != "tools/call" {
-            st.session.on_request(id_key(id), method, &params);
-            return true;
+            st.session.on_request(id_key(&id), method, &params);
+            return (Action::Relay, id);
         }
         let Some(tool) = params
             .get("name")
             .and_then(Value::as_str)
             .filter(|t| !t.is_empty())
+            .map(str::to_owned)
         else {
             out.error(
-                id,
+                &id,
                 code::INVALID_REQUEST,
                 "afr gateway: tools/call without a tool name; not forwarded",
             );
-            return false;
+            return (Action::Done, id);
         };
         let call = ToolCall {
-            tool: tool.to_owned(),
+            tool: tool.clone(),
             args: params.get("arguments").cloned().unwrap_or(Value::Null),
             params: params.clone(),
         };
         match self.gate.admit(&st.session, call) {
-            Admission::Forward(seq) => {
-                st.session.on_call_forwarded(id_key(id), tool, seq);
-                true
-            }
+            Admission::Forward(ticket) => (Action::Call { ticket, tool }, id),
             Admission::Refuse(r) => {
-                out.error(id, r.code, &r.message);
-                false
+                out.error(&id, r.code, &r.message);
+                (Action::Done, id)
             }
             Admission::Hold(held) => {
                 let elicit = st.session.client_elicits();
                 drop(st);
-                let (relay, id, line) = (self.clone(), id.clone(), line.to_vec());
-                std::thread::spawn(move || relay.finish_held(*held, elicit, &id, &line));
-                false
+                let (relay, line) = (self.clone(), line.to_vec());
+                let hid = id.clone();
+                std::thread::spawn(move || relay.finish_held(*held, elicit, &hid, line));
+                (Action::Done, id)
             }
         }
     }
@@ -393,7 +445,7 @@ impl Relay {
     }
 
     /// Waits for the decision on a held call, records it, and forwards or refuses the call.
-    fn finish_held(&self, held: Held, elicit: bool, id: &Value, line: &[u8]) {
+    fn finish_held(&self, held: Held, elicit: bool, id: &Value, line: Vec<u8>) {
         let (tx, rx) = mpsc::channel();
         let ask = elicitation_request(&held);
         let ask_id = ask["id"].as_str().unwrap_or_default().to_owned();
@@ -407,13 +459,20 @@ impl Relay {
         let ruling = self.gate.wait(&held, elicit.then_some(&rx));
         lock(&self.state).waiting.remove(&ask_id);
         let tool = held.call.tool.clone();
-        let mut st = lock(&self.state);
+        let st = lock(&self.state);
         match self.gate.conclude(&st.session, held, &ruling) {
             Ok(seq) => {
-                st.session.on_call_forwarded(id_key(id), &tool, seq);
                 drop(st);
-                if !self.send(line) {
-                    warn(&format!("approved call of `{tool}`: the server is gone"));
+                let ticket = Ticket::Done(seq.ok_or_else(String::new));
+                let call = ToServer::Call {
+                    line,
+                    ticket,
+                    id: id.clone(),
+                    tool,
+                };
+                // With --fail-open an unrecorded approval is forwarded: settle it as such.
+                if self.to_server.send(call).is_err() {
+                    warn("an approved call could not be forwarded: the server is gone");
                 }
             }
             Err(r) => {
@@ -424,13 +483,59 @@ impl Relay {
     }
 }
 
-fn server_to_client(
+/// Writes to the server, in order: each call once its intent is durable.
+fn write_server(
+    to_server: ChildStdin,
+    rx: &mpsc::Receiver<ToServer>,
+    gate: &Gate,
+    state: &Shared,
+    out: &Out,
+) {
+    let mut w = std::io::BufWriter::new(to_server);
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        while let Some(msg) = next {
+            let line = match msg {
+                ToServer::Line(line) => line,
+                ToServer::Call {
+                    line,
+                    ticket,
+                    id,
+                    tool,
+                } => match gate.settle_intent(&tool, ticket) {
+                    Ok(seq) => {
+                        lock(state)
+                            .session
+                            .on_call_forwarded(id_key(&id), &tool, seq);
+                        line
+                    }
+                    Err(r) => {
+                        out.error(&id, r.code, &r.message);
+                        next = rx.try_recv().ok();
+                        continue;
+                    }
+                },
+            };
+            if w.write_all(&line).is_err() {
+                return;
+            }
+            next = rx.try_recv().ok();
+        }
+        // Nothing more queued: let the server see what was written.
+        if w.flush().is_err() {
+            return;
+        }
+    }
+    // Every sender is gone: the client closed our stdin. Dropping `w` closes the server's.
+}
+
+/// Reads the server: each call's answer hands its outcome to the recorder.
+fn read_server(
     from_server: std::process::ChildStdout,
     cap: usize,
     gate: &Gate,
     state: &Shared,
-    out: &Out,
-    child: &Arc<Mutex<Child>>,
+    to_client: &mpsc::Sender<ToClient>,
 ) {
     let mut r = BufReader::new(from_server);
     let mut buf = Vec::new();
@@ -445,27 +550,68 @@ fn server_to_client(
             }
             Ok(Line::Eof) | Err(_) => break,
         }
-        if let Ok(Value::Object(msg)) = serde_json::from_slice::<Value>(&buf)
-            && !msg.contains_key("method")
+        let mut msg = ToClient::Line(buf.clone());
+        if let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(&buf)
+            && !m.contains_key("method")
+            && let Some(id) = m.get("id")
         {
-            on_server_response(&msg, gate, state);
+            let mut st = lock(state);
+            if let Some((tool, seq)) = st.session.on_response(&id_key(id), &m) {
+                let ev = st.session.outcome_event(&tool, seq, &m);
+                drop(st);
+                msg = ToClient::Outcome {
+                    line: buf.clone(),
+                    ticket: gate.submit(&ev, "outcome"),
+                    tool,
+                };
+            }
         }
-        out.line(&buf);
+        if to_client.send(msg).is_err() {
+            return;
+        }
     }
-    abandon_pending(gate, state, "the server exited before answering", out);
-    let code = lock(child).wait().ok().and_then(|s| s.code()).unwrap_or(1);
-    std::process::exit(code);
+    let _ = to_client.send(ToClient::Eof);
 }
 
-fn on_server_response(msg: &Map<String, Value>, gate: &Gate, state: &Shared) {
-    let Some(id) = msg.get("id") else { return };
-    let mut st = lock(state);
-    if let Some((tool, seq)) = st.session.on_response(&id_key(id), msg) {
-        let ev = st.session.outcome_event(&tool, seq, msg);
-        // The call has run: its answer is relayed even if its outcome cannot be recorded.
-        if let Err(e) = gate.record(&ev, "outcome") {
-            warn(&format!("outcome of `{tool}` not recorded: {e}"));
+/// Writes to the client, in order: each answer once its outcome is durable. Exits the
+/// process when the server's stdout has ended.
+fn write_client(
+    rx: &mpsc::Receiver<ToClient>,
+    gate: &Gate,
+    state: &Shared,
+    out: &Out,
+    child: &Arc<Mutex<Child>>,
+) {
+    while let Ok(first) = rx.recv() {
+        let mut o = lock(&out.0);
+        let mut next = Some(first);
+        while let Some(msg) = next {
+            let line = match msg {
+                ToClient::Line(line) => line,
+                ToClient::Outcome { line, ticket, tool } => {
+                    // The outcome was handed to the recorder before this answer is relayed,
+                    // and is durable with the next group commit (the store) or already
+                    // (`afr serve`); relaying does not wait for that sync, which would double
+                    // the latency the gateway adds. Only a failure already known is reported.
+                    if let Ticket::Done(Err(e)) = &ticket {
+                        warn(&format!("outcome of `{tool}` not recorded: {e}"));
+                    }
+                    line
+                }
+                ToClient::Eof => {
+                    let _ = o.flush();
+                    drop(o);
+                    abandon_pending(gate, state, "the server exited before answering", out);
+                    gate.flush();
+                    let code = lock(child).wait().ok().and_then(|s| s.code()).unwrap_or(1);
+                    std::process::exit(code);
+                }
+            };
+            // The client went away: nothing to answer to; the relay ends on its own EOF.
+            let _ = o.write_all(&line);
+            next = rx.try_recv().ok();
         }
+        let _ = o.flush();
     }
 }
 
@@ -498,6 +644,7 @@ fn on_signal(gate: &Gate, state: &Shared, out: &Out, child: &Arc<Mutex<Child>>) 
         &format!("the gateway was stopped by signal {signo}"),
         out,
     );
+    gate.flush();
     let mut c = lock(child);
     let _ = c.kill();
     let _ = c.wait();
