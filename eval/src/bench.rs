@@ -47,7 +47,8 @@ pub struct RecordBench {
     json: bool,
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+/// The `p` quantile (0..=1) of `sorted`, nearest rank; 0 when empty.
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

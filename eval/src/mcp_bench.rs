@@ -29,6 +29,8 @@ use std::{
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::Args;
+
+use crate::bench::percentile;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -88,14 +90,6 @@ struct Pair {
     added_median_us: f64,
     added_p99_us: f64,
     throughput_ratio: f64,
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 fn round1(x: f64) -> f64 {

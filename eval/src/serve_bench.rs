@@ -32,6 +32,8 @@ use afr_core::EventInput;
 use afr_recorder::{Config, Durability, Recorder};
 use anyhow::{Context, Result, bail};
 use clap::Args;
+
+use crate::bench::percentile;
 use serde::Serialize;
 use serde_json::json;
 
@@ -112,14 +114,6 @@ impl Row {
             p99_us: round2(percentile(&lat_us, 0.99)),
         }
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 fn round2(x: f64) -> f64 {

@@ -56,25 +56,8 @@ pub struct PendingCall {
     pub pid: u32,
 }
 
-/// `approved` or `rejected`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Decision {
-    /// Run the call.
-    Approved,
-    /// Answer it with an error; it never reaches the server.
-    Rejected,
-}
-
-impl Decision {
-    /// The name in events and files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Decision::Approved => "approved",
-            Decision::Rejected => "rejected",
-        }
-    }
-}
+/// `approved` or `rejected`: the event schema's decision.
+pub use afr_core::event::Decision;
 
 /// A decision, as written by `afr approve` / `afr reject` (or made by the gateway itself: an
 /// elicitation answer, a timeout).

@@ -21,11 +21,12 @@ use std::{
 };
 
 use afr_recorder::now_us;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::{
     approvals::{self, Decision, PendingCall, Ruling},
+    json::parse_strict,
     policy::{Call, Evaluation, Policy, Verdict},
     session::{Session, Stage},
     sink::{Sink, Ticket},
@@ -65,6 +66,28 @@ pub struct ToolCall {
     pub params: Value,
 }
 
+impl ToolCall {
+    /// The call in a `tools/call`'s `params`; refused without a tool name.
+    pub fn from_params(params: Value) -> Result<ToolCall, Refusal> {
+        let Some(tool) = params
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+        else {
+            return Err(Refusal {
+                code: code::INVALID_REQUEST,
+                message: "afr gateway: tools/call without a tool name; not forwarded".into(),
+            });
+        };
+        Ok(ToolCall {
+            tool,
+            args: params.get("arguments").cloned().unwrap_or(Value::Null),
+            params,
+        })
+    }
+}
+
 /// What to do with a call.
 #[derive(Debug)]
 pub enum Admission {
@@ -83,6 +106,45 @@ pub struct Refusal {
     pub code: i64,
     /// The message.
     pub message: String,
+}
+
+/// A client's message, parsed strictly, or why it is refused without being forwarded (with
+/// its id when a lax parse could read one): a duplicate key, a batch, not an object, not
+/// JSON. The refusal is also reported on stderr.
+pub fn parse_client_message(bytes: &[u8]) -> Result<Map<String, Value>, (Value, Refusal)> {
+    let refuse = |id: Value, code: i64, message: &str| {
+        Err((
+            id,
+            Refusal {
+                code,
+                message: format!("afr gateway: {message}; not forwarded"),
+            },
+        ))
+    };
+    match parse_strict(bytes) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(Value::Array(_)) => refuse(
+            Value::Null,
+            code::INVALID_REQUEST,
+            "JSON-RPC batches are not supported",
+        ),
+        Ok(_) => refuse(Value::Null, code::INVALID_REQUEST, "not a JSON-RPC message"),
+        Err(e) => {
+            let lax: Option<Value> = serde_json::from_slice(bytes).ok();
+            let id = lax
+                .as_ref()
+                .and_then(|v| v.get("id"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let (code, what) = if lax.is_some() {
+                (code::INVALID_REQUEST, "refused")
+            } else {
+                (code::PARSE_ERROR, "not JSON")
+            };
+            warn(&format!("client message {what}: {e}"));
+            refuse(id, code, &format!("{what}: {e}"))
+        }
+    }
 }
 
 /// A call held for a decision.
@@ -491,7 +553,7 @@ pub fn elicitation_request(held: &Held) -> Value {
 
 /// The decision a client's answer to [`elicitation_request`] carries: approved only for
 /// `action: accept` with `approve: true`; anything else (decline, cancel, an error) rejects.
-pub fn elicitation_ruling(answer: &serde_json::Map<String, Value>, client: Option<&str>) -> Ruling {
+pub fn elicitation_ruling(answer: &Map<String, Value>, client: Option<&str>) -> Ruling {
     let result = answer.get("result");
     let action = result.and_then(|r| r.get("action")).and_then(Value::as_str);
     let approve = result

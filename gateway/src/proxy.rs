@@ -24,20 +24,19 @@
 use std::{
     collections::HashMap,
     net::SocketAddr,
-    pin::Pin,
     sync::{
         Arc, Mutex, MutexGuard,
         atomic::{AtomicU64, Ordering},
         mpsc as std_mpsc,
     },
-    task::{Context, Poll},
 };
 
+use afr_server::ChannelBody;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
 use hyper::{
     HeaderMap, Method, Request, Response, StatusCode, Uri,
-    body::{Frame, Incoming},
+    body::Incoming,
     header::{self, HeaderValue},
 };
 use hyper_util::{
@@ -51,9 +50,8 @@ use crate::{
     approvals::Ruling,
     gate::{
         Admission, ELICITATION_ID_PREFIX, Gate, Held, Refusal, ToolCall, code, elicitation_request,
-        elicitation_ruling,
+        elicitation_ruling, parse_client_message,
     },
-    json::parse_strict,
     session::Session,
     sink::Ticket,
 };
@@ -377,21 +375,6 @@ fn sse_event(msg: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
-/// A body fed by a channel: what a streamed response is made of.
-struct ChannelBody(mpsc::Receiver<Bytes>);
-
-impl hyper::body::Body for ChannelBody {
-    type Data = Bytes;
-    type Error = std::io::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
-        self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
-    }
-}
-
 /// The request whose answer a response is watched for.
 #[derive(Clone)]
 struct Watch {
@@ -425,6 +408,17 @@ impl Watch {
         true
     }
 
+    /// The gateway's answer when the server's cannot be had: the outcome is unknown.
+    fn no_answer(&self, why: &str) -> Response<Body> {
+        self.unanswered(why);
+        rpc_error(
+            StatusCode::BAD_GATEWAY,
+            &self.id,
+            code::NO_ANSWER,
+            &format!("afr gateway: {why}"),
+        )
+    }
+
     /// The exchange ended without an answer: a pending call's outcome is unknown.
     fn unanswered(&self, why: &str) {
         let mut s = lock(&self.session);
@@ -441,7 +435,11 @@ impl Watch {
 }
 
 /// Relays an upstream SSE body into `tx` event by event, watching for the answer.
-async fn pump_sse(mut body: Incoming, watch: Watch, tx: mpsc::Sender<Bytes>) {
+async fn pump_sse(
+    mut body: Incoming,
+    watch: Watch,
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+) {
     const GONE: &str = "the client disconnected before the answer (the call was cancelled)";
     let mut buf: Vec<u8> = Vec::new();
     let mut answered = false;
@@ -464,7 +462,7 @@ async fn pump_sse(mut body: Incoming, watch: Watch, tx: mpsc::Sender<Bytes>) {
                     if !answered && let Some(m) = sse_message(&event) {
                         answered = watch.on_message(&m);
                     }
-                    if tx.send(Bytes::from(event)).await.is_err() {
+                    if tx.send(Ok(Bytes::from(event))).await.is_err() {
                         gone = true;
                         break;
                     }
@@ -478,7 +476,7 @@ async fn pump_sse(mut body: Incoming, watch: Watch, tx: mpsc::Sender<Bytes>) {
         }
     };
     if !buf.is_empty() {
-        let _ = tx.send(Bytes::from(buf)).await;
+        let _ = tx.send(Ok(Bytes::from(buf))).await;
     }
     if !answered {
         watch.unanswered(why);
@@ -634,44 +632,9 @@ impl Proxy {
         parts: hyper::http::request::Parts,
         bytes: Bytes,
     ) -> Response<Body> {
-        let msg = match parse_strict(&bytes) {
-            Ok(Value::Object(m)) => m,
-            Ok(Value::Array(_)) => {
-                return rpc_error(
-                    StatusCode::BAD_REQUEST,
-                    &Value::Null,
-                    code::INVALID_REQUEST,
-                    "afr gateway: JSON-RPC batches are not supported; not forwarded",
-                );
-            }
-            Ok(_) => {
-                return rpc_error(
-                    StatusCode::BAD_REQUEST,
-                    &Value::Null,
-                    code::INVALID_REQUEST,
-                    "afr gateway: not a JSON-RPC message; not forwarded",
-                );
-            }
-            Err(e) => {
-                let lax: Option<Value> = serde_json::from_slice(&bytes).ok();
-                let id = lax
-                    .as_ref()
-                    .and_then(|v| v.get("id"))
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                let (code, what) = if lax.is_some() {
-                    (code::INVALID_REQUEST, "refused")
-                } else {
-                    (code::PARSE_ERROR, "not JSON")
-                };
-                warn(&format!("client message {what}: {e}"));
-                return rpc_error(
-                    StatusCode::BAD_REQUEST,
-                    &id,
-                    code,
-                    &format!("afr gateway: {what}: {e}; not forwarded"),
-                );
-            }
+        let msg = match parse_client_message(&bytes) {
+            Ok(m) => m,
+            Err((id, r)) => return rpc_error(StatusCode::BAD_REQUEST, &id, r.code, &r.message),
         };
         let (Some(id), Some(method)) = (
             msg.get("id").cloned(),
@@ -713,25 +676,11 @@ impl Proxy {
             }
             return r;
         }
-        let Some(tool) = params
-            .get("name")
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty())
-            .map(str::to_owned)
-        else {
-            return refusal(
-                &id,
-                &Refusal {
-                    code: code::INVALID_REQUEST,
-                    message: "afr gateway: tools/call without a tool name; not forwarded".into(),
-                },
-            );
+        let call = match ToolCall::from_params(params) {
+            Ok(c) => c,
+            Err(r) => return refusal(&id, &r),
         };
-        let call = ToolCall {
-            tool: tool.clone(),
-            args: params.get("arguments").cloned().unwrap_or(Value::Null),
-            params,
-        };
+        let tool = call.tool.clone();
         let admission = tokio::task::block_in_place(|| {
             let s = lock(&session);
             let a = self.gate.admit(&s, call);
@@ -794,14 +743,14 @@ impl Proxy {
         lock(&self.elicitations).insert(ask_id.clone(), etx);
         let tool = held.call.tool.clone();
         tokio::spawn(async move {
-            let _ = tx.send(sse_event(ask.to_string().as_bytes())).await;
+            let _ = tx.send(Ok(sse_event(ask.to_string().as_bytes()))).await;
             let decided = self.decide(held, &watch.session, Some(erx)).await;
             lock(&self.elicitations).remove(&ask_id);
             let seq = match decided {
                 Ok(seq) => seq,
                 Err(r) => {
                     let e = json!({"jsonrpc": "2.0", "id": watch.id, "error": {"code": r.code, "message": r.message}});
-                    let _ = tx.send(sse_event(e.to_string().as_bytes())).await;
+                    let _ = tx.send(Ok(sse_event(e.to_string().as_bytes()))).await;
                     return;
                 }
             };
@@ -821,7 +770,7 @@ impl Proxy {
                             if let Ok(Value::Object(m)) = serde_json::from_slice(&b) {
                                 watch.on_message(&m);
                             }
-                            let _ = tx.send(sse_event(&b)).await;
+                            let _ = tx.send(Ok(sse_event(&b))).await;
                         }
                         watch.unanswered(&format!("the server answered HTTP {}", rp.status));
                     }
@@ -830,11 +779,11 @@ impl Proxy {
                     let why = format!("the upstream could not be reached: {e}");
                     watch.unanswered(&why);
                     let e = json!({"jsonrpc": "2.0", "id": watch.id, "error": {"code": code::NO_ANSWER, "message": format!("afr gateway: {why}")}});
-                    let _ = tx.send(sse_event(e.to_string().as_bytes())).await;
+                    let _ = tx.send(Ok(sse_event(e.to_string().as_bytes()))).await;
                 }
             }
         });
-        let mut r = Response::new(ChannelBody(rx).boxed());
+        let mut r = Response::new(ChannelBody::new(rx).boxed());
         r.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/event-stream"),
@@ -857,16 +806,7 @@ impl Proxy {
             .await
         {
             Ok(r) => r,
-            Err(e) => {
-                let why = format!("the upstream could not be reached: {e}");
-                watch.unanswered(&why);
-                return rpc_error(
-                    StatusCode::BAD_GATEWAY,
-                    &watch.id,
-                    code::NO_ANSWER,
-                    &format!("afr gateway: {why}"),
-                );
-            }
+            Err(e) => return watch.no_answer(&format!("the upstream could not be reached: {e}")),
         };
         let (rp, rb) = resp.into_parts();
         let mut head = Response::new(());
@@ -875,20 +815,13 @@ impl Proxy {
         if is_sse(&rp.headers) {
             let (tx, rx) = mpsc::channel(16);
             tokio::spawn(pump_sse(rb, watch, tx));
-            return head.map(|()| ChannelBody(rx).boxed());
+            return head.map(|()| ChannelBody::new(rx).boxed());
         }
         // A JSON answer (or an HTTP error) is read whole, noted, then relayed as it came.
         let b = match Limited::new(rb, self.max_body).collect().await {
             Ok(b) => b.to_bytes(),
             Err(e) => {
-                let why = format!("the server's answer could not be read: {e}");
-                watch.unanswered(&why);
-                return rpc_error(
-                    StatusCode::BAD_GATEWAY,
-                    &watch.id,
-                    code::NO_ANSWER,
-                    &format!("afr gateway: {why}"),
-                );
+                return watch.no_answer(&format!("the server's answer could not be read: {e}"));
             }
         };
         if let Ok(Value::Object(m)) = serde_json::from_slice(&b) {

@@ -525,23 +525,17 @@ mod tests {
         assert!(held.get("execution").is_none() && held.get("effects").is_none());
         let approval =
             json!({"approver": "alice", "prompt": "p", "decision": "approved", "decided_at_us": 5});
-        let ok = Stage::Decided {
+        let decided = |approved, why| Stage::Decided {
             approval: &approval,
             held_seq: Some(3),
-            approved: true,
-            why: "",
+            approved,
+            why,
         };
-        let ev = s.intent_event("w", &args, &Value::Null, None, ok);
+        let ev = s.intent_event("w", &args, &Value::Null, None, decided(true, ""));
         assert_eq!(valid(&ev).human_approval.unwrap().approver, "alice");
         assert_eq!(ev["delegation_provenance"]["parent_event"]["seq"], 3);
         assert_eq!(ev["execution"]["command"], "tools/call");
-        let no = Stage::Decided {
-            approval: &approval,
-            held_seq: Some(3),
-            approved: false,
-            why: "rejected",
-        };
-        let ev = s.intent_event("w", &args, &Value::Null, None, no);
+        let ev = s.intent_event("w", &args, &Value::Null, None, decided(false, "rejected"));
         assert!(ev.get("execution").is_none());
         assert_eq!(ev["effects"]["error"], "rejected");
     }

@@ -21,9 +21,8 @@ use crate::{
     approvals::Ruling,
     gate::{
         Admission, ELICITATION_ID_PREFIX, Gate, Held, ToolCall, elicitation_request,
-        elicitation_ruling,
+        elicitation_ruling, parse_client_message,
     },
-    json::parse_strict,
     session::{Session, id_key},
     sink::Ticket,
 };
@@ -339,42 +338,10 @@ impl Relay {
         if line.iter().all(u8::is_ascii_whitespace) {
             return (Action::Relay, Value::Null);
         }
-        let msg = match parse_strict(line) {
-            Ok(Value::Object(m)) => m,
-            Ok(Value::Array(_)) => {
-                out.error(
-                    &Value::Null,
-                    code::INVALID_REQUEST,
-                    "afr gateway: JSON-RPC batches are not supported; not forwarded",
-                );
-                return (Action::Done, Value::Null);
-            }
-            Ok(_) => {
-                out.error(
-                    &Value::Null,
-                    code::INVALID_REQUEST,
-                    "afr gateway: not a JSON-RPC message; not forwarded",
-                );
-                return (Action::Done, Value::Null);
-            }
-            Err(e) => {
-                let lax: Option<Value> = serde_json::from_slice(line).ok();
-                let id = lax
-                    .as_ref()
-                    .and_then(|v| v.get("id"))
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                let (code, what) = if lax.is_some() {
-                    (code::INVALID_REQUEST, "refused")
-                } else {
-                    (code::PARSE_ERROR, "not JSON")
-                };
-                warn(&format!("client message {what}: {e}"));
-                out.error(
-                    &id,
-                    code,
-                    &format!("afr gateway: {what}: {e}; not forwarded"),
-                );
+        let msg = match parse_client_message(line) {
+            Ok(m) => m,
+            Err((id, r)) => {
+                out.error(&id, r.code, &r.message);
                 return (Action::Done, Value::Null);
             }
         };
@@ -394,24 +361,14 @@ impl Relay {
             st.session.on_request(id_key(&id), method, &params);
             return (Action::Relay, id);
         }
-        let Some(tool) = params
-            .get("name")
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty())
-            .map(str::to_owned)
-        else {
-            out.error(
-                &id,
-                code::INVALID_REQUEST,
-                "afr gateway: tools/call without a tool name; not forwarded",
-            );
-            return (Action::Done, id);
+        let call = match ToolCall::from_params(params) {
+            Ok(c) => c,
+            Err(r) => {
+                out.error(&id, r.code, &r.message);
+                return (Action::Done, id);
+            }
         };
-        let call = ToolCall {
-            tool: tool.clone(),
-            args: params.get("arguments").cloned().unwrap_or(Value::Null),
-            params: params.clone(),
-        };
+        let tool = call.tool.clone();
         match self.gate.admit(&st.session, call) {
             Admission::Forward(ticket) => (Action::Call { ticket, tool }, id),
             Admission::Refuse(r) => {

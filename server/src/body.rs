@@ -120,9 +120,18 @@ async fn next_frame(
     }
 }
 
-/// A streamed response body fed by a [`ChannelWriter`].
-struct ChannelBody {
+/// A streamed response body fed by a channel (a [`ChannelWriter`] here; the MCP gateway's
+/// SSE relay too).
+#[derive(Debug)]
+pub struct ChannelBody {
     rx: mpsc::Receiver<Result<Bytes, std::io::Error>>,
+}
+
+impl ChannelBody {
+    /// A body that yields what `rx` receives, until every sender is gone.
+    pub fn new(rx: mpsc::Receiver<Result<Bytes, std::io::Error>>) -> ChannelBody {
+        ChannelBody { rx }
+    }
 }
 
 impl hyper::body::Body for ChannelBody {

@@ -47,6 +47,8 @@ mod ingest;
 mod listen;
 pub mod status;
 
+pub use body::ChannelBody;
+
 pub use anchor::{AnchorConfig, PassResult};
 pub use ingest::{LINE_SLACK as MAX_LINE_SLACK, split_key as split_idempotency_key};
 
