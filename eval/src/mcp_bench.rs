@@ -133,12 +133,7 @@ struct Stdio2 {
 
 impl Stdio2 {
     fn start(mut cmd: Command) -> Result<Stdio2> {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("cannot start {cmd:?}"))?;
+        let mut child = spawn(&mut cmd, Stdio::piped(), Stdio::piped(), Stdio::null())?;
         let to = BufWriter::new(child.stdin.take().context("no stdin")?);
         let from = BufReader::new(child.stdout.take().context("no stdout")?);
         let mut c = Stdio2 {
@@ -255,18 +250,21 @@ impl Drop for Killed {
     }
 }
 
+fn spawn(cmd: &mut Command, stdin: Stdio, stdout: Stdio, stderr: Stdio) -> Result<Child> {
+    cmd.stdin(stdin)
+        .stdout(stdout)
+        .stderr(stderr)
+        .spawn()
+        .with_context(|| format!("cannot start {cmd:?}"))
+}
+
 fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// Starts `cmd` and waits until its stderr has a line containing `ready`; the line.
 fn start_until(mut cmd: Command, ready: &str) -> Result<(Killed, String)> {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot start {cmd:?}"))?;
+    let mut child = spawn(&mut cmd, Stdio::null(), Stdio::null(), Stdio::piped())?;
     let err = child.stderr.take().context("no stderr")?;
     let child = Killed(child);
     let (tx, rx) = std::sync::mpsc::channel();

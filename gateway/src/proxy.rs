@@ -421,15 +421,42 @@ impl Watch {
 
     /// The exchange ended without an answer: a pending call's outcome is unknown.
     fn unanswered(&self, why: &str) {
+        tokio::task::block_in_place(|| self.unanswered_blocking(why));
+    }
+
+    fn unanswered_blocking(&self, why: &str) {
         let mut s = lock(&self.session);
         if let Some((tool, seq)) = s.forget(&self.key) {
             let ev = s.unknown_outcome_event(&tool, seq, why);
             drop(s);
-            if let Err(e) = tokio::task::block_in_place(|| self.proxy.gate.record(&ev, "unknown")) {
+            if let Err(e) = self.proxy.gate.record(&ev, "unknown") {
                 warn(&format!(
                     "outcome of `{tool}` (unknown: {why}) not recorded: {e}"
                 ));
             }
+        }
+    }
+}
+
+/// Records a watched call's outcome as unknown if it is dropped armed: hyper drops a
+/// request's handler when its client disconnects, before any answer could be relayed.
+struct CancelGuard(Option<Watch>);
+
+impl CancelGuard {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        if let Some(w) = self.0.take() {
+            // Not on a runtime worker: recording blocks.
+            tokio::task::spawn_blocking(move || {
+                w.unanswered_blocking(
+                    "the client disconnected before the answer (the call was cancelled)",
+                );
+            });
         }
     }
 }
@@ -795,6 +822,18 @@ impl Proxy {
 
     /// Forwards a JSON-RPC request and relays its answer, watching for the response.
     async fn forward(
+        &self,
+        parts: &hyper::http::request::Parts,
+        bytes: Bytes,
+        watch: Watch,
+    ) -> Response<Body> {
+        let guard = CancelGuard(Some(watch.clone()));
+        let r = self.forward_armed(parts, bytes, watch).await;
+        guard.disarm();
+        r
+    }
+
+    async fn forward_armed(
         &self,
         parts: &hyper::http::request::Parts,
         bytes: Bytes,

@@ -20,6 +20,7 @@ mod anchoring;
 mod escape;
 mod import;
 mod mcp;
+mod mcp_peers;
 mod query;
 mod serve;
 

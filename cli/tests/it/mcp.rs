@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::{afr, initialised, serve::serve, serve::terminate};
 
 /// A reference server's executable in tests/mcp/node_modules/.bin.
-fn server_bin(name: &str) -> PathBuf {
+pub(super) fn server_bin(name: &str) -> PathBuf {
     afr_testkit::installed(
         &Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../tests/mcp/node_modules/.bin")
@@ -27,7 +27,7 @@ fn server_bin(name: &str) -> PathBuf {
 
 /// A shell command that runs `server` with `args`, copying what it reads to `tap/in` and what
 /// it writes to `tap/out`.
-fn tapped(tap: &Path, server: &Path, args: &str) -> Vec<String> {
+pub(super) fn tapped(tap: &Path, server: &Path, args: &str) -> Vec<String> {
     vec![
         "sh".into(),
         "-c".into(),
@@ -148,7 +148,7 @@ fn query_lines(dir: &Path) -> Vec<Value> {
 }
 
 /// Every event in the store, in order.
-fn events(dir: &Path) -> Vec<Value> {
+pub(super) fn events(dir: &Path) -> Vec<Value> {
     query_lines(dir)
         .into_iter()
         .map(|v| v["event"].clone())
@@ -168,8 +168,32 @@ fn long_call_recorded(c: &mut Client, dir: &Path, id: u64) {
     }
 }
 
+/// `afr mcp wrap` over server-everything, with call `id` of its minute-long operation in
+/// flight (its intent recorded).
+fn long_call_through_wrap(dir: &Path, id: u64) -> Client {
+    let command = [
+        server_bin("mcp-server-everything").display().to_string(),
+        "stdio".into(),
+    ];
+    let mut c = Client::start(dir, &[], &command);
+    c.initialize();
+    long_call_recorded(&mut c, dir, id);
+    c
+}
+
+/// `kill <signal> <pid>`, which must succeed.
+pub(super) fn kill(pid: &str, signal: &str) {
+    assert!(
+        Command::new("kill")
+            .args([signal, pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
 /// The sequence numbers of every event in the store.
-fn seqs_of(dir: &Path) -> Vec<u64> {
+pub(super) fn seqs_of(dir: &Path) -> Vec<u64> {
     query_lines(dir)
         .iter()
         .map(|v| v["seq"].as_u64().unwrap())
@@ -402,13 +426,7 @@ fn mcp_wrap_server_killed_mid_call_leaves_the_intent_and_outcome_unknown() {
     std::thread::sleep(Duration::from_millis(300));
     let pid = std::fs::read_to_string(&pidfile).unwrap();
     // The server is this test's grandchild, started through the gateway: killed by its PID.
-    assert!(
-        Command::new("kill")
-            .args(["-KILL", pid.trim()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    kill(pid.trim(), "-KILL");
     let answer = c.response(&json!(9));
     assert_eq!(answer["error"]["code"], -32003, "{answer}");
     let (_, _, code) = c.finish();
@@ -495,22 +513,10 @@ fn mcp_wrap_fails_closed_without_a_recorder_and_fail_open_forwards() {
 #[test]
 fn mcp_wrap_stopped_mid_call_records_outcome_unknown() {
     let (_tmp, dir) = initialised();
-    let command = [
-        server_bin("mcp-server-everything").display().to_string(),
-        "stdio".into(),
-    ];
-    let mut c = Client::start(&dir, &[], &command);
-    c.initialize();
-    long_call_recorded(&mut c, &dir, 3);
+    let mut c = long_call_through_wrap(&dir, 3);
     // SIGTERM to the gateway, which this test started.
     let pid = c.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    kill(&pid, "-TERM");
     let answer = c.response(&json!(3));
     assert_eq!(answer["error"]["code"], -32003, "{answer}");
     let (_, _, code) = c.finish();
@@ -521,8 +527,27 @@ fn mcp_wrap_stopped_mid_call_records_outcome_unknown() {
     assert_eq!(err, "outcome unknown: the gateway was stopped by signal 15");
 }
 
+/// Asserts that event `outcome` answers event `intent` with `text` as its first content.
+pub(super) fn assert_answered(
+    evs: &[Value],
+    seqs: &[u64],
+    intent: usize,
+    outcome: usize,
+    text: &str,
+) {
+    let o = &evs[outcome];
+    assert_eq!(
+        o["delegation_provenance"]["parent_event"]["seq"], seqs[intent],
+        "{o}"
+    );
+    assert_eq!(
+        o["effects"]["return_value"]["content"][0]["text"], text,
+        "{o}"
+    );
+}
+
 /// Waits until `n` calls are held in the approval queue; they, oldest first.
-fn held_calls(dir: &Path, n: usize) -> Vec<Value> {
+pub(super) fn held_calls(dir: &Path, n: usize) -> Vec<Value> {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let out = afr_testkit::ok(afr(dir).args(["approvals", "--json"]));
@@ -536,7 +561,7 @@ fn held_calls(dir: &Path, n: usize) -> Vec<Value> {
     }
 }
 
-fn write_policy(path: &Path, body: &str) -> String {
+pub(super) fn write_policy(path: &Path, body: &str) -> String {
     std::fs::write(path, body).unwrap();
     path.to_str().unwrap().to_owned()
 }
@@ -667,7 +692,7 @@ fn mcp_wrap_asks_a_client_that_can_elicit_and_rejects_on_timeout() {
     );
     c.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     // Each call: the gateway asks the client; the client answers as its user chose.
-    let mut ask = |c: &mut Client, id: u64, answer: Option<Value>| -> Value {
+    let ask = |c: &mut Client, id: u64, answer: Option<Value>| -> Value {
         c.send_raw(
             &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "echo", "arguments": {"message": format!("m{id}")}}})
@@ -744,13 +769,7 @@ fn mcp_wrap_asks_a_client_that_can_elicit_and_rejects_on_timeout() {
 #[test]
 fn mcp_wrap_killed_mid_call_leaves_its_intent_without_an_outcome() {
     let (_tmp, dir) = initialised();
-    let command = [
-        server_bin("mcp-server-everything").display().to_string(),
-        "stdio".into(),
-    ];
-    let mut c = Client::start(&dir, &[], &command);
-    c.initialize();
-    long_call_recorded(&mut c, &dir, 3);
+    let mut c = long_call_through_wrap(&dir, 3);
     // kill -9: no handler runs; what was durable before forwarding is all there is.
     c.child.kill().unwrap();
     c.child.wait().unwrap();

@@ -1,0 +1,916 @@
+//! The gateway between REAL MCP peers (tests/mcp/PEERS.md, installed by scripts/setup.sh): the
+//! PyPI `mcp` 2.3.0 client and server (both protocol generations), the npm TypeScript client,
+//! and the npm reference servers, through `afr mcp wrap` (stdio) and `afr mcp proxy`
+//! (Streamable HTTP). Each test asserts what the client printed and what was recorded.
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    net::TcpStream,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc::{Receiver, RecvTimeoutError, channel},
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+use super::{
+    afr, initialised,
+    mcp::{assert_answered, events, held_calls, seqs_of, server_bin, tapped, write_policy},
+};
+
+/// How long one client run may take, and how long a daemon may take to come up.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(180);
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+fn mcp_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp")
+}
+
+/// The project's venv Python, which has PyPI `mcp` 2.3.0.
+fn python() -> PathBuf {
+    afr_testkit::installed(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python"),
+        "scripts/setup.sh",
+    )
+}
+
+fn afr_bin() -> String {
+    env!("CARGO_BIN_EXE_afr").to_owned()
+}
+
+/// `python tests/mcp/py_client.py` (arguments follow).
+fn py_client() -> Command {
+    let mut c = Command::new(python());
+    c.arg(mcp_dir().join("py_client.py"));
+    c
+}
+
+/// py_client in the 2026-07-28 generation over `transport`, accepting elicitations, with a
+/// fixed traceparent: calls `echo` then `confirm_delete` (more calls may follow).
+fn stateless_client(transport: &[&str]) -> Command {
+    let meta = json!({ "traceparent": TRACEPARENT }).to_string();
+    let mut c = py_client();
+    c.args(transport)
+        .args(["--protocol", "2026-07-28", "--elicitation", "accept"])
+        .args(["--meta", &meta])
+        .args(["--call", "echo", r#"{"message":"hi"}"#])
+        .args(["--call", "confirm_delete", r#"{"id":"7"}"#]);
+    c
+}
+
+/// `node tests/mcp/ts_client.mjs` (arguments follow).
+fn ts_client() -> Command {
+    afr_testkit::installed(
+        &mcp_dir().join("node_modules/@modelcontextprotocol/client"),
+        "scripts/setup.sh",
+    );
+    let mut c = Command::new("node");
+    c.arg(mcp_dir().join("ts_client.mjs"));
+    c
+}
+
+/// The command line of py_server.py on stdio.
+fn py_server_stdio() -> Vec<String> {
+    vec![
+        python().display().to_string(),
+        mcp_dir().join("py_server.py").display().to_string(),
+        "stdio".into(),
+    ]
+}
+
+/// A child process this test started; killed (SIGKILL) and reaped when dropped, also on panic.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Reads all of `r` on a thread; the bytes arrive on the receiver.
+fn slurp(mut r: impl Read + Send + 'static) -> Receiver<Vec<u8>> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = r.read_to_end(&mut b);
+        let _ = tx.send(b);
+    });
+    rx
+}
+
+/// Starts a client (stdout and stderr captured).
+fn spawn_client(c: &mut Command) -> Guard {
+    Guard(
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Waits (at most [`CLIENT_TIMEOUT`]) for a client to exit 0; the one JSON object it printed.
+fn finish_client(mut g: Guard) -> Value {
+    let out = slurp(g.0.stdout.take().unwrap());
+    let err = slurp(g.0.stderr.take().unwrap());
+    let deadline = Instant::now() + CLIENT_TIMEOUT;
+    let status = loop {
+        if let Some(st) = g.0.try_wait().unwrap() {
+            break Some(st);
+        }
+        if Instant::now() > deadline {
+            let _ = g.0.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // A grandchild (the gateway, its server) may hold the pipes a little longer.
+    let out = out
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_default();
+    let err = err
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_default();
+    let (out, err) = (String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
+    let status = status.unwrap_or_else(|| panic!("the client ran over {CLIENT_TIMEOUT:?}: {err}"));
+    assert!(status.success(), "{status:?}\nstdout: {out}\nstderr: {err}");
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}\nstderr: {err}"))
+}
+
+fn run_client(c: &mut Command) -> Value {
+    finish_client(spawn_client(c))
+}
+
+/// A long-running process (server, proxy) whose stderr lines are read as they come.
+struct Daemon {
+    _guard: Guard,
+    lines: Receiver<String>,
+    log: Vec<String>,
+}
+
+impl Daemon {
+    fn spawn(c: &mut Command) -> Daemon {
+        let mut child = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = BufReader::new(child.stderr.take().unwrap());
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for l in err.lines() {
+                let Ok(l) = l else { return };
+                if tx.send(l).is_err() {
+                    return;
+                }
+            }
+        });
+        Daemon {
+            _guard: Guard(child),
+            lines,
+            log: Vec::new(),
+        }
+    }
+
+    /// The first stderr line `f` accepts, mapped; `None` if the process closed its stderr
+    /// (exited) first.
+    fn wait_for<T>(&mut self, f: impl Fn(&str) -> Option<T>) -> Option<T> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    let hit = f(&l);
+                    self.log.push(l);
+                    if hit.is_some() {
+                        return hit;
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => return None,
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("not ready within {START_TIMEOUT:?}: {:?}", self.log)
+                }
+            }
+        }
+    }
+
+    /// Everything it wrote on stderr so far.
+    fn stderr(&mut self) -> String {
+        while let Ok(l) = self.lines.try_recv() {
+            self.log.push(l);
+        }
+        self.log.join("\n")
+    }
+}
+
+/// A port nobody listens on now (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// server-everything over Streamable HTTP on a free port; its endpoint.
+fn start_everything() -> (Daemon, String) {
+    let bin = server_bin("mcp-server-everything");
+    for _ in 0..5 {
+        let port = free_port();
+        let mut d = Daemon::spawn(
+            Command::new(&bin)
+                .arg("streamableHttp")
+                .env("PORT", port.to_string()),
+        );
+        // It exits if the port was taken in between: try another one.
+        if d.wait_for(|l| l.contains("listening on port").then_some(()))
+            .is_some()
+        {
+            return (d, format!("http://127.0.0.1:{port}/mcp"));
+        }
+    }
+    panic!("server-everything did not start");
+}
+
+/// py_server.py over Streamable HTTP on a free port; its endpoint.
+fn start_py_server() -> (Daemon, String) {
+    let mut d = Daemon::spawn(
+        Command::new(python())
+            .arg(mcp_dir().join("py_server.py"))
+            .args(["http", "--port", "0"]),
+    );
+    let url = d.wait_for(|l| {
+        l.split_once("listening on ")
+            .map(|(_, u)| u.trim().to_owned())
+    });
+    let url = url.unwrap_or_else(|| panic!("py_server did not start: {}", d.stderr()));
+    (d, url)
+}
+
+/// `afr --dir DIR mcp proxy EXTRA --upstream UPSTREAM --listen 127.0.0.1:0`; the URL clients
+/// use, from its "listening on" line.
+fn start_proxy(dir: &Path, upstream: &str, extra: &[&str]) -> (Daemon, String) {
+    let mut d = Daemon::spawn(afr(dir).args(["mcp", "proxy"]).args(extra).args([
+        "--upstream",
+        upstream,
+        "--listen",
+        "127.0.0.1:0",
+    ]));
+    let url = d.wait_for(|l| {
+        let rest = l.strip_prefix("afr mcp proxy: listening on ")?;
+        let (url, up) = rest.split_once(" -> ")?;
+        assert_eq!(up, upstream, "{l}");
+        Some(url.to_owned())
+    });
+    let url = url.unwrap_or_else(|| panic!("the proxy did not start: {}", d.stderr()));
+    (d, url)
+}
+
+/// `host:port` of an `http://host:port/path` URL.
+fn authority(url: &str) -> &str {
+    url.strip_prefix("http://")
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+}
+
+/// Reads from `s` until `done` says so, EOF, or 60 s; what was read.
+fn read_until(s: &mut TcpStream, done: impl Fn(&str) -> bool) -> String {
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8192];
+    while Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                data.extend_from_slice(&buf[..n]);
+                if done(&String::from_utf8_lossy(&data)) {
+                    break;
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&data).into_owned()
+}
+
+/// Opens a connection to `addr` and sends a POST of `body` to /mcp with `headers` (each
+/// `Name: value`), keeping the connection open.
+fn post(addr: &str, headers: &[String], body: &Value) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let body = body.to_string();
+    let mut req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    req.push_str(&body);
+    s.write_all(req.as_bytes()).unwrap();
+    s
+}
+
+/// The status code of an HTTP response's first line.
+fn status_of(response: &str) -> u16 {
+    response
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"))
+}
+
+/// Polls the store until `n` events are there (or 60 s pass); them.
+fn wait_events(dir: &Path, n: usize) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let evs = events(dir);
+        if evs.len() >= n {
+            return evs;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n} events: {evs:#?}",
+            evs.len()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The context sources of an event.
+fn sources(ev: &Value) -> Vec<Value> {
+    ev.pointer("/context_provenance/sources")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn has_traceparent(ev: &Value) -> bool {
+    sources(ev).iter().any(|s| {
+        s["kind"] == "traceparent" && s["uri"] == format!("traceparent:{TRACEPARENT}").as_str()
+    })
+}
+
+/// The stateless generation's run of py_client against py_server (wrap or proxy): echo, then
+/// confirm_delete (input_required, then a retry with the answers). Checks the client's output
+/// and the first six events; `target` is the server's part of `execution.target`.
+fn check_stateless_run(out: &Value, evs: &[Value], seqs: &[u64], target: &str) {
+    assert_eq!(out["protocol"], "2026-07-28", "{out}");
+    assert_eq!(
+        out["server"],
+        json!({"name": "afr-py-server", "version": "0.1.0"})
+    );
+    let calls = out["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["content"][0]["text"], "hi", "{out}");
+    assert_eq!(calls[0]["isError"], false);
+    assert_eq!(
+        calls[1]["content"][0]["text"], "deleted record 7 (approved)",
+        "{out}"
+    );
+    assert_eq!(
+        out["elicitations"],
+        json!([{"message": "Delete record 7?", "action": "accept"}])
+    );
+
+    // echo: intent, outcome; confirm_delete: intent, input_required, retry intent, outcome.
+    assert!(evs.len() >= 6, "{evs:#?}");
+    for i in [0, 2, 4] {
+        let ev = &evs[i];
+        assert_eq!(ev["code_provenance"]["agent"], "afr-py-client", "{ev}");
+        assert_eq!(ev["code_provenance"]["agent_version"], "0.1.0");
+        // 2026-07-28 has no initialize: the server is named by each result's `_meta`.
+        assert_eq!(ev["code_provenance"]["tool_version"], "afr-py-server 0.1.0");
+        assert!(has_traceparent(ev), "{ev}");
+        assert_eq!(ev["execution"]["command"], "tools/call");
+        let t = ev["execution"]["target"].as_str().unwrap();
+        assert!(
+            t.starts_with("afr-py-server 0.1.0 (") && t.contains(target),
+            "{t}"
+        );
+        assert_eq!(
+            evs[i + 1]["delegation_provenance"]["parent_event"]["seq"],
+            seqs[i]
+        );
+        assert_eq!(ev["lane"], evs[i + 1]["lane"]);
+    }
+    assert_eq!(
+        evs[0]["intent"],
+        json!({"tool": "echo", "args": {"message": "hi"}})
+    );
+    assert!(
+        evs[0]["execution"].get("mutation").is_none(),
+        "echo is not destructive"
+    );
+    assert_eq!(
+        evs[1]["effects"]["return_value"]["content"][0]["text"],
+        "hi"
+    );
+    assert_eq!(evs[1]["effects"]["return_value"]["resultType"], "complete");
+    // The first answer to confirm_delete asks for input: recorded as such, not as an error.
+    assert_eq!(
+        evs[2]["intent"],
+        json!({"tool": "confirm_delete", "args": {"id": "7"}})
+    );
+    assert!(
+        sources(&evs[2])
+            .iter()
+            .all(|s| s["kind"] != "mcp_input_responses")
+    );
+    let first = &evs[3]["effects"];
+    assert_eq!(
+        first["return_value"]["resultType"], "input_required",
+        "{first}"
+    );
+    assert!(
+        first["return_value"]["inputRequests"].is_object(),
+        "{first}"
+    );
+    assert!(first.get("error").is_none(), "{first}");
+    // The retry carries the user's answers: a context source of its own.
+    assert_eq!(
+        evs[4]["intent"],
+        json!({"tool": "confirm_delete", "args": {"id": "7"}})
+    );
+    let answers: Vec<_> = sources(&evs[4])
+        .into_iter()
+        .filter(|s| s["kind"] == "mcp_input_responses")
+        .collect();
+    assert_eq!(answers.len(), 1, "{}", evs[4]);
+    assert!(
+        answers[0]["content_hash"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:"),
+        "{}",
+        answers[0]
+    );
+    assert_eq!(
+        evs[5]["effects"]["return_value"]["content"][0]["text"],
+        "deleted record 7 (approved)"
+    );
+    assert_eq!(evs[5]["effects"]["return_value"]["resultType"], "complete");
+}
+
+#[test]
+fn py_client_stateless_generation_through_wrap() {
+    let (_tmp, dir) = initialised();
+    let out = run_client(
+        stateless_client(&["stdio"])
+            .args(["--call", "delete_record", r#"{"id":"8"}"#])
+            .args(["--", &afr_bin(), "--dir"])
+            .arg(&dir)
+            .args(["mcp", "wrap", "--"])
+            .args(py_server_stdio()),
+    );
+    let evs = events(&dir);
+    let seqs = seqs_of(&dir);
+    assert_eq!(evs.len(), 8, "{evs:#?}");
+    check_stateless_run(&out, &evs, &seqs, "(stdio: ");
+    assert_eq!(
+        out["calls"][2]["content"][0]["text"], "deleted record 8",
+        "{out}"
+    );
+    // delete_record is annotated destructive (tools/list): its arguments are the mutation.
+    let d = &evs[6];
+    assert_eq!(d["intent"]["tool"], "delete_record");
+    assert_eq!(d["execution"]["mutation"], json!({"id": "8"}), "{d}");
+    assert!(has_traceparent(d));
+    assert_answered(&evs, &seqs, 6, 7, "deleted record 8");
+}
+
+#[test]
+fn py_client_falls_back_to_initialize_through_wrap_with_server_memory() {
+    let (tmp, dir) = initialised();
+    let memory = tmp.path().join("memory.jsonl");
+    let entities = json!({"entities": [
+        {"name": "Ada", "entityType": "person", "observations": ["wrote the first program"]}
+    ]})
+    .to_string();
+    let out = run_client(
+        py_client()
+            .env("MEMORY_FILE_PATH", &memory)
+            .args(["stdio", "--call", "create_entities", &entities])
+            .args(["--", &afr_bin(), "--dir"])
+            .arg(&dir)
+            .args(["mcp", "wrap", "--"])
+            .args(tapped(tmp.path(), &server_bin("mcp-server-memory"), "")),
+    );
+    // The client fell back to the older generation.
+    assert_eq!(out["protocol"], "2025-11-25", "{out}");
+    assert_eq!(out["server"]["name"], "memory-server");
+    assert!(out["calls"][0]["error"].is_null(), "{out}");
+    assert_eq!(out["calls"][0]["isError"], false, "{out}");
+    assert_eq!(
+        out["calls"][0]["structuredContent"]["entities"][0]["name"],
+        "Ada"
+    );
+    // The probe reached the server, and its -32601 reached the client, untouched.
+    let tap_in = std::fs::read_to_string(tmp.path().join("in")).unwrap();
+    let tap_out = std::fs::read_to_string(tmp.path().join("out")).unwrap();
+    let first_in: Value = serde_json::from_str(tap_in.lines().next().unwrap()).unwrap();
+    assert_eq!(first_in["method"], "server/discover", "{tap_in}");
+    let probe_answer = tap_out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|m| m["id"] == first_in["id"])
+        .unwrap_or_else(|| panic!("no answer to the probe: {tap_out}"));
+    assert_eq!(probe_answer["error"]["code"], -32601, "{probe_answer}");
+    let second_in: Value = serde_json::from_str(tap_in.lines().nth(1).unwrap()).unwrap();
+    assert_eq!(second_in["method"], "initialize", "{tap_in}");
+    // The call ran.
+    let stored = std::fs::read_to_string(&memory).unwrap();
+    assert!(stored.contains("wrote the first program"), "{stored}");
+
+    // Only the call was recorded (not the probe), named by the fallback's initialize.
+    let evs = events(&dir);
+    let seqs = seqs_of(&dir);
+    assert_eq!(evs.len(), 2, "{evs:#?}");
+    let i = &evs[0];
+    assert_eq!(i["intent"]["tool"], "create_entities");
+    assert_eq!(i["intent"]["args"]["entities"][0]["name"], "Ada");
+    assert_eq!(i["code_provenance"]["agent"], "afr-py-client");
+    assert_eq!(i["code_provenance"]["agent_version"], "0.1.0");
+    let tv = i["code_provenance"]["tool_version"].as_str().unwrap();
+    assert!(tv.starts_with("memory-server "), "{tv}");
+    assert_eq!(
+        evs[1]["delegation_provenance"]["parent_event"]["seq"],
+        seqs[0]
+    );
+    assert_eq!(
+        evs[1]["effects"]["return_value"]["structuredContent"]["entities"][0]["name"],
+        "Ada"
+    );
+}
+
+#[test]
+fn ts_client_through_wrap_with_a_deny_policy() {
+    let (tmp, dir) = initialised();
+    let root = tmp.path().join("files");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    std::fs::write(root.join("notes.txt"), "read me\n").unwrap();
+    let policy = write_policy(
+        &tmp.path().join("policy.toml"),
+        "[[rule]]\nid = \"read-only\"\ntool = \"write_file\"\nverdict = \"deny\"\n\
+         reason = \"this tree is read-only\"\n",
+    );
+    let evil = root.join("evil.txt");
+    let write = json!({"path": evil, "content": "x"}).to_string();
+    let read = json!({"path": root.join("notes.txt")}).to_string();
+    let out = run_client(
+        ts_client()
+            .args(["--protocol", "2025-11-25"])
+            .args(["--call", "write_file", &write])
+            .args(["--call", "read_text_file", &read])
+            .args(["stdio", "--", &afr_bin(), "--dir"])
+            .arg(&dir)
+            .args(["mcp", "wrap", "--policy", &policy, "--"])
+            .args(tapped(
+                tmp.path(),
+                &server_bin("mcp-server-filesystem"),
+                &format!("'{}'", root.display()),
+            )),
+    );
+    assert_eq!(out["protocol"], "2025-11-25", "{out}");
+    assert!(
+        out["server"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("secure-filesystem"),
+        "{out}"
+    );
+    let denied = out["calls"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        denied.contains("denied by policy rule `read-only`")
+            && denied.contains("this tree is read-only"),
+        "{out}"
+    );
+    assert_eq!(out["calls"][1]["content"][0]["text"], "read me\n", "{out}");
+    assert!(!evil.exists(), "the denied write ran");
+    let tap_in = std::fs::read_to_string(tmp.path().join("in")).unwrap();
+    assert!(
+        !tap_in.contains("evil.txt"),
+        "the denied call reached the server"
+    );
+    assert!(tap_in.contains("notes.txt"));
+
+    let evs = events(&dir);
+    let seqs = seqs_of(&dir);
+    assert_eq!(evs.len(), 3, "{evs:#?}");
+    let d = &evs[0];
+    assert_eq!(d["intent"]["tool"], "write_file");
+    assert_eq!(d["code_provenance"]["agent"], "afr-ts-client");
+    assert_eq!(d["policy_evaluation"][0]["guardrail"], "read-only");
+    assert_eq!(d["policy_evaluation"][0]["verdict"], "deny");
+    assert!(d.get("execution").is_none(), "a denied call did not run");
+    assert!(d["effects"]["error"].as_str().unwrap().contains("denied"));
+    let r = &evs[1];
+    assert_eq!(r["intent"]["tool"], "read_text_file");
+    assert_eq!(r["policy_evaluation"][0]["verdict"], "allow");
+    assert_eq!(r["execution"]["command"], "tools/call");
+    assert_answered(&evs, &seqs, 1, 2, "read me\n");
+}
+
+#[test]
+fn proxy_py_client_stateful_with_authorization_never_recorded() {
+    const TOKEN: &str = "s3cr3t-token";
+    const RESOURCE: &str = "demo://resource/static/document/architecture.md";
+    let (tmp, dir) = initialised();
+    let (_server, upstream) = start_everything();
+    let (mut proxy, url) = start_proxy(&dir, &upstream, &[]);
+    let out = run_client(
+        py_client()
+            .args(["http", &url, "--protocol", "2025-11-25"])
+            .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
+            .args(["--read-resource", RESOURCE])
+            .args(["--call", "echo", r#"{"message":"hi"}"#])
+            .args(["--call", "get-sum", r#"{"a":2,"b":3}"#]),
+    );
+    assert_eq!(out["protocol"], "2025-11-25", "{out}");
+    assert_eq!(out["server"]["name"], "mcp-servers/everything");
+    assert!(out["resources"][0]["error"].is_null(), "{out}");
+    assert!(
+        out["resources"][0]["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Architecture"),
+        "{out}"
+    );
+    assert_eq!(out["calls"][0]["content"][0]["text"], "Echo: hi", "{out}");
+    let sum = out["calls"][1]["content"][0]["text"].as_str().unwrap();
+    assert!(sum.contains('5'), "{out}");
+
+    let evs = events(&dir);
+    let seqs = seqs_of(&dir);
+    assert_eq!(evs.len(), 4, "{evs:#?}");
+    for (i, tool) in [(0, "echo"), (2, "get-sum")] {
+        let ev = &evs[i];
+        assert_eq!(ev["intent"]["tool"], tool);
+        let target = ev["execution"]["target"].as_str().unwrap();
+        assert_eq!(
+            target,
+            format!("mcp-servers/everything 2.0.0 (http: {upstream})")
+        );
+        assert_eq!(ev["code_provenance"]["agent"], "afr-py-client");
+        assert_eq!(
+            ev["code_provenance"]["tool_version"],
+            "mcp-servers/everything 2.0.0"
+        );
+        // The resource read earlier in the session is context of each later call.
+        let src = sources(ev);
+        let r = src
+            .iter()
+            .find(|s| s["uri"] == RESOURCE)
+            .unwrap_or_else(|| panic!("{ev}"));
+        assert_eq!(r["kind"], "mcp_resource");
+        assert!(r["content_hash"].as_str().unwrap().starts_with("sha256:"));
+        assert_eq!(
+            evs[i + 1]["delegation_provenance"]["parent_event"]["seq"],
+            seqs[i]
+        );
+        assert_eq!(ev["lane"], evs[0]["lane"], "one session, one lane");
+    }
+    assert_eq!(
+        evs[1]["effects"]["return_value"]["content"][0]["text"],
+        "Echo: hi"
+    );
+    assert!(
+        evs[3]["effects"]["return_value"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains('5')
+    );
+
+    // The bearer token is nowhere: not in the events, the export, nor the proxy's log.
+    let q = afr_testkit::ok(afr(&dir).args(["query", "--json", "seq in 0..100"]));
+    let q = String::from_utf8_lossy(&q.stdout);
+    assert_eq!(q.lines().count(), 4, "{q}");
+    assert!(!q.contains(TOKEN), "{q}");
+    let file = tmp.path().join("log.afr");
+    afr_testkit::ok(afr(&dir).args(["export", "--out"]).arg(&file));
+    let exported = std::fs::read(&file).unwrap();
+    assert!(exported.len() > 100);
+    assert!(
+        !exported.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
+        "the token is in the export"
+    );
+    assert!(!proxy.stderr().contains(TOKEN));
+
+    // DNS rebinding: a foreign Host or Origin is refused before anything is forwarded.
+    let addr = authority(&url);
+    for (host, origin) in [("evil.example", None), (addr, Some("http://evil.example"))] {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let origin = origin
+            .map(|o| format!("Origin: {o}\r\n"))
+            .unwrap_or_default();
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        write!(
+            s,
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\n{origin}Content-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let r = read_until(&mut s, |_| false);
+        assert_eq!(status_of(&r), 403, "Host {host}, {origin}: {r}");
+    }
+    assert_eq!(events(&dir).len(), 4);
+}
+
+#[test]
+fn proxy_stateless_generation_with_py_server() {
+    let (_tmp, dir) = initialised();
+    let (_server, upstream) = start_py_server();
+    let (_proxy, url) = start_proxy(&dir, &upstream, &[]);
+    let out = run_client(&mut stateless_client(&["http", &url]));
+    let evs = events(&dir);
+    let seqs = seqs_of(&dir);
+    assert_eq!(evs.len(), 6, "{evs:#?}");
+    check_stateless_run(&out, &evs, &seqs, &format!("(http: {upstream})"));
+}
+
+#[test]
+fn proxy_escalation_asks_the_client_through_elicitation() {
+    let (tmp, dir) = initialised();
+    let policy = write_policy(
+        &tmp.path().join("policy.toml"),
+        "[[rule]]\nid = \"echo-reviewed\"\ntool = \"echo\"\nverdict = \"escalate\"\n\
+         reason = \"a person reads every echo\"\n",
+    );
+    let (_server, upstream) = start_everything();
+    let (_proxy, url) = start_proxy(
+        &dir,
+        &upstream,
+        &["--policy", &policy, "--approval-timeout", "30"],
+    );
+    let client = |elicitation: &str, message: &str| -> Command {
+        let mut c = py_client();
+        c.args(["http", &url, "--protocol", "2025-11-25"])
+            .args(["--elicitation", elicitation])
+            .args(["--call", "echo", &json!({ "message": message }).to_string()]);
+        c
+    };
+    // Asked through elicitation/create, the user accepts: the call runs.
+    let yes = run_client(&mut client("accept", "m1"));
+    assert_eq!(yes["calls"][0]["content"][0]["text"], "Echo: m1", "{yes}");
+    let asked = yes["elicitations"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{yes}");
+    let prompt = asked[0]["message"].as_str().unwrap();
+    assert!(
+        prompt.contains("echo") && prompt.contains("m1") && prompt.contains("echo-reviewed"),
+        "{prompt}"
+    );
+    // The user declines: rejected, never forwarded.
+    let no = run_client(&mut client("decline", "m2"));
+    let err = no["calls"][0]["error"].as_str().unwrap_or_default();
+    assert!(err.contains("rejected"), "{no}");
+    assert_eq!(no["elicitations"].as_array().unwrap().len(), 1, "{no}");
+    // A client that cannot be asked waits for `afr approve`.
+    let waiting = spawn_client(&mut client("none", "m3"));
+    let held = held_calls(&dir, 1);
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0]["rule"], "echo-reviewed");
+    assert_eq!(held[0]["arguments"], json!({"message": "m3"}));
+    let id = held[0]["id"].as_str().unwrap();
+    afr_testkit::ok(afr(&dir).args(["approve", id, "--as", "carol@example.org"]));
+    let later = finish_client(waiting);
+    assert_eq!(
+        later["calls"][0]["content"][0]["text"], "Echo: m3",
+        "{later}"
+    );
+    assert_eq!(later["elicitations"], json!([]));
+    assert!(held_calls(&dir, 0).is_empty(), "the queue is left empty");
+
+    // Per run: held; decided; and the outcome if it ran.
+    let evs = events(&dir);
+    let seqs = seqs_of(&dir);
+    assert_eq!(evs.len(), 8, "{evs:#?}");
+    for held in [0, 3, 5] {
+        assert_eq!(evs[held]["policy_evaluation"][0]["verdict"], "escalate");
+        assert_eq!(
+            evs[held]["policy_evaluation"][0]["guardrail"],
+            "echo-reviewed"
+        );
+        assert!(evs[held].get("execution").is_none());
+        assert_eq!(evs[held]["code_provenance"]["agent"], "afr-py-client");
+        assert_eq!(
+            evs[held + 1]["delegation_provenance"]["parent_event"]["seq"],
+            seqs[held]
+        );
+    }
+    let a = &evs[1]["human_approval"];
+    assert_eq!(a["approver"], "user of MCP client afr-py-client");
+    assert_eq!(a["decision"], "approved");
+    assert_eq!(a["prompt"], prompt);
+    assert_eq!(evs[1]["execution"]["command"], "tools/call");
+    assert_answered(&evs, &seqs, 1, 2, "Echo: m1");
+    let r = &evs[4];
+    assert_eq!(
+        r["human_approval"]["approver"],
+        "user of MCP client afr-py-client"
+    );
+    assert_eq!(r["human_approval"]["decision"], "rejected");
+    assert!(r.get("execution").is_none(), "a rejected call did not run");
+    assert!(
+        r["effects"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not forwarded"),
+        "{r}"
+    );
+    let c = &evs[6];
+    assert_eq!(c["human_approval"]["approver"], "carol@example.org");
+    assert_eq!(c["human_approval"]["decision"], "approved");
+    assert_answered(&evs, &seqs, 6, 7, "Echo: m3");
+}
+
+#[test]
+fn proxy_client_disconnect_mid_call_records_outcome_unknown() {
+    let (_tmp, dir) = initialised();
+    let (_server, upstream) = start_everything();
+    let (_proxy, url) = start_proxy(&dir, &upstream, &[]);
+    let addr = authority(&url).to_owned();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "afr-raw-client", "version": "0.0.1"}}});
+    let mut s = post(&addr, &["Connection: close".into()], &init);
+    let r = read_until(&mut s, |d| {
+        d.contains(r#""id":1"#) && d.contains("serverInfo")
+    });
+    assert_eq!(status_of(&r), 200, "{r}");
+    let sid = r
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id: {r}"));
+    drop(s);
+    let session = [
+        format!("Mcp-Session-Id: {sid}"),
+        "MCP-Protocol-Version: 2025-11-25".to_owned(),
+    ];
+    let mut headers = session.to_vec();
+    headers.push("Connection: close".into());
+    let mut s = post(
+        &addr,
+        &headers,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    let r = read_until(&mut s, |_| false);
+    assert_eq!(status_of(&r), 202, "{r}");
+    drop(s);
+
+    // A minute-long call, no progress token: nothing flows until its answer.
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "trigger-long-running-operation", "arguments": {"duration": 60, "steps": 60}}});
+    let mut s = post(&addr, &session, &call);
+    let posted = Instant::now();
+    let evs = wait_events(&dir, 1);
+    assert_eq!(evs[0]["intent"]["tool"], "trigger-long-running-operation");
+    assert_eq!(evs[0]["code_provenance"]["agent"], "afr-raw-client");
+    // The answer's head has come (the call is with the server); then the client goes away.
+    let r = read_until(&mut s, |d| d.contains("\r\n\r\n"));
+    assert_eq!(status_of(&r), 200, "{r}");
+    s.shutdown(std::net::Shutdown::Both).unwrap();
+    drop(s);
+
+    let evs = wait_events(&dir, 2);
+    // Noticed at once, not when the server's next event is relayed: server-everything sends
+    // a `: keepalive` comment 15 s into the stream, and the answer comes after 60 s.
+    assert!(
+        posted.elapsed() < Duration::from_secs(12),
+        "noticed only {:?} after the call",
+        posted.elapsed()
+    );
+    let seqs = seqs_of(&dir);
+    assert_eq!(evs.len(), 2, "{evs:#?}");
+    assert_eq!(evs[1]["intent"]["tool"], "trigger-long-running-operation");
+    assert_eq!(
+        evs[1]["delegation_provenance"]["parent_event"]["seq"],
+        seqs[0]
+    );
+    let err = evs[1]["effects"]["error"].as_str().unwrap();
+    assert!(
+        err.starts_with("outcome unknown: the client disconnected"),
+        "{err}"
+    );
+    assert!(evs[1]["effects"].get("return_value").is_none());
+}
