@@ -89,7 +89,16 @@ if [[ -f "$mcp_reqs" ]]; then
     python_check+='; import mcp'
     pip_args+=(-r "$mcp_reqs")
 fi
-if [[ -d "$root/clients/python" || -f "$mcp_reqs" ]] &&
+# The OpenTelemetry SDK, exporters and Pydantic AI for the OTLP receiver's peers
+# (tests/otlp/requirements.txt; its shared pins agree with tests/mcp/requirements.txt).
+otlp_reqs="$root/tests/otlp/requirements.txt"
+if [[ -f "$otlp_reqs" ]]; then
+    python_want+=" otlp-requirements-sha256=$(sha256sum "$otlp_reqs" | cut -d' ' -f1)"
+    python_what+=" and tests/otlp/requirements.txt"
+    python_check+='; import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http, opentelemetry.exporter.otlp.proto.grpc, pydantic_ai'
+    pip_args+=(-r "$otlp_reqs")
+fi
+if [[ -d "$root/clients/python" || -f "$mcp_reqs" || -f "$otlp_reqs" ]] &&
     ! { [[ -f "$venv/.installed" && "$(cat "$venv/.installed")" == "$python_want" ]] &&
         "$venv/bin/python" -c "$python_check" 2>/dev/null; }; then
     command -v python3 >/dev/null || { echo "setup: python3 is required (clients/python/ and tests/mcp/ tests)" >&2; exit 1; }

@@ -47,7 +47,7 @@ pub struct GateArgs {
 }
 
 impl GateArgs {
-    fn gate(&self, dir: &Path) -> Result<afr_gateway::Gate> {
+    fn gate(&self, dir: &Path) -> Result<std::sync::Arc<afr_gateway::Gate>> {
         let policy = self
             .policy
             .as_deref()

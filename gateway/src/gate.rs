@@ -13,7 +13,7 @@ use std::{
     collections::HashSet,
     path::PathBuf,
     sync::{
-        Mutex,
+        Arc, Condvar, Mutex, MutexGuard, Weak,
         atomic::{AtomicBool, AtomicU64, Ordering},
         mpsc::Receiver,
     },
@@ -174,7 +174,14 @@ pub struct Gate {
     counter: AtomicU64,
     held: Mutex<HashSet<String>>,
     stopping: AtomicBool,
+    /// Outcomes waiting to share the next synced write ([`Gate::defer`]).
+    deferred: Mutex<Vec<Value>>,
+    deferred_cv: Condvar,
 }
+
+/// How long a deferred outcome waits for an intent to share a synced write with before it is
+/// written on its own.
+pub const DEFER_WINDOW: Duration = Duration::from_millis(1);
 
 fn warn(m: &str) {
     eprintln!("afr mcp: {m}");
@@ -182,13 +189,14 @@ fn warn(m: &str) {
 
 impl Gate {
     /// A gateway recording into `dir`: through `afr serve` when it answers, else directly.
-    /// A recorder that cannot be opened now is retried on each event.
+    /// A recorder that cannot be opened now is retried on each event. Starts the thread that
+    /// writes deferred outcomes.
     pub fn new(
         dir: PathBuf,
         policy: Option<Policy>,
         fail_open: bool,
         approval_timeout: Duration,
-    ) -> Gate {
+    ) -> Arc<Gate> {
         let sink = match Sink::open(&dir) {
             Ok(s) => Some(s),
             Err(e) => {
@@ -203,7 +211,7 @@ impl Gate {
                 None
             }
         };
-        Gate {
+        let gate = Arc::new(Gate {
             dir,
             policy,
             fail_open,
@@ -213,6 +221,30 @@ impl Gate {
             counter: AtomicU64::new(0),
             held: Mutex::new(HashSet::new()),
             stopping: AtomicBool::new(false),
+            deferred: Mutex::new(Vec::new()),
+            deferred_cv: Condvar::new(),
+        });
+        let weak = Arc::downgrade(&gate);
+        std::thread::spawn(move || write_deferred(&weak));
+        gate
+    }
+
+    /// Hands an outcome to the recorder without making it wait for a synced write of its own:
+    /// it is submitted with the next intent (sharing that intent's sync), or after
+    /// [`DEFER_WINDOW`] on its own. Sequential calls then cost one sync each, not two. A
+    /// failure to record it is reported on stderr.
+    pub fn defer(&self, event: Value) {
+        lock(&self.deferred).push(event);
+        self.deferred_cv.notify_one();
+    }
+
+    /// Submits every deferred outcome now, in order (`sink` is the locked sink).
+    fn submit_deferred(&self, sink: &mut Option<Sink>) {
+        let batch = std::mem::take(&mut *lock(&self.deferred));
+        for ev in batch {
+            if let Ticket::Done(Err(e)) = self.submit_locked(sink, &ev, "outcome") {
+                warn(&format!("an outcome was not recorded: {e}"));
+            }
         }
     }
 
@@ -220,16 +252,25 @@ impl Gate {
     /// it is missing or failed (`afr serve` may have started or stopped) and tries once more.
     /// Durable once the ticket settles.
     pub fn submit(&self, event: &Value, phase: &str) -> Ticket {
+        let mut sink = lock(&self.sink);
+        // Deferred outcomes go first, into the same synced write (the store opened here;
+        // through `afr serve` each event is its own request, so they are not waited for).
+        if matches!(*sink, Some(Sink::Direct(_))) {
+            self.submit_deferred(&mut sink);
+        }
+        self.submit_locked(&mut sink, event, phase)
+    }
+
+    fn submit_locked(&self, sink: &mut Option<Sink>, event: &Value, phase: &str) -> Ticket {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let key = format!(
-            "mcp:{}",
-            hex::encode(Sha256::digest(format!("{:016x}/{n}/{phase}", self.nonce)))
-        );
-        let mut sink = self
-            .sink
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let first = match sink.as_mut().map(|s| s.submit(event, &key)) {
+        // Only `afr serve` reads the key (the store opened here submits without one).
+        let key = || {
+            format!(
+                "mcp:{}",
+                hex::encode(Sha256::digest(format!("{:016x}/{n}/{phase}", self.nonce)))
+            )
+        };
+        let first = match sink.as_mut().map(|s| s.submit(event, key)) {
             Some(Ok(t)) => return t,
             Some(Err(e)) => e.to_string(),
             None => "no recorder".to_owned(),
@@ -240,7 +281,7 @@ impl Gate {
             Err(e) => return Ticket::Done(Err(format!("{first}; {e}"))),
         };
         let t = fresh
-            .submit(event, &key)
+            .submit(event, key)
             .unwrap_or_else(|e| Ticket::Done(Err(format!("{first}; {e}"))));
         *sink = Some(fresh);
         t
@@ -248,10 +289,8 @@ impl Gate {
 
     /// Writes and syncs every event handed over so far (before the process exits).
     pub fn flush(&self) {
-        let sink = self
-            .sink
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut sink = lock(&self.sink);
+        self.submit_deferred(&mut sink);
         if let Some(Sink::Direct(r)) = sink.as_ref()
             && let Err(e) = r.flush()
         {
@@ -498,6 +537,30 @@ impl Gate {
         self.stopping.store(true, Ordering::Relaxed);
         for id in self.held_ids().drain() {
             approvals::remove(&self.dir, &id);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The thread that writes deferred outcomes no intent came to carry, until the gate is gone.
+fn write_deferred(gate: &Weak<Gate>) {
+    loop {
+        let Some(g) = gate.upgrade() else { return };
+        let waiting = {
+            let d = lock(&g.deferred);
+            let (d, _) = g
+                .deferred_cv
+                .wait_timeout_while(d, Duration::from_millis(200), |d| d.is_empty())
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            !d.is_empty()
+        };
+        if waiting {
+            std::thread::sleep(DEFER_WINDOW);
+            let mut sink = lock(&g.sink);
+            g.submit_deferred(&mut sink);
         }
     }
 }

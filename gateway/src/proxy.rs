@@ -53,7 +53,6 @@ use crate::{
         elicitation_ruling, parse_client_message,
     },
     session::Session,
-    sink::Ticket,
 };
 
 type Body = BoxBody<Bytes, std::io::Error>;
@@ -63,7 +62,7 @@ type Shared<T> = Arc<Mutex<T>>;
 #[derive(Debug)]
 pub struct ProxyOptions {
     /// The recorder, policy and approval settings.
-    pub gate: Gate,
+    pub gate: Arc<Gate>,
     /// The MCP server's endpoint (`http://host:port/path`).
     pub upstream: String,
     /// Where clients connect.
@@ -121,7 +120,7 @@ const HOP_BY_HOP: [&str; 9] = [
 ];
 
 struct Proxy {
-    gate: Gate,
+    gate: Arc<Gate>,
     upstream: Uri,
     client: Client<HttpConnector, Full<Bytes>>,
     hosts: Vec<String>,
@@ -397,13 +396,9 @@ impl Watch {
         if let Some((tool, seq)) = s.on_response(&self.key, msg) {
             let ev = s.outcome_event(&tool, seq, msg);
             drop(s);
-            // Handed to the recorder before the answer is relayed, durable with the next
-            // group commit (as over stdio). The call has run: its answer is relayed even if
-            // its outcome cannot be recorded.
-            let t = tokio::task::block_in_place(|| self.proxy.gate.submit(&ev, "outcome"));
-            if let Ticket::Done(Err(e)) = t {
-                warn(&format!("outcome of `{tool}` not recorded: {e}"));
-            }
+            // Handed to the recorder before the answer is relayed, and durable with the next
+            // synced write, as over stdio (Gate::defer).
+            self.proxy.gate.defer(ev);
         }
         true
     }

@@ -90,7 +90,11 @@ impl Sink {
     /// with the same key returns the first event's number and records nothing); in the store
     /// opened here it is sequenced now and durable once the ticket settles, so that events
     /// handed over together share one synced write.
-    pub fn submit(&mut self, event: &Value, idempotency_key: &str) -> Result<Ticket, SinkError> {
+    pub fn submit(
+        &mut self,
+        event: &Value,
+        idempotency_key: impl FnOnce() -> String,
+    ) -> Result<Ticket, SinkError> {
         match self {
             Sink::Direct(r) => {
                 let bytes =
@@ -108,7 +112,7 @@ impl Sink {
             Sink::Server(c) => {
                 let mut body = event.clone();
                 if let Value::Object(m) = &mut body {
-                    m.insert("idempotency_key".into(), idempotency_key.into());
+                    m.insert("idempotency_key".into(), idempotency_key().into());
                 }
                 let bytes =
                     serde_json::to_vec(&body).map_err(|e| SinkError::Invalid(e.to_string()))?;

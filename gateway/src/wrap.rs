@@ -52,7 +52,7 @@ pub enum WrapError {
 #[derive(Debug)]
 pub struct WrapOptions {
     /// The recorder, policy and approval settings.
-    pub gate: Gate,
+    pub gate: Arc<Gate>,
     /// The server's command and arguments.
     pub command: Vec<OsString>,
     /// Longest line relayed.
@@ -136,12 +136,6 @@ enum ToServer {
 enum ToClient {
     /// Relay as is.
     Line(Vec<u8>),
-    /// The answer to a call: relay once its outcome is durable (or could not be recorded).
-    Outcome {
-        line: Vec<u8>,
-        ticket: Ticket,
-        tool: String,
-    },
     /// The server's stdout ended.
     Eof,
 }
@@ -229,7 +223,7 @@ pub fn run(opts: WrapOptions) -> Result<i32, WrapError> {
     }));
     let out = Out(Arc::new(Mutex::new(std::io::stdout())));
     let child = Arc::new(Mutex::new(child));
-    let gate = Arc::new(opts.gate);
+    let gate = opts.gate;
     let (server_tx, server_rx) = mpsc::channel::<ToServer>();
     let (client_tx, client_rx) = mpsc::channel::<ToClient>();
 
@@ -507,7 +501,7 @@ fn read_server(
             }
             Ok(Line::Eof) | Err(_) => break,
         }
-        let mut msg = ToClient::Line(buf.clone());
+        let msg = ToClient::Line(buf.clone());
         if let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(&buf)
             && !m.contains_key("method")
             && let Some(id) = m.get("id")
@@ -516,11 +510,9 @@ fn read_server(
             if let Some((tool, seq)) = st.session.on_response(&id_key(id), &m) {
                 let ev = st.session.outcome_event(&tool, seq, &m);
                 drop(st);
-                msg = ToClient::Outcome {
-                    line: buf.clone(),
-                    ticket: gate.submit(&ev, "outcome"),
-                    tool,
-                };
+                // The outcome shares the next synced write (an intent's, or its own within
+                // a millisecond); the answer does not wait for it.
+                gate.defer(ev);
             }
         }
         if to_client.send(msg).is_err() {
@@ -545,16 +537,6 @@ fn write_client(
         while let Some(msg) = next {
             let line = match msg {
                 ToClient::Line(line) => line,
-                ToClient::Outcome { line, ticket, tool } => {
-                    // The outcome was handed to the recorder before this answer is relayed,
-                    // and is durable with the next group commit (the store) or already
-                    // (`afr serve`); relaying does not wait for that sync, which would double
-                    // the latency the gateway adds. Only a failure already known is reported.
-                    if let Ticket::Done(Err(e)) = &ticket {
-                        warn(&format!("outcome of `{tool}` not recorded: {e}"));
-                    }
-                    line
-                }
                 ToClient::Eof => {
                     let _ = o.flush();
                     drop(o);
