@@ -823,49 +823,45 @@ impl Proxy {
         watch: Watch,
     ) -> Response<Body> {
         let guard = CancelGuard(Some(watch.clone()));
-        let r = self.forward_armed(parts, bytes, watch).await;
+        let r = async {
+            let resp = match self
+                .client
+                .request(self.upstream_request(parts, bytes))
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    return watch.no_answer(&format!("the upstream could not be reached: {e}"));
+                }
+            };
+            let (rp, rb) = resp.into_parts();
+            let mut head = Response::new(());
+            *head.status_mut() = rp.status;
+            copy_headers(&rp.headers, head.headers_mut());
+            if is_sse(&rp.headers) {
+                let (tx, rx) = mpsc::channel(16);
+                tokio::spawn(pump_sse(rb, watch, tx));
+                return head.map(|()| ChannelBody::new(rx).boxed());
+            }
+            // A JSON answer (or an HTTP error) is read whole, noted, then relayed as it came.
+            let b = match Limited::new(rb, self.max_body).collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(e) => {
+                    return watch.no_answer(&format!("the server's answer could not be read: {e}"));
+                }
+            };
+            if let Ok(Value::Object(m)) = serde_json::from_slice(&b) {
+                watch.on_message(&m);
+            }
+            watch.unanswered(&format!(
+                "the server answered HTTP {} without a response",
+                rp.status
+            ));
+            head.map(|()| full(b))
+        }
+        .await;
         guard.disarm();
         r
-    }
-
-    async fn forward_armed(
-        &self,
-        parts: &hyper::http::request::Parts,
-        bytes: Bytes,
-        watch: Watch,
-    ) -> Response<Body> {
-        let resp = match self
-            .client
-            .request(self.upstream_request(parts, bytes))
-            .await
-        {
-            Ok(r) => r,
-            Err(e) => return watch.no_answer(&format!("the upstream could not be reached: {e}")),
-        };
-        let (rp, rb) = resp.into_parts();
-        let mut head = Response::new(());
-        *head.status_mut() = rp.status;
-        copy_headers(&rp.headers, head.headers_mut());
-        if is_sse(&rp.headers) {
-            let (tx, rx) = mpsc::channel(16);
-            tokio::spawn(pump_sse(rb, watch, tx));
-            return head.map(|()| ChannelBody::new(rx).boxed());
-        }
-        // A JSON answer (or an HTTP error) is read whole, noted, then relayed as it came.
-        let b = match Limited::new(rb, self.max_body).collect().await {
-            Ok(b) => b.to_bytes(),
-            Err(e) => {
-                return watch.no_answer(&format!("the server's answer could not be read: {e}"));
-            }
-        };
-        if let Ok(Value::Object(m)) = serde_json::from_slice(&b) {
-            watch.on_message(&m);
-        }
-        watch.unanswered(&format!(
-            "the server answered HTTP {} without a response",
-            rp.status
-        ));
-        head.map(|()| full(b))
     }
 
     /// Records "outcome unknown" for every call still waiting in any session.

@@ -66,12 +66,12 @@ def main() -> int:
     calls: list[dict] = []
     delete_attempts = {"n": 0}
 
-    researcher = Agent(
-        TestModel(model_name="test-researcher"),
-        name="researcher",
-        description="Looks things up in the docs.",
-        capabilities=[Instrumentation(settings=settings)],
-    )
+    def instrumented_agent(model: str, name: str, description: str) -> Agent:
+        """An agent on TestModel (no LLM) whose spans go to our provider, content included."""
+        return Agent(TestModel(model_name=model), name=name, description=description,
+                     capabilities=[Instrumentation(settings=settings)])
+
+    researcher = instrumented_agent("test-researcher", "researcher", "Looks things up in the docs.")
 
     @researcher.tool_plain
     def search_docs(query: Annotated[str, Field(examples=["OTLP retry semantics"])]) -> list[str]:
@@ -79,12 +79,8 @@ def main() -> int:
         calls.append({"agent": "researcher", "tool": "search_docs", "args": {"query": query}})
         return [f"doc hit for {query!r}", "docs/otlp.md"]
 
-    agent = Agent(
-        TestModel(model_name="test-model"),
-        name="weather-agent",
-        description="Answers weather questions and tidies files.",
-        capabilities=[Instrumentation(settings=settings)],
-    )
+    agent = instrumented_agent("test-model", "weather-agent",
+                               "Answers weather questions and tidies files.")
 
     @agent.tool_plain
     def get_weather(city: Annotated[str, Field(examples=["Paris"])]) -> dict:
