@@ -296,8 +296,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Status { json } => status(&cli.dir, json),
-        Cmd::Export { out } => export(&cli.dir, &out),
+        Cmd::Status { json } => {
+            afr_gateway::journal::recover_into(&cli.dir);
+            status(&cli.dir, json)
+        }
+        Cmd::Export { out } => {
+            afr_gateway::journal::recover_into(&cli.dir);
+            export(&cli.dir, &out)
+        }
         Cmd::VerifyExport { file, json } => verify_export(&file, json),
         Cmd::Disclose {
             seq,
@@ -315,7 +321,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::VerifyBundle { file, json } => verify_bundle(&file, json),
-        Cmd::Query(a) => query::run(&cli.dir, &a),
+        Cmd::Query(a) => {
+            // A gateway killed mid-call left its calls in its journal: record them first.
+            afr_gateway::journal::recover_into(&cli.dir);
+            query::run(&cli.dir, &a)
+        }
         Cmd::Import { what } => import::run(&cli.dir, what),
         Cmd::Research(args) => research(&args),
     }

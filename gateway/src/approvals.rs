@@ -46,8 +46,6 @@ pub struct PendingCall {
     pub lane: String,
     /// The policy rule that escalated the call.
     pub rule: String,
-    /// The sequence number of the event that recorded the call as held, if it was recorded.
-    pub held_seq: Option<u64>,
     /// When the gateway queued it (µs since the Unix epoch).
     pub created_at_us: u64,
     /// When it is rejected unless decided (µs since the Unix epoch).
@@ -253,7 +251,6 @@ mod tests {
             server: "s".into(),
             lane: "mcp-1".into(),
             rule: "r".into(),
-            held_seq: Some(3),
             created_at_us: at,
             expires_at_us: at + 1,
             pid: 1,

@@ -1,12 +1,15 @@
 //! What both transports share: recording, the policy's verdict, and holding escalated calls
 //! until a human decides. [`Gate::admit`] is the one door a `tools/call` goes through.
 //!
+//! One event per call, written once the call is over; until then its event as known so far is
+//! in the gateway's [`journal`](crate::journal), synced before the call is forwarded:
+//!
 //! ```text
-//!            allow ──► intent event ──► forward
-//!  admit ──► deny ───► denied event ──► JSON-RPC error -32002
-//!            escalate ► held event ──► queue (+ elicitation) ──► wait ──► conclude
-//!                                         approved ──► decided event ──► forward
-//!                                         rejected / timeout ──► decided event ──► -32004
+//!            allow ──► journal (synced) ──► forward ──► answer ──► the call's event
+//!  admit ──► deny ───► the call's event ──► JSON-RPC error -32002
+//!            escalate ► journal ──► queue (+ elicitation) ──► wait ──► conclude
+//!                          approved ──► journal again (synced) ──► forward ──► answer ──► event
+//!                          rejected / timeout ──► the call's event ──► -32004
 //! ```
 
 use std::{
@@ -26,6 +29,7 @@ use sha2::{Digest, Sha256};
 
 use crate::{
     approvals::{self, Decision, PendingCall, Ruling},
+    journal::{self, Journal},
     json::parse_strict,
     policy::{Call, Evaluation, Policy, Verdict},
     session::{Session, Stage},
@@ -88,11 +92,44 @@ impl ToolCall {
     }
 }
 
+/// A call's record in progress: its idempotency key and its event as known so far.
+#[derive(Debug, Clone)]
+pub struct CallRecord {
+    /// The key the call's event is recorded under (a retry, or a recovery, records nothing
+    /// twice).
+    pub key: String,
+    /// The event: intent, execution, evaluation, provenance; effects come with the answer.
+    pub event: Value,
+}
+
+/// A call cleared to go: forward it once [`Gate::settle_intent`] says its record is durable.
+#[derive(Debug)]
+pub struct Forward {
+    /// The call's record, to complete with the answer ([`Gate::complete`]).
+    pub record: CallRecord,
+    /// Where its journal entry stands.
+    pub ticket: JournalTicket,
+}
+
+/// A journal entry: durable once synced up to its offset.
+#[derive(Debug)]
+pub enum JournalTicket {
+    /// Appended; sync up to `offset` before forwarding.
+    Appended {
+        /// The journal.
+        journal: Arc<Journal>,
+        /// The entry's end.
+        offset: u64,
+    },
+    /// Could not be journaled (or no recorder): why.
+    Failed(String),
+}
+
 /// What to do with a call.
 #[derive(Debug)]
 pub enum Admission {
-    /// Forward it once its intent is durable: [`Gate::settle_intent`] the ticket first.
-    Forward(Ticket),
+    /// Forward it once its record is durable: [`Gate::settle_intent`] first.
+    Forward(Forward),
     /// Answer it with this JSON-RPC error; it never reaches the server.
     Refuse(Refusal),
     /// Hold it: [`Gate::wait`] for the decision, then [`Gate::conclude`].
@@ -156,6 +193,8 @@ pub struct Held {
     pub evaluation: Evaluation,
     /// Its entry in the approval queue.
     pub pending: PendingCall,
+    /// Its idempotency key (its journal entry's).
+    pub key: String,
 }
 
 /// The gateway's recorder, policy and approval settings (one per process).
@@ -174,13 +213,13 @@ pub struct Gate {
     counter: AtomicU64,
     held: Mutex<HashSet<String>>,
     stopping: AtomicBool,
-    /// Outcomes waiting to share the next synced write ([`Gate::defer`]).
-    deferred: Mutex<Vec<Value>>,
+    /// Completed calls' events waiting to be written together ([`Gate::complete`]).
+    deferred: Mutex<Vec<CallRecord>>,
     deferred_cv: Condvar,
+    journal: Mutex<Option<Arc<Journal>>>,
 }
 
-/// How long a deferred outcome waits for an intent to share a synced write with before it is
-/// written on its own.
+/// How long a completed call's event waits for others to share a synced write with.
 pub const DEFER_WINDOW: Duration = Duration::from_millis(1);
 
 fn warn(m: &str) {
@@ -223,53 +262,84 @@ impl Gate {
             stopping: AtomicBool::new(false),
             deferred: Mutex::new(Vec::new()),
             deferred_cv: Condvar::new(),
+            journal: Mutex::new(None),
         });
+        gate.recover();
         let weak = Arc::downgrade(&gate);
         std::thread::spawn(move || write_deferred(&weak));
         gate
     }
 
-    /// Hands an outcome to the recorder without making it wait for a synced write of its own:
-    /// it is submitted with the next intent (sharing that intent's sync), or after
-    /// [`DEFER_WINDOW`] on its own. Sequential calls then cost one sync each, not two. A
-    /// failure to record it is reported on stderr.
-    pub fn defer(&self, event: Value) {
-        lock(&self.deferred).push(event);
+    /// Records, under their own keys, the calls that gateways which died left in their
+    /// journals (see [`journal`](crate::journal)), then deletes those journals.
+    pub fn recover(&self) -> usize {
+        journal::recover(&self.dir, |o| self.record(&o.key, &o.event).map(|_| ()))
+    }
+
+    /// A fresh idempotency key for a call.
+    fn new_key(&self) -> String {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        format!(
+            "mcp:{}",
+            hex::encode(Sha256::digest(format!("{:016x}/{n}", self.nonce)))
+        )
+    }
+
+    /// The call is over: its complete event goes to the recorder with others completed at
+    /// about the same time (within [`DEFER_WINDOW`]), sharing one synced write; then its
+    /// journal entry is marked done. The answer is relayed without waiting for that write (a
+    /// crash in between leaves the journal entry, which [`Gate::recover`] records as
+    /// "outcome unknown"). A failure to record it is reported on stderr.
+    pub fn complete(&self, record: CallRecord) {
+        lock(&self.deferred).push(record);
         self.deferred_cv.notify_one();
     }
 
-    /// Submits every deferred outcome now, in order (`sink` is the locked sink).
-    fn submit_deferred(&self, sink: &mut Option<Sink>) {
+    /// Writes every completed call's event now, then marks them done in the journal.
+    fn write_completed(&self) {
         let batch = std::mem::take(&mut *lock(&self.deferred));
-        for ev in batch {
-            if let Ticket::Done(Err(e)) = self.submit_locked(sink, &ev, "outcome") {
-                warn(&format!("an outcome was not recorded: {e}"));
+        if batch.is_empty() {
+            return;
+        }
+        let tickets: Vec<_> = {
+            let mut sink = lock(&self.sink);
+            batch
+                .iter()
+                .map(|r| self.submit_locked(&mut sink, &r.event, &r.key))
+                .collect()
+        };
+        let journal = lock(&self.journal).clone();
+        for (r, t) in batch.iter().zip(tickets) {
+            match t.settle() {
+                Ok(_) => {
+                    if let Some(j) = &journal {
+                        j.done(&r.key);
+                    }
+                }
+                Err(e) => warn(&format!(
+                    "the event of a call of `{}` was not recorded: {e}",
+                    r.event["intent"]["tool"].as_str().unwrap_or("?")
+                )),
             }
         }
     }
 
-    /// Hands `event` to the recorder under a fresh idempotency key; opens the sink again if
-    /// it is missing or failed (`afr serve` may have started or stopped) and tries once more.
-    /// Durable once the ticket settles.
-    pub fn submit(&self, event: &Value, phase: &str) -> Ticket {
-        let mut sink = lock(&self.sink);
-        // Deferred outcomes go first, into the same synced write (the store opened here;
-        // through `afr serve` each event is its own request, so they are not waited for).
-        if matches!(*sink, Some(Sink::Direct(_))) {
-            self.submit_deferred(&mut sink);
+    /// Records `event` under `key` durably now (a denied or rejected call, an outcome
+    /// unknown), and marks the call done in the journal; its sequence number.
+    pub fn record(&self, key: &str, event: &Value) -> Result<u64, String> {
+        let t = self.submit_locked(&mut lock(&self.sink), event, key);
+        let r = t.settle();
+        if r.is_ok()
+            && let Some(j) = lock(&self.journal).as_ref()
+        {
+            j.done(key);
         }
-        self.submit_locked(&mut sink, event, phase)
+        r
     }
 
-    fn submit_locked(&self, sink: &mut Option<Sink>, event: &Value, phase: &str) -> Ticket {
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        // Only `afr serve` reads the key (the store opened here submits without one).
-        let key = || {
-            format!(
-                "mcp:{}",
-                hex::encode(Sha256::digest(format!("{:016x}/{n}/{phase}", self.nonce)))
-            )
-        };
+    /// Hands `event` to the recorder under `key`; opens the sink again if it is missing or
+    /// failed (`afr serve` may have started or stopped) and tries once more.
+    fn submit_locked(&self, sink: &mut Option<Sink>, event: &Value, key: &str) -> Ticket {
         let first = match sink.as_mut().map(|s| s.submit(event, key)) {
             Some(Ok(t)) => return t,
             Some(Err(e)) => e.to_string(),
@@ -287,10 +357,40 @@ impl Gate {
         t
     }
 
-    /// Writes and syncs every event handed over so far (before the process exits).
+    /// Journals a call's record (`new`: a call not journaled before) once a recorder is
+    /// there to receive its event later; the ticket to settle before forwarding.
+    fn journal(&self, record: &CallRecord, new: bool) -> JournalTicket {
+        {
+            let mut sink = lock(&self.sink);
+            if sink.is_none() {
+                match Sink::open(&self.dir) {
+                    Ok(s) => *sink = Some(s),
+                    Err(e) => return JournalTicket::Failed(format!("no recorder: {e}")),
+                }
+            }
+        }
+        let mut j = lock(&self.journal);
+        if j.is_none() {
+            match Journal::create(&self.dir) {
+                Ok(created) => *j = Some(Arc::new(created)),
+                Err(e) => return JournalTicket::Failed(format!("the journal: {e}")),
+            }
+        }
+        let Some(journal) = j.clone() else {
+            return JournalTicket::Failed("no journal".into());
+        };
+        drop(j);
+        match journal.append(&record.key, &record.event, new) {
+            Ok(offset) => JournalTicket::Appended { journal, offset },
+            Err(e) => JournalTicket::Failed(format!("the journal: {e}")),
+        }
+    }
+
+    /// Writes and syncs every event handed over so far, and removes the journal when no call
+    /// is left in it (before the process exits).
     pub fn flush(&self) {
-        let mut sink = lock(&self.sink);
-        self.submit_deferred(&mut sink);
+        self.write_completed();
+        let sink = lock(&self.sink);
         if let Some(Sink::Direct(r)) = sink.as_ref()
             && let Err(e) = r.flush()
         {
@@ -298,21 +398,32 @@ impl Gate {
         }
     }
 
-    /// Records `event` durably; its sequence number.
-    pub fn record(&self, event: &Value, phase: &str) -> Result<u64, String> {
-        self.submit(event, phase).settle()
+    /// Writes every event handed over, and removes the journal if no call is left in it (the
+    /// process is exiting; a held call left there is recorded by the next [`Gate::recover`]
+    /// as never forwarded).
+    pub fn close_journal(&self) {
+        self.flush();
+        if let Some(j) = lock(&self.journal).as_ref() {
+            j.remove_if_done();
+        }
     }
 
-    /// Whether the call of `ticket` may be forwarded: its intent is durable, or (under
-    /// `--fail-open`) it is forwarded unrecorded. The intent's sequence number, if recorded.
-    pub fn settle_intent(&self, tool: &str, ticket: Ticket) -> Result<Option<u64>, Refusal> {
-        match ticket.settle() {
-            Ok(seq) => Ok(Some(seq)),
+    /// Whether a call may be forwarded: its record is durable in the journal, or (under
+    /// `--fail-open`) it is forwarded unrecorded.
+    pub fn settle_intent(&self, tool: &str, ticket: &JournalTicket) -> Result<(), Refusal> {
+        let r = match ticket {
+            JournalTicket::Appended { journal, offset } => journal
+                .sync_to(*offset)
+                .map_err(|e| format!("the journal: {e}")),
+            JournalTicket::Failed(e) => Err(e.clone()),
+        };
+        match r {
+            Ok(()) => Ok(()),
             Err(err) if self.fail_open => {
                 warn(&format!(
                     "call of `{tool}` forwarded unrecorded (--fail-open): {err}"
                 ));
-                Ok(None)
+                Ok(())
             }
             Err(err) => {
                 warn(&format!(
@@ -346,14 +457,17 @@ impl Gate {
             Verdict::Deny => Stage::Denied,
             Verdict::Escalate => Stage::Held,
         };
-        let event =
-            session.intent_event(tool, &call.args, &call.params, evaluation.as_ref(), stage);
-        let ticket = self.submit(&event, verdict.name());
+        let record = CallRecord {
+            key: self.new_key(),
+            event: session.intent_event(tool, &call.args, &call.params, evaluation.as_ref(), stage),
+        };
         let Some(e) = evaluation.filter(|e| e.verdict != Verdict::Allow) else {
-            return Admission::Forward(ticket);
+            let ticket = self.journal(&record, true);
+            return Admission::Forward(Forward { record, ticket });
         };
         if e.verdict == Verdict::Deny {
-            if let Err(err) = ticket.settle() {
+            // Never forwarded: its one event is complete now.
+            if let Err(err) = self.record(&record.key, &record.event) {
                 warn(&format!("denied call of `{tool}` not recorded: {err}"));
             }
             let reason = e.reason.as_deref().unwrap_or("no reason given");
@@ -365,12 +479,12 @@ impl Gate {
                 ),
             });
         }
-        // Escalated: the held record must be durable before anyone is asked.
-        let seq = match self.settle_intent(tool, ticket) {
-            Ok(seq) => seq,
-            Err(r) => return Admission::Refuse(r),
-        };
-        self.hold(session, call, e, seq)
+        // Escalated: journaled while it waits (a gateway that dies leaves it recorded as
+        // never forwarded).
+        if let Err(r) = self.settle_intent(tool, &self.journal(&record, true)) {
+            return Admission::Refuse(r);
+        }
+        self.hold(session, call, e, record.key)
     }
 
     fn hold(
@@ -378,7 +492,7 @@ impl Gate {
         session: &Session,
         call: ToolCall,
         evaluation: Evaluation,
-        held_seq: Option<u64>,
+        key: String,
     ) -> Admission {
         let id = approvals::new_id();
         let now = now_us();
@@ -391,19 +505,33 @@ impl Gate {
             server: session.target(),
             lane: session.lane.clone(),
             rule: evaluation.guardrail.clone(),
-            held_seq,
             created_at_us: now,
             expires_at_us: now.saturating_add(timeout_us),
             pid: std::process::id(),
         };
         if let Err(e) = approvals::submit(&self.dir, &pending) {
             warn(&format!("call of `{}` could not be queued: {e}", call.tool));
-            return Admission::Refuse(Refusal {
+            let r = Refusal {
                 code: code::REJECTED,
                 message: format!(
                     "afr gateway: the call needs approval and could not be queued: {e}"
                 ),
-            });
+            };
+            let mut ev = session.intent_event(
+                &call.tool,
+                &call.args,
+                &call.params,
+                Some(&evaluation),
+                Stage::Held,
+            );
+            ev["effects"] = json!({ "error": r.message });
+            if let Err(err) = self.record(&key, &ev) {
+                warn(&format!(
+                    "the refusal of `{}` was not recorded: {err}",
+                    call.tool
+                ));
+            }
+            return Admission::Refuse(r);
         }
         self.held_ids().insert(pending.id.clone());
         warn(&format!(
@@ -414,6 +542,7 @@ impl Gate {
             call,
             evaluation,
             pending,
+            key,
         }))
     }
 
@@ -461,14 +590,15 @@ impl Gate {
         }
     }
 
-    /// Records the decision on a held call; an approved call is then forwarded (its decided
-    /// event is its intent), a rejected one is answered with an error.
+    /// Takes the decision on a held call: an approved call is journaled again with its
+    /// approval and execution (synced) and may then be forwarded; a rejected one gets its
+    /// event now and is answered with an error.
     pub fn conclude(
         &self,
         session: &Session,
         held: Held,
         ruling: &Ruling,
-    ) -> Result<Option<u64>, Refusal> {
+    ) -> Result<Forward, Refusal> {
         approvals::remove(&self.dir, &held.pending.id);
         self.held_ids().remove(&held.pending.id);
         let approved = ruling.decision == Decision::Approved;
@@ -491,44 +621,32 @@ impl Gate {
         });
         let stage = Stage::Decided {
             approval: &approval,
-            held_seq: held.pending.held_seq,
             approved,
             why: &why,
         };
         let call = &held.call;
-        let event = session.intent_event(
-            &call.tool,
-            &call.args,
-            &call.params,
-            Some(&held.evaluation),
-            stage,
-        );
-        let recorded = self.record(&event, ruling.decision.name());
-        match (approved, recorded) {
-            (true, Ok(seq)) => Ok(Some(seq)),
-            (true, Err(e)) if self.fail_open => {
-                warn(&format!(
-                    "approved call of `{}` forwarded unrecorded (--fail-open): {e}",
-                    call.tool
-                ));
-                Ok(None)
-            }
-            (true, Err(e)) => Err(Refusal {
-                code: code::NOT_RECORDED,
-                message: format!(
-                    "afr gateway: the approval could not be recorded, so the call was not forwarded: {e}"
-                ),
-            }),
-            (false, r) => {
-                if let Err(e) = r {
-                    warn(&format!("rejection of `{}` not recorded: {e}", call.tool));
-                }
-                Err(Refusal {
-                    code: code::REJECTED,
-                    message: format!("afr gateway: {why}"),
-                })
-            }
+        let record = CallRecord {
+            key: held.key.clone(),
+            event: session.intent_event(
+                &call.tool,
+                &call.args,
+                &call.params,
+                Some(&held.evaluation),
+                stage,
+            ),
+        };
+        if approved {
+            let ticket = self.journal(&record, false);
+            self.settle_intent(&call.tool, &ticket)?;
+            return Ok(Forward { record, ticket });
         }
+        if let Err(e) = self.record(&record.key, &record.event) {
+            warn(&format!("rejection of `{}` not recorded: {e}", call.tool));
+        }
+        Err(Refusal {
+            code: code::REJECTED,
+            message: format!("afr gateway: {why}"),
+        })
     }
 
     /// Removes this gateway's held calls from the queue and rejects them (it is stopping;
@@ -545,7 +663,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The thread that writes deferred outcomes no intent came to carry, until the gate is gone.
+/// The thread that writes completed calls' events, until the gate is gone.
 fn write_deferred(gate: &Weak<Gate>) {
     loop {
         let Some(g) = gate.upgrade() else { return };
@@ -559,8 +677,7 @@ fn write_deferred(gate: &Weak<Gate>) {
         };
         if waiting {
             std::thread::sleep(DEFER_WINDOW);
-            let mut sink = lock(&g.sink);
-            g.submit_deferred(&mut sink);
+            g.write_completed();
         }
     }
 }

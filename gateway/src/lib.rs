@@ -22,6 +22,7 @@
 
 pub mod approvals;
 pub mod gate;
+pub mod journal;
 pub mod json;
 pub mod policy;
 pub mod proxy;

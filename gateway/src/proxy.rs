@@ -49,8 +49,8 @@ use tokio::sync::mpsc;
 use crate::{
     approvals::Ruling,
     gate::{
-        Admission, ELICITATION_ID_PREFIX, Gate, Held, Refusal, ToolCall, code, elicitation_request,
-        elicitation_ruling, parse_client_message,
+        Admission, CallRecord, ELICITATION_ID_PREFIX, Forward, Gate, Held, Refusal, ToolCall, code,
+        elicitation_request, elicitation_ruling, parse_client_message,
     },
     session::Session,
 };
@@ -236,7 +236,7 @@ pub fn serve(opts: ProxyOptions) -> Result<(), ProxyError> {
         let signo = accept_loop(&listener, &proxy).await;
         tokio::task::block_in_place(|| {
             proxy.abandon(&format!("the gateway was stopped by signal {signo}"));
-            proxy.gate.flush();
+            proxy.gate.close_journal();
         });
         Ok(())
     })
@@ -393,12 +393,14 @@ impl Watch {
             return false;
         }
         let mut s = lock(&self.session);
-        if let Some((tool, seq)) = s.on_response(&self.key, msg) {
-            let ev = s.outcome_event(&tool, seq, msg);
+        if let Some(record) = s.on_response(&self.key, msg) {
+            let event = s.outcome_event(&record, msg);
             drop(s);
-            // Handed to the recorder before the answer is relayed, and durable with the next
-            // synced write, as over stdio (Gate::defer).
-            self.proxy.gate.defer(ev);
+            // Handed to the recorder before the answer is relayed (Gate::complete).
+            self.proxy.gate.complete(CallRecord {
+                key: record.key,
+                event,
+            });
         }
         true
     }
@@ -421,10 +423,11 @@ impl Watch {
 
     fn unanswered_blocking(&self, why: &str) {
         let mut s = lock(&self.session);
-        if let Some((tool, seq)) = s.forget(&self.key) {
-            let ev = s.unknown_outcome_event(&tool, seq, why);
+        if let Some(record) = s.forget(&self.key) {
+            let ev = s.unknown_outcome_event(&record, why);
             drop(s);
-            if let Err(e) = self.proxy.gate.record(&ev, "unknown") {
+            let tool = &record.event["intent"]["tool"];
+            if let Err(e) = self.proxy.gate.record(&record.key, &ev) {
                 warn(&format!(
                     "outcome of `{tool}` (unknown: {why}) not recorded: {e}"
                 ));
@@ -709,11 +712,13 @@ impl Proxy {
             (a, s.client_elicits())
         });
         match admission {
-            (Admission::Forward(ticket), _) => {
-                match tokio::task::block_in_place(|| self.gate.settle_intent(&tool, ticket)) {
-                    Ok(seq) => lock(&session).on_call_forwarded(key, &tool, seq),
-                    Err(r) => return refusal(&id, &r),
+            (Admission::Forward(f), _) => {
+                if let Err(r) =
+                    tokio::task::block_in_place(|| self.gate.settle_intent(&tool, &f.ticket))
+                {
+                    return refusal(&id, &r);
                 }
+                lock(&session).on_call_forwarded(key, f.record);
                 self.forward(&parts, bytes, watch).await
             }
             (Admission::Refuse(r), _) => refusal(&id, &r),
@@ -727,8 +732,8 @@ impl Proxy {
                     return self.hold_streaming(*held, parts, bytes, watch);
                 }
                 match self.decide(*held, &session, None).await {
-                    Ok(seq) => {
-                        lock(&session).on_call_forwarded(key, &tool, seq);
+                    Ok(f) => {
+                        lock(&session).on_call_forwarded(key, f.record);
                         self.forward(&parts, bytes, watch).await
                     }
                     Err(r) => refusal(&id, &r),
@@ -744,7 +749,7 @@ impl Proxy {
         held: Held,
         session: &Shared<Session>,
         elicited: Option<std_mpsc::Receiver<Ruling>>,
-    ) -> Result<Option<u64>, Refusal> {
+    ) -> Result<Forward, Refusal> {
         let ruling = tokio::task::block_in_place(|| self.gate.wait(&held, elicited.as_ref()));
         tokio::task::block_in_place(|| self.gate.conclude(&lock(session), held, &ruling))
     }
@@ -763,20 +768,19 @@ impl Proxy {
         let ask_id = ask["id"].as_str().unwrap_or_default().to_owned();
         let (etx, erx) = std_mpsc::channel();
         lock(&self.elicitations).insert(ask_id.clone(), etx);
-        let tool = held.call.tool.clone();
         tokio::spawn(async move {
             let _ = tx.send(Ok(sse_event(ask.to_string().as_bytes()))).await;
             let decided = self.decide(held, &watch.session, Some(erx)).await;
             lock(&self.elicitations).remove(&ask_id);
-            let seq = match decided {
-                Ok(seq) => seq,
+            let f = match decided {
+                Ok(f) => f,
                 Err(r) => {
                     let e = json!({"jsonrpc": "2.0", "id": watch.id, "error": {"code": r.code, "message": r.message}});
                     let _ = tx.send(Ok(sse_event(e.to_string().as_bytes()))).await;
                     return;
                 }
             };
-            lock(&watch.session).on_call_forwarded(watch.key.clone(), &tool, seq);
+            lock(&watch.session).on_call_forwarded(watch.key.clone(), f.record);
             match self
                 .client
                 .request(self.upstream_request(&parts, bytes))
@@ -870,9 +874,10 @@ impl Proxy {
         all.push(self.stateless.clone());
         for s in all {
             let mut s = lock(&s);
-            for (_, tool, seq) in s.take_pending_calls() {
-                let ev = s.unknown_outcome_event(&tool, seq, why);
-                if let Err(e) = self.gate.record(&ev, "unknown") {
+            for (_, record) in s.take_pending_calls() {
+                let ev = s.unknown_outcome_event(&record, why);
+                let tool = &record.event["intent"]["tool"];
+                if let Err(e) = self.gate.record(&record.key, &ev) {
                     warn(&format!(
                         "outcome of `{tool}` (unknown: {why}) not recorded: {e}"
                     ));

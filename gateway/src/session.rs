@@ -1,31 +1,26 @@
-//! What the gateway knows about one MCP session, and the events it builds from it (pure).
+//! What the gateway knows about one MCP session, and the event it builds for each call
+//! (pure).
 //!
-//! Each `tools/call` gives two events, because the store is append-only and nothing may run
-//! before it is recorded:
+//! One event per `tools/call`. [`Session::intent_event`] builds it as known before the call
+//! runs (intent, execution, evaluation, provenance, a decision); the gate journals that and
+//! forwards the call; [`Session::outcome_event`] completes it with the server's answer
+//! (`effects`), or [`Session::unknown_outcome_event`] with `outcome unknown: <why>` when no
+//! answer comes.
 //!
 //! ```text
-//!  client ── tools/call id=7 ──► gateway ── intent event (seq n) durable ──► server
-//!  client ◄── result ─────────── gateway ◄── outcome event, parent_event = n ── server
+//!  client ── tools/call id=7 ──► gateway ── event so far, journaled (synced) ──► server
+//!  client ◄── result ─────────── gateway ◄── the event, completed, to the recorder ── server
 //! ```
 //!
-//! - the **intent** event (before forwarding): `intent` = tool + arguments, `execution`,
-//!   `policy_evaluation`, `code_provenance`, `context_provenance`;
-//! - the **outcome** event (when the response arrives, before the client sees it): `intent` =
-//!   the tool only, `effects` = the result or the JSON-RPC error, and
-//!   `delegation_provenance.parent_event` = the intent's sequence number. If no response ever
-//!   arrives, the outcome says `outcome unknown: <why>` where the gateway can still write it
-//!   (server exit, a signal); after `kill -9` of the gateway only the intent remains, which is
-//!   itself the evidence that the outcome is unknown.
-//!
-//! A denied call gives one event: the intent with the `deny` evaluation and
-//! `effects.error`, no `execution` (it never ran).
+//! A denied or rejected call's event is complete at once: no `execution` (it never ran) and
+//! `effects.error` saying why.
 
 use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::policy::Evaluation;
+use crate::{gate::CallRecord, policy::Evaluation};
 
 /// Category of every gateway event: a tool behind a protocol boundary, whose nature the
 /// gateway cannot know (annotations are the server's claim).
@@ -48,13 +43,8 @@ pub enum Pending {
         /// The resource.
         uri: String,
     },
-    /// A `tools/call` that was forwarded.
-    ToolCall {
-        /// The tool.
-        tool: String,
-        /// Its intent event, unless it was forwarded unrecorded (`--fail-open`).
-        intent_seq: Option<u64>,
-    },
+    /// A `tools/call` that was forwarded, and its record so far.
+    ToolCall(CallRecord),
 }
 
 /// Where a call stands when its intent-side event is written.
@@ -70,8 +60,6 @@ pub enum Stage<'a> {
     Decided {
         /// The `human_approval` object.
         approval: &'a Value,
-        /// The event that recorded the call as held.
-        held_seq: Option<u64>,
         /// Approved (forwarded now) or rejected (never forwarded).
         approved: bool,
         /// Why it was rejected.
@@ -185,22 +173,13 @@ impl Session {
     }
 
     /// Notes a forwarded `tools/call`.
-    pub fn on_call_forwarded(&mut self, key: String, tool: &str, intent_seq: Option<u64>) {
-        self.pending.insert(
-            key,
-            Pending::ToolCall {
-                tool: tool.to_owned(),
-                intent_seq,
-            },
-        );
+    pub fn on_call_forwarded(&mut self, key: String, record: CallRecord) {
+        self.pending.insert(key, Pending::ToolCall(record));
     }
 
-    /// Takes the answer to the request `key`; a `tools/call` answer is returned for recording.
-    pub fn on_response(
-        &mut self,
-        key: &str,
-        msg: &Map<String, Value>,
-    ) -> Option<(String, Option<u64>)> {
+    /// Takes the answer to the request `key`; a `tools/call`'s record is returned, to be
+    /// completed with the answer.
+    pub fn on_response(&mut self, key: &str, msg: &Map<String, Value>) -> Option<CallRecord> {
         let result = msg.get("result");
         // 2026-07-28: every result names its server in `_meta`.
         if let Some(s) = result
@@ -243,31 +222,31 @@ impl Session {
                     }
                 }
             }
-            Pending::ToolCall { tool, intent_seq } => return Some((tool, intent_seq)),
+            Pending::ToolCall(record) => return Some(record),
         }
         None
     }
 
-    /// Forgets the request `key` (its exchange ended without an answer); a `tools/call` is
-    /// returned so that its outcome can be recorded as unknown.
-    pub fn forget(&mut self, key: &str) -> Option<(String, Option<u64>)> {
+    /// Forgets the request `key` (its exchange ended without an answer); a `tools/call`'s
+    /// record is returned, to be recorded with its outcome unknown.
+    pub fn forget(&mut self, key: &str) -> Option<CallRecord> {
         match self.pending.remove(key)? {
-            Pending::ToolCall { tool, intent_seq } => Some((tool, intent_seq)),
+            Pending::ToolCall(record) => Some(record),
             _ => None,
         }
     }
 
     /// Takes every `tools/call` still waiting for an answer, with its key.
-    pub fn take_pending_calls(&mut self) -> Vec<(String, String, Option<u64>)> {
+    pub fn take_pending_calls(&mut self) -> Vec<(String, CallRecord)> {
         let mut out = Vec::new();
         self.pending.retain(|k, p| match p {
-            Pending::ToolCall { tool, intent_seq } => {
-                out.push((k.clone(), tool.clone(), *intent_seq));
+            Pending::ToolCall(record) => {
+                out.push((k.clone(), record.clone()));
                 false
             }
             _ => true,
         });
-        out.sort();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }
 
@@ -291,8 +270,8 @@ impl Session {
         Value::Object(m)
     }
 
-    /// The event written before a call can run: the intent of a forwarded call, the only
-    /// event of a denied one, the record of a held one, or the decision on a held one.
+    /// A call's event as known before it can run: journaled for a forwarded or held call,
+    /// complete for a denied or rejected one.
     pub fn intent_event(
         &self,
         tool: &str,
@@ -324,14 +303,10 @@ impl Session {
             Stage::Held => false,
             Stage::Decided {
                 approval,
-                held_seq,
                 approved,
                 why,
             } => {
                 ev["human_approval"] = approval.clone();
-                if let Some(seq) = held_seq {
-                    ev["delegation_provenance"] = json!({"parent_event": {"seq": seq}});
-                }
                 if !approved {
                     ev["effects"] = json!({ "error": why });
                 }
@@ -363,13 +338,8 @@ impl Session {
         ev
     }
 
-    /// The outcome event of a call from the server's response.
-    pub fn outcome_event(
-        &self,
-        tool: &str,
-        intent_seq: Option<u64>,
-        msg: &Map<String, Value>,
-    ) -> Value {
+    /// A call's event completed with the server's response: `effects`.
+    pub fn outcome_event(&self, record: &CallRecord, msg: &Map<String, Value>) -> Value {
         let mut effects = Map::new();
         if let Some(Value::Object(r)) = msg.get("result") {
             // The whole result but its `_meta`: content, structuredContent, isError, and in
@@ -396,29 +366,15 @@ impl Session {
             );
             effects.insert("external_response".into(), e.clone());
         }
-        self.outcome(tool, intent_seq, Value::Object(effects))
+        let mut ev = record.event.clone();
+        ev["effects"] = Value::Object(effects);
+        ev
     }
 
-    /// The outcome event of a call whose answer never came.
-    pub fn unknown_outcome_event(&self, tool: &str, intent_seq: Option<u64>, why: &str) -> Value {
-        self.outcome(
-            tool,
-            intent_seq,
-            json!({"error": format!("outcome unknown: {why}")}),
-        )
-    }
-
-    fn outcome(&self, tool: &str, intent_seq: Option<u64>, effects: Value) -> Value {
-        let mut ev = json!({
-            "category": CATEGORY,
-            "lane": self.lane,
-            "intent": {"tool": tool},
-            "execution": {"command": "tools/call", "target": self.target()},
-            "effects": effects,
-        });
-        if let Some(seq) = intent_seq {
-            ev["delegation_provenance"] = json!({"parent_event": {"seq": seq}});
-        }
+    /// A call's event completed without an answer: `outcome unknown: <why>`.
+    pub fn unknown_outcome_event(&self, record: &CallRecord, why: &str) -> Value {
+        let mut ev = record.event.clone();
+        ev["effects"] = json!({"error": format!("outcome unknown: {why}")});
         ev
     }
 }
@@ -437,6 +393,15 @@ mod tests {
 
     fn answer(s: &mut Session, id: Value, result: Value) {
         s.on_response(&id_key(&id), &obj(json!({"id": id, "result": result})));
+    }
+
+    /// The record of a forwarded call of `tool`, as the gate journals it.
+    fn rec(tool: &str) -> CallRecord {
+        let s = Session::new("stdio", "x".into());
+        CallRecord {
+            key: format!("k-{tool}"),
+            event: s.intent_event(tool, &json!({}), &Value::Null, None, Stage::Forward),
+        }
     }
 
     fn valid(ev: &Value) -> afr_core::EventInput {
@@ -504,11 +469,15 @@ mod tests {
             ev["context_provenance"]["sources"][0]["kind"],
             "mcp_input_responses"
         );
-        s.on_call_forwarded("x2".into(), "ask", Some(7));
+        let ask = CallRecord {
+            key: "k".into(),
+            event: s.intent_event("ask", &json!({}), &Value::Null, None, Stage::Forward),
+        };
+        s.on_call_forwarded("x2".into(), ask);
         let r =
             obj(json!({"id": 3, "result": {"resultType": "input_required", "_meta": {"a": 1}}}));
-        let (tool, seq) = s.on_response("x2", &r).unwrap();
-        let ev = s.outcome_event(&tool, seq, &r);
+        let record = s.on_response("x2", &r).unwrap();
+        let ev = s.outcome_event(&record, &r);
         assert_eq!(
             ev["effects"]["return_value"],
             json!({"resultType": "input_required"})
@@ -527,13 +496,11 @@ mod tests {
             json!({"approver": "alice", "prompt": "p", "decision": "approved", "decided_at_us": 5});
         let decided = |approved, why| Stage::Decided {
             approval: &approval,
-            held_seq: Some(3),
             approved,
             why,
         };
         let ev = s.intent_event("w", &args, &Value::Null, None, decided(true, ""));
         assert_eq!(valid(&ev).human_approval.unwrap().approver, "alice");
-        assert_eq!(ev["delegation_provenance"]["parent_event"]["seq"], 3);
         assert_eq!(ev["execution"]["command"], "tools/call");
         let ev = s.intent_event("w", &args, &Value::Null, None, decided(false, "rejected"));
         assert!(ev.get("execution").is_none());
@@ -541,21 +508,22 @@ mod tests {
     }
 
     #[test]
-    fn outcomes_link_to_their_intent() {
+    fn a_call_is_one_event_completed_by_its_answer() {
         let mut s = Session::new("stdio", "x".into());
-        s.on_call_forwarded(id_key(&json!(5)), "echo", Some(41));
+        s.on_call_forwarded(id_key(&json!(5)), rec("echo"));
         let resp = obj(json!({"id": 5, "error": {"code": -32602, "message": "bad"}}));
-        let (tool, seq) = s.on_response("5", &resp).unwrap();
-        let ev = s.outcome_event(&tool, seq, &resp);
-        assert_eq!(ev["delegation_provenance"]["parent_event"]["seq"], 41);
+        let record = s.on_response("5", &resp).unwrap();
+        let ev = s.outcome_event(&record, &resp);
+        assert_eq!(ev["intent"]["tool"], "echo");
+        assert_eq!(ev["execution"]["command"], "tools/call");
         assert_eq!(ev["effects"]["error"], "JSON-RPC error -32602: bad");
         valid(&ev);
-        s.on_call_forwarded(id_key(&json!("a")), "slow", Some(42));
+        s.on_call_forwarded(id_key(&json!("a")), rec("slow"));
         let left = s.take_pending_calls();
-        assert_eq!(
-            left,
-            vec![("\"a\"".to_owned(), "slow".to_owned(), Some(42))]
-        );
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].0, "\"a\"");
+        let ev = s.unknown_outcome_event(&left[0].1, "gone");
+        assert_eq!(ev["effects"]["error"], "outcome unknown: gone");
         assert!(s.take_pending_calls().is_empty());
     }
 }

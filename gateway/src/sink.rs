@@ -85,25 +85,22 @@ impl Sink {
         }
     }
 
-    /// Hands `event` (a JSON object of `docs/event.schema.json`) to the recorder. Through
-    /// `afr serve` it is recorded durably under `idempotency_key` before this returns (a retry
-    /// with the same key returns the first event's number and records nothing); in the store
-    /// opened here it is sequenced now and durable once the ticket settles, so that events
-    /// handed over together share one synced write.
-    pub fn submit(
-        &mut self,
-        event: &Value,
-        idempotency_key: impl FnOnce() -> String,
-    ) -> Result<Ticket, SinkError> {
+    /// Hands `event` (a JSON object of `docs/event.schema.json`) to the recorder under
+    /// `idempotency_key` (a second event under the same key is not recorded: the first one's
+    /// number is returned). Through `afr serve` it is durable before this returns; in the
+    /// store opened here it is sequenced now and durable once the ticket settles, so that
+    /// events handed over together share one synced write.
+    pub fn submit(&mut self, event: &Value, idempotency_key: &str) -> Result<Ticket, SinkError> {
         match self {
             Sink::Direct(r) => {
                 let bytes =
                     serde_json::to_vec(event).map_err(|e| SinkError::Invalid(e.to_string()))?;
                 let input = EventInput::from_json(&bytes, DEFAULT_MAX_EVENT_BYTES)
                     .map_err(|e| SinkError::Invalid(e.to_string()))?;
-                // No idempotency key: a failed submit recorded nothing, so a retry cannot
-                // record twice.
-                let seq = r.submit(input)?.seq;
+                let seq = r
+                    .submit_idempotent(idempotency_key.as_bytes(), input)?
+                    .receipt
+                    .seq;
                 Ok(Ticket::Pending {
                     recorder: r.clone(),
                     seq,
@@ -112,7 +109,7 @@ impl Sink {
             Sink::Server(c) => {
                 let mut body = event.clone();
                 if let Value::Object(m) = &mut body {
-                    m.insert("idempotency_key".into(), idempotency_key().into());
+                    m.insert("idempotency_key".into(), idempotency_key.into());
                 }
                 let bytes =
                     serde_json::to_vec(&body).map_err(|e| SinkError::Invalid(e.to_string()))?;

@@ -20,11 +20,10 @@ pub use crate::gate::code;
 use crate::{
     approvals::Ruling,
     gate::{
-        Admission, ELICITATION_ID_PREFIX, Gate, Held, ToolCall, elicitation_request,
-        elicitation_ruling, parse_client_message,
+        Admission, CallRecord, ELICITATION_ID_PREFIX, Forward, Gate, Held, ToolCall,
+        elicitation_request, elicitation_ruling, parse_client_message,
     },
     session::{Session, id_key},
-    sink::Ticket,
 };
 
 /// Longest JSON-RPC message (one line) relayed, in bytes, by default.
@@ -82,11 +81,12 @@ fn warn(m: &str) {
 /// Records "outcome unknown" for every call still waiting, and answers each with an error.
 fn abandon_pending(gate: &Gate, state: &Shared, why: &str, out: &Out) {
     let mut st = lock(state);
-    for (key, tool, seq) in st.session.take_pending_calls() {
-        let ev = st.session.unknown_outcome_event(&tool, seq, why);
-        if let Err(e) = gate.record(&ev, "unknown") {
+    for (key, record) in st.session.take_pending_calls() {
+        let ev = st.session.unknown_outcome_event(&record, why);
+        if let Err(e) = gate.record(&record.key, &ev) {
             warn(&format!(
-                "outcome of `{tool}` (unknown: {why}) not recorded: {e}"
+                "outcome of `{}` (unknown: {why}) not recorded: {e}",
+                record.event["intent"]["tool"]
             ));
         }
         let id = serde_json::from_str(&key).unwrap_or(Value::Null);
@@ -123,10 +123,11 @@ impl Out {
 enum ToServer {
     /// Relay as is.
     Line(Vec<u8>),
-    /// A `tools/call`: relay once its intent is durable, else answer the client's refusal.
+    /// A `tools/call`: relay once its journal entry is durable, else answer the client's
+    /// refusal.
     Call {
         line: Vec<u8>,
-        ticket: Ticket,
+        fwd: Forward,
         id: Value,
         tool: String,
     },
@@ -186,11 +187,10 @@ fn read_line(r: &mut impl BufRead, cap: usize, buf: &mut Vec<u8>) -> std::io::Re
 /// Runs the gateway until the server exits; returns the exit code to use.
 ///
 /// Four threads, so that recording never stalls reading: the caller's reads the client and
-/// hands each call's intent to the recorder; a second writes to the server in order, each
-/// call once its intent is durable; a third reads the server and hands each answer's outcome
-/// to the recorder; a fourth writes to the client in order (an answer after its outcome was
-/// handed over; it is durable with the next group commit). Calls in flight together share
-/// synced writes. A fifth waits for SIGTERM, SIGINT or SIGHUP.
+/// journals each call; a second writes to the server in order, each call once its journal
+/// entry is durable (calls in flight together share one sync); a third reads the server and
+/// hands each call's completed event to the recorder; a fourth writes to the client in order.
+/// A fifth waits for SIGTERM, SIGINT or SIGHUP.
 pub fn run(opts: WrapOptions) -> Result<i32, WrapError> {
     let (program, args) = opts.command.split_first().ok_or(WrapError::NoCommand)?;
     let command_line = opts
@@ -280,7 +280,7 @@ struct Relay {
 /// What to do with one client line.
 enum Action {
     Relay,
-    Call { ticket: Ticket, tool: String },
+    Call { fwd: Forward, tool: String },
     Done,
 }
 
@@ -311,9 +311,9 @@ impl Relay {
             let (action, id) = self.check_client_line(&buf);
             let msg = match action {
                 Action::Relay => ToServer::Line(buf.clone()),
-                Action::Call { ticket, tool } => ToServer::Call {
+                Action::Call { fwd, tool } => ToServer::Call {
                     line: buf.clone(),
-                    ticket,
+                    fwd,
                     id,
                     tool,
                 },
@@ -364,7 +364,7 @@ impl Relay {
         };
         let tool = call.tool.clone();
         match self.gate.admit(&st.session, call) {
-            Admission::Forward(ticket) => (Action::Call { ticket, tool }, id),
+            Admission::Forward(fwd) => (Action::Call { fwd, tool }, id),
             Admission::Refuse(r) => {
                 out.error(&id, r.code, &r.message);
                 (Action::Done, id)
@@ -412,16 +412,14 @@ impl Relay {
         let tool = held.call.tool.clone();
         let st = lock(&self.state);
         match self.gate.conclude(&st.session, held, &ruling) {
-            Ok(seq) => {
+            Ok(fwd) => {
                 drop(st);
-                let ticket = Ticket::Done(seq.ok_or_else(String::new));
                 let call = ToServer::Call {
                     line,
-                    ticket,
+                    fwd,
                     id: id.clone(),
                     tool,
                 };
-                // With --fail-open an unrecorded approval is forwarded: settle it as such.
                 if self.to_server.send(call).is_err() {
                     warn("an approved call could not be forwarded: the server is gone");
                 }
@@ -450,14 +448,14 @@ fn write_server(
                 ToServer::Line(line) => line,
                 ToServer::Call {
                     line,
-                    ticket,
+                    fwd,
                     id,
                     tool,
-                } => match gate.settle_intent(&tool, ticket) {
-                    Ok(seq) => {
+                } => match gate.settle_intent(&tool, &fwd.ticket) {
+                    Ok(()) => {
                         lock(state)
                             .session
-                            .on_call_forwarded(id_key(&id), &tool, seq);
+                            .on_call_forwarded(id_key(&id), fwd.record);
                         line
                     }
                     Err(r) => {
@@ -507,12 +505,15 @@ fn read_server(
             && let Some(id) = m.get("id")
         {
             let mut st = lock(state);
-            if let Some((tool, seq)) = st.session.on_response(&id_key(id), &m) {
-                let ev = st.session.outcome_event(&tool, seq, &m);
+            if let Some(record) = st.session.on_response(&id_key(id), &m) {
+                let event = st.session.outcome_event(&record, &m);
                 drop(st);
-                // The outcome shares the next synced write (an intent's, or its own within
-                // a millisecond); the answer does not wait for it.
-                gate.defer(ev);
+                // The call's event is handed to the recorder before the answer is relayed,
+                // which does not wait for it to be written (Gate::complete).
+                gate.complete(CallRecord {
+                    key: record.key,
+                    event,
+                });
             }
         }
         if to_client.send(msg).is_err() {
@@ -541,7 +542,7 @@ fn write_client(
                     let _ = o.flush();
                     drop(o);
                     abandon_pending(gate, state, "the server exited before answering", out);
-                    gate.flush();
+                    gate.close_journal();
                     let code = lock(child).wait().ok().and_then(|s| s.code()).unwrap_or(1);
                     std::process::exit(code);
                 }
@@ -583,7 +584,7 @@ fn on_signal(gate: &Gate, state: &Shared, out: &Out, child: &Arc<Mutex<Child>>) 
         &format!("the gateway was stopped by signal {signo}"),
         out,
     );
-    gate.flush();
+    gate.close_journal();
     let mut c = lock(child);
     let _ = c.kill();
     let _ = c.wait();

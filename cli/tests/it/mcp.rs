@@ -155,17 +155,31 @@ pub(super) fn events(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Sends `tools/call` `id` of server-everything's minute-long operation, and waits until its
-/// intent is recorded (it is durable before the server sees the call).
+/// Sends `tools/call` `id` of server-everything's minute-long operation, and waits until it
+/// is journaled (the journal is synced before the server sees the call).
 fn long_call_recorded(c: &mut Client, dir: &Path, id: u64) {
     c.send_raw(&format!(
         r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"trigger-long-running-operation","arguments":{{"duration":60,"steps":60}}}}}}"#
     ));
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while events(dir).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "no intent event");
+    while !journal_text(dir).contains("trigger-long-running-operation") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call was not journaled"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Everything in the gateway journals of `dir`.
+pub(super) fn journal_text(dir: &Path) -> String {
+    let mut all = String::new();
+    if let Ok(entries) = std::fs::read_dir(dir.join("gateway-journal")) {
+        for e in entries.flatten() {
+            all.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+        }
+    }
+    all
 }
 
 /// `afr mcp wrap` over server-everything, with call `id` of its minute-long operation in
@@ -207,16 +221,8 @@ pub(super) fn kill(pid: &str, signal: &str) {
     );
 }
 
-/// The sequence numbers of every event in the store.
-pub(super) fn seqs_of(dir: &Path) -> Vec<u64> {
-    query_lines(dir)
-        .iter()
-        .map(|v| v["seq"].as_u64().unwrap())
-        .collect()
-}
-
 #[test]
-fn mcp_wrap_relays_byte_for_byte_and_records_intent_then_outcome() {
+fn mcp_wrap_relays_byte_for_byte_and_records_one_event_per_call() {
     let (tmp, dir) = initialised();
     let tap = tmp.path();
     let mut c = Client::start(
@@ -275,11 +281,10 @@ fn mcp_wrap_relays_byte_for_byte_and_records_intent_then_outcome() {
     from_server.extend_from_slice(&received[gateway_answer_len..]);
     assert_eq!(from_server, tap_out);
 
-    // Two calls, two events each: intent, then outcome linked to it.
+    // Two calls, one event each, complete: intent, execution, effects, provenance.
     let evs = events(&dir);
-    let seqs = seqs_of(&dir);
-    assert_eq!(evs.len(), 4, "{evs:#?}");
-    let (intent, outcome) = (&evs[0], &evs[1]);
+    assert_eq!(evs.len(), 2, "{evs:#?}");
+    let intent = &evs[0];
     assert_eq!(intent["category"], "api");
     assert_eq!(
         intent["intent"],
@@ -309,23 +314,17 @@ fn mcp_wrap_relays_byte_for_byte_and_records_intent_then_outcome() {
         sources[1]["uri"],
         "traceparent:00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     );
-    assert!(intent.get("effects").is_none());
-    assert_eq!(outcome["intent"]["tool"], "echo");
     assert_eq!(
-        outcome["delegation_provenance"]["parent_event"]["seq"],
-        seqs[0]
-    );
-    assert_eq!(
-        outcome["effects"]["return_value"]["content"][0]["text"],
+        intent["effects"]["return_value"]["content"][0]["text"],
         "Echo: héllo"
     );
-    assert_eq!(intent["lane"], outcome["lane"]);
-    assert_eq!(evs[2]["intent"]["tool"], "get-structured-content");
-    assert_eq!(
-        evs[3]["delegation_provenance"]["parent_event"]["seq"],
-        seqs[2]
-    );
-    assert!(evs[3]["effects"]["return_value"]["structuredContent"]["humidity"].is_number());
+    assert!(intent.get("delegation_provenance").is_none());
+    assert_eq!(intent["lane"], evs[1]["lane"]);
+    assert_eq!(evs[1]["intent"]["tool"], "get-structured-content");
+    assert_eq!(evs[1]["intent"]["args"], json!({"location": "Chicago"}));
+    assert!(evs[1]["effects"]["return_value"]["structuredContent"]["humidity"].is_number());
+    // Nothing is left in the gateway's journal.
+    assert!(journal_text(&dir).is_empty());
 }
 
 #[test]
@@ -400,7 +399,7 @@ reason = "writes only under notes/"
     );
 
     let evs = events(&dir);
-    assert_eq!(evs.len(), 3, "{evs:#?}");
+    assert_eq!(evs.len(), 2, "{evs:#?}");
     let d = &evs[0];
     assert_eq!(d["intent"]["tool"], "write_file");
     assert_eq!(
@@ -417,11 +416,11 @@ reason = "writes only under notes/"
     assert_eq!(a["policy_evaluation"][0]["verdict"], "allow");
     // server-filesystem annotates write_file as destructive: its arguments are the mutation.
     assert_eq!(a["execution"]["mutation"]["content"], "fine");
-    assert!(evs[2]["delegation_provenance"]["parent_event"]["seq"].is_u64());
+    assert!(a["effects"]["return_value"]["content"].is_array(), "{a}");
 }
 
 #[test]
-fn mcp_wrap_server_killed_mid_call_leaves_the_intent_and_outcome_unknown() {
+fn mcp_wrap_server_killed_mid_call_records_outcome_unknown() {
     let (tmp, dir) = initialised();
     let pidfile = tmp.path().join("server.pid");
     let command = vec![
@@ -446,18 +445,14 @@ fn mcp_wrap_server_killed_mid_call_leaves_the_intent_and_outcome_unknown() {
     assert_ne!(code, Some(0));
 
     let evs = events(&dir);
-    let seqs = seqs_of(&dir);
-    assert_eq!(evs.len(), 2, "{evs:#?}");
+    assert_eq!(evs.len(), 1, "{evs:#?}");
     assert_eq!(evs[0]["intent"]["tool"], "trigger-long-running-operation");
     assert_eq!(evs[0]["intent"]["args"]["duration"], 60);
-    assert_eq!(
-        evs[1]["delegation_provenance"]["parent_event"]["seq"],
-        seqs[0]
-    );
+    assert_eq!(evs[0]["execution"]["command"], "tools/call");
     assert_text(
-        &evs[1]["effects"]["error"],
+        &evs[0]["effects"]["error"],
         "outcome unknown: the server exited",
-        &evs[1],
+        &evs[0],
     );
 }
 
@@ -484,9 +479,9 @@ fn mcp_wrap_records_through_a_running_afr_serve() {
     assert_eq!(code, Some(0));
     // Read through the server, which holds the store open.
     let evs = events(&dir);
-    assert_eq!(evs.len(), 2, "{evs:#?}");
+    assert_eq!(evs.len(), 1, "{evs:#?}");
     assert_eq!(evs[0]["intent"]["args"], json!({"a": 2, "b": 3}));
-    assert!(evs[1]["effects"]["return_value"]["content"].is_array());
+    assert!(evs[0]["effects"]["return_value"]["content"].is_array());
     let (st, err) = terminate(server);
     assert_eq!(st, Some(0), "{err}");
 }
@@ -529,28 +524,10 @@ fn mcp_wrap_stopped_mid_call_records_outcome_unknown() {
     let (_, _, code) = c.finish();
     assert_eq!(code, Some(128 + 15));
     let evs = events(&dir);
-    assert_eq!(evs.len(), 2, "{evs:#?}");
-    let err = evs[1]["effects"]["error"].as_str().unwrap();
+    assert_eq!(evs.len(), 1, "{evs:#?}");
+    let err = evs[0]["effects"]["error"].as_str().unwrap();
     assert_eq!(err, "outcome unknown: the gateway was stopped by signal 15");
-}
-
-/// Asserts that event `outcome` answers event `intent` with `text` as its first content.
-pub(super) fn assert_answered(
-    evs: &[Value],
-    seqs: &[u64],
-    intent: usize,
-    outcome: usize,
-    text: &str,
-) {
-    let o = &evs[outcome];
-    assert_eq!(
-        o["delegation_provenance"]["parent_event"]["seq"], seqs[intent],
-        "{o}"
-    );
-    assert_eq!(
-        o["effects"]["return_value"]["content"][0]["text"], text,
-        "{o}"
-    );
+    assert_eq!(evs[0]["intent"]["args"]["duration"], 60);
 }
 
 /// Waits until `n` calls are held in the approval queue; they, oldest first.
@@ -647,26 +624,26 @@ fn mcp_wrap_escalated_calls_wait_for_afr_approve_or_reject() {
     assert!(held_calls(&dir, 0).is_empty(), "the queue is left empty");
 
     let evs = events(&dir);
-    let seqs = seqs_of(&dir);
-    assert_eq!(evs.len(), 5, "{evs:#?}");
-    // Held: the escalation, no execution yet.
-    assert_eq!(evs[0]["policy_evaluation"][0]["verdict"], "escalate");
-    assert!(evs[0].get("execution").is_none() && evs[0].get("human_approval").is_none());
-    // Approved: the approval, then the execution, linked to the held record.
-    let a = &evs[1];
+    // One event per call: the escalation, the decision and what followed.
+    assert_eq!(evs.len(), 2, "{evs:#?}");
+    let a = &evs[0];
+    assert_eq!(a["policy_evaluation"][0]["verdict"], "escalate");
+    assert_eq!(
+        a["policy_evaluation"][0]["guardrail"],
+        "writes-need-a-human"
+    );
     assert_eq!(a["human_approval"]["approver"], "alice@example.org");
     assert_eq!(a["human_approval"]["decision"], "approved");
     assert_eq!(a["human_approval"]["prompt"], prompt.as_str());
-    assert_eq!(a["delegation_provenance"]["parent_event"]["seq"], seqs[0]);
-    assert_eq!(a["execution"]["mutation"]["content"], "ok");
-    assert_eq!(
-        evs[2]["delegation_provenance"]["parent_event"]["seq"],
-        seqs[1]
+    assert!(
+        a["human_approval"]["decided_at_us"].as_u64().unwrap()
+            <= a["timestamp_us"].as_u64().unwrap()
     );
-    assert!(evs[2]["effects"]["return_value"]["content"].is_array());
+    assert_eq!(a["execution"]["mutation"]["content"], "ok");
+    assert!(a["effects"]["return_value"]["content"].is_array(), "{a}");
     // Rejected: recorded, never executed.
-    assert_eq!(evs[3]["policy_evaluation"][0]["verdict"], "escalate");
-    let r = &evs[4];
+    let r = &evs[1];
+    assert_eq!(r["policy_evaluation"][0]["verdict"], "escalate");
     assert_eq!(r["human_approval"]["approver"], "bob");
     assert_eq!(r["human_approval"]["decision"], "rejected");
     assert!(r.get("execution").is_none());
@@ -751,11 +728,18 @@ fn mcp_wrap_asks_a_client_that_can_elicit_and_rejects_on_timeout() {
     );
 
     let evs = events(&dir);
-    let decisions: Vec<_> = evs
-        .iter()
-        .filter(|e| e.get("human_approval").is_some())
-        .collect();
-    assert_eq!(decisions.len(), 3, "{evs:#?}");
+    assert_eq!(evs.len(), 3, "one event per call: {evs:#?}");
+    // In the order the calls were made (an event is recorded when its call is over).
+    let by_message = |m: &str| {
+        evs.iter()
+            .find(|e| e["intent"]["args"]["message"] == m)
+            .unwrap_or_else(|| panic!("no event for {m}: {evs:#?}"))
+    };
+    let decisions = [by_message("m2"), by_message("m3"), by_message("m4")];
+    assert_eq!(
+        decisions[0]["effects"]["return_value"]["content"][0]["text"],
+        "Echo: m2"
+    );
     assert_eq!(
         decisions[0]["human_approval"]["approver"],
         "user of MCP client afr-test-client"
@@ -770,23 +754,30 @@ fn mcp_wrap_asks_a_client_that_can_elicit_and_rejects_on_timeout() {
 }
 
 #[test]
-fn mcp_wrap_killed_mid_call_leaves_its_intent_without_an_outcome() {
+fn mcp_wrap_killed_mid_call_leaves_its_intent_recorded_with_outcome_unknown() {
     let (_tmp, dir) = initialised();
     let mut c = long_call_through_wrap(&dir, 3);
-    // kill -9: no handler runs; what was durable before forwarding is all there is.
+    // kill -9: no handler runs; the journal, synced before the call was forwarded, remains.
     c.child.kill().unwrap();
     c.child.wait().unwrap();
-    let evs = events(&dir);
-    assert_eq!(evs.len(), 1, "{evs:#?}");
-    assert_eq!(evs[0]["intent"]["tool"], "trigger-long-running-operation");
-    assert_eq!(evs[0]["execution"]["command"], "tools/call");
-    assert!(evs[0].get("effects").is_none());
-    // Its descendants: none, so its outcome is unknown.
-    let seq = seqs_of(&dir)[0];
-    let out = afr_testkit::ok(afr(&dir).args(["query", "--json", &format!("descendants({seq})")]));
+    assert!(journal_text(&dir).contains("trigger-long-running-operation"));
+    // The next reader of the log records it, once.
+    for _ in 0..2 {
+        let evs = events(&dir);
+        assert_eq!(evs.len(), 1, "{evs:#?}");
+        let e = &evs[0];
+        assert_eq!(e["intent"]["tool"], "trigger-long-running-operation");
+        assert_eq!(e["intent"]["args"]["steps"], 60);
+        assert_eq!(e["execution"]["command"], "tools/call");
+        assert_text(
+            &e["effects"]["error"],
+            "outcome unknown: the gateway (pid ",
+            e,
+        );
+        assert_text(&e["effects"]["error"], "recovered from its journal", e);
+    }
     assert!(
-        String::from_utf8_lossy(&out.stdout).trim().is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
+        journal_text(&dir).is_empty(),
+        "the journal is gone once recorded"
     );
 }

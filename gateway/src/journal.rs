@@ -1,0 +1,327 @@
+//! The gateway's write-ahead journal: how one event per `tools/call` can be written after the
+//! call, while nothing runs unrecorded.
+//!
+//! A call's event needs its effects, which exist only once the server has answered; the call
+//! may not reach the server before it is recorded. So the gateway first appends the call's
+//! event as known so far (intent, execution, evaluation, provenance) to its journal and syncs
+//! the journal; only then does it forward the call. When the answer comes, the complete event
+//! goes to the recorder under the call's idempotency key, and the journal notes the call done.
+//!
+//! ```text
+//!  <dir>/gateway-journal/<pid>.<nonce>.jsonl      (0600, one file per gateway process)
+//!  {"key":"mcp:…","event":{…intent, execution…}}   appended, synced before forwarding
+//!  {"done":"mcp:…"}                               appended once its event is durable
+//! ```
+//!
+//! If the gateway dies (`kill -9`), its journal outlives it: [`recover`] records each call it
+//! holds without a `done` line as one event with `effects.error` = `outcome unknown: …`, under
+//! the same idempotency key (so a call whose event was written just before the crash is not
+//! recorded twice), then deletes the journal. Every gateway runs it when it starts, and so do
+//! `afr query`, `afr status` and `afr export` before they read the log.
+//!
+//! Syncs are shared: [`Journal::append`] writes without syncing and returns the end offset;
+//! [`Journal::sync_to`] syncs once for every append made so far, so calls in flight together
+//! share one `fdatasync`.
+
+use std::{
+    collections::BTreeMap,
+    fs::{File, OpenOptions},
+    io::{BufRead, BufReader, Write},
+    os::unix::fs::{DirBuilderExt, OpenOptionsExt},
+    path::{Path, PathBuf},
+    sync::{Mutex, MutexGuard},
+};
+
+use serde_json::{Value, json};
+
+/// The journals' directory under a recorder directory.
+pub fn journal_dir(dir: &Path) -> PathBuf {
+    dir.join("gateway-journal")
+}
+
+/// A journal file grows until no call is pending, then is emptied once over this size.
+const ROTATE_BYTES: u64 = 16 * 1024 * 1024;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[derive(Debug)]
+struct Writer {
+    file: File,
+    /// Bytes written.
+    len: u64,
+    /// Calls appended and not yet done.
+    pending: usize,
+}
+
+/// This process's journal.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    w: Mutex<Writer>,
+    /// Bytes known to be on stable storage.
+    synced: Mutex<u64>,
+}
+
+impl Journal {
+    /// Creates this process's journal under `dir`.
+    pub fn create(dir: &Path) -> std::io::Result<Journal> {
+        let jd = journal_dir(dir);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&jd)?;
+        let path = jd.join(format!(
+            "{}.{:016x}.jsonl",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        // The file's name must survive a crash too.
+        File::open(&jd)?.sync_all()?;
+        Ok(Journal {
+            path,
+            w: Mutex::new(Writer {
+                file,
+                len: 0,
+                pending: 0,
+            }),
+            synced: Mutex::new(0),
+        })
+    }
+
+    fn write(&self, line: &Value, delta: isize) -> std::io::Result<u64> {
+        let mut b = line.to_string().into_bytes();
+        b.push(b'\n');
+        let mut w = lock(&self.w);
+        if delta < 0 && w.pending == 1 && w.len > ROTATE_BYTES {
+            // The last pending call is done: start the file afresh.
+            w.file.set_len(0)?;
+            w.file.sync_data()?;
+            w.len = 0;
+            w.pending = 0;
+            *lock(&self.synced) = 0;
+            return Ok(0);
+        }
+        w.file.write_all(&b)?;
+        w.len += b.len() as u64;
+        w.pending = w.pending.saturating_add_signed(delta);
+        Ok(w.len)
+    }
+
+    /// Appends a call's event under `key` (again, to replace what an earlier append said, e.g.
+    /// after an approval); returns the offset to [`Journal::sync_to`] before forwarding.
+    pub fn append(&self, key: &str, event: &Value, new: bool) -> std::io::Result<u64> {
+        self.write(&json!({"key": key, "event": event}), isize::from(new))
+    }
+
+    /// Notes the call `key` done: its event is durable in the recorder. Not synced (a lost
+    /// `done` line makes [`recover`] record the call again under its key, which the recorder
+    /// answers as a duplicate).
+    pub fn done(&self, key: &str) {
+        let _ = self.write(&json!({ "done": key }), -1);
+    }
+
+    /// Makes everything appended up to `offset` durable, sharing one sync among callers.
+    pub fn sync_to(&self, offset: u64) -> std::io::Result<()> {
+        let mut synced = lock(&self.synced);
+        if *synced >= offset {
+            return Ok(());
+        }
+        // Everything written so far is covered by this sync.
+        let (file, len) = {
+            let w = lock(&self.w);
+            (w.file.try_clone()?, w.len)
+        };
+        file.sync_data()?;
+        *synced = len;
+        Ok(())
+    }
+
+    /// Removes the journal if every call in it is done (else it stays, for [`recover`]);
+    /// whether it was removed.
+    pub fn remove_if_done(&self) -> bool {
+        let w = lock(&self.w);
+        w.pending == 0 && std::fs::remove_file(&self.path).is_ok()
+    }
+}
+
+/// A call left pending in a dead gateway's journal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Orphan {
+    /// Its idempotency key.
+    pub key: String,
+    /// Its event as journaled, with `effects.error` = `outcome unknown: …` added.
+    pub event: Value,
+}
+
+fn alive(pid: &str) -> bool {
+    pid.parse::<u32>()
+        .is_ok_and(|p| p == std::process::id() || Path::new(&format!("/proc/{p}")).exists())
+}
+
+/// The journals of gateways that are gone, and the calls each left pending.
+pub fn orphans(dir: &Path) -> Vec<(PathBuf, Vec<Orphan>)> {
+    let Ok(entries) = std::fs::read_dir(journal_dir(dir)) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let path = e.path();
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.ends_with(".jsonl"))
+            .and_then(|n| n.split('.').next())
+        else {
+            continue;
+        };
+        if alive(pid) {
+            continue;
+        }
+        let Ok(f) = File::open(&path) else { continue };
+        // The last journaled form of each call, in order of first appearance.
+        let mut calls: BTreeMap<usize, (String, Value)> = BTreeMap::new();
+        let mut index: BTreeMap<String, usize> = BTreeMap::new();
+        for (n, line) in BufReader::new(f).lines().enumerate() {
+            // A torn last line (the crash) is skipped: its call was never forwarded.
+            let Ok(Value::Object(m)) = line.map(|l| serde_json::from_str(&l).unwrap_or_default())
+            else {
+                continue;
+            };
+            if let Some(k) = m.get("done").and_then(Value::as_str) {
+                if let Some(i) = index.remove(k) {
+                    calls.remove(&i);
+                }
+            } else if let (Some(k), Some(ev)) =
+                (m.get("key").and_then(Value::as_str), m.get("event"))
+            {
+                let i = *index.entry(k.to_owned()).or_insert(n);
+                calls.insert(i, (k.to_owned(), ev.clone()));
+            }
+        }
+        let left = calls
+            .into_values()
+            .map(|(key, mut event)| {
+                // Without `execution` the call was held for a decision: never forwarded.
+                let why = if event.get("execution").is_some() {
+                    format!(
+                        "outcome unknown: the gateway (pid {pid}) stopped before the answer; recovered from its journal"
+                    )
+                } else {
+                    format!(
+                        "not forwarded: the gateway (pid {pid}) stopped before a decision; recovered from its journal"
+                    )
+                };
+                event["effects"] = json!({ "error": why });
+                Orphan { key, event }
+            })
+            .collect();
+        out.push((path, left));
+    }
+    out
+}
+
+/// Records, with `record`, every call that dead gateways left in their journals, and deletes
+/// each journal whose calls were all recorded; the number recorded. Failures are reported on
+/// stderr (the journal then stays, for the next try).
+pub fn recover(dir: &Path, mut record: impl FnMut(&Orphan) -> Result<(), String>) -> usize {
+    let mut n = 0;
+    for (path, left) in orphans(dir) {
+        let mut all = true;
+        for o in &left {
+            match record(o) {
+                Ok(()) => n += 1,
+                Err(e) => {
+                    eprintln!(
+                        "afr: a call left in the gateway journal {} was not recorded: {e}",
+                        path.display()
+                    );
+                    all = false;
+                }
+            }
+        }
+        if all {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    n
+}
+
+/// [`recover`] into the recorder of `dir` (through `afr serve` when it runs): what the
+/// commands that read the log run first, so that a gateway killed mid-call shows.
+pub fn recover_into(dir: &Path) -> usize {
+    if orphans(dir).is_empty() {
+        return 0;
+    }
+    let mut sink = match crate::sink::Sink::open(dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("afr: gateway journals left by stopped gateways not recorded: {e}");
+            return 0;
+        }
+    };
+    recover(dir, |o| {
+        sink.submit(&o.event, &o.key)
+            .map_err(|e| e.to_string())
+            .and_then(crate::sink::Ticket::settle)
+            .map(|_| ())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn pending_calls_of_a_dead_gateway_are_orphans() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::create(d.path()).unwrap();
+        let o1 = j
+            .append("k1", &json!({"intent": {"tool": "a"}}), true)
+            .unwrap();
+        let b = json!({"intent": {"tool": "b"}, "execution": {}});
+        let o2 = j.append("k2", &b, true).unwrap();
+        j.sync_to(o1).unwrap();
+        assert!(*lock(&j.synced) >= o2, "one sync covers both");
+        let b2 = json!({"intent": {"tool": "b2"}, "execution": {}});
+        j.append("k2", &b2, false).unwrap();
+        j.append("k3", &json!({"intent": {"tool": "held"}}), true)
+            .unwrap();
+        j.done("k1");
+        // Our own journal is alive: not an orphan.
+        assert!(orphans(d.path()).is_empty());
+        // The same file under a dead pid.
+        let dead = journal_dir(d.path()).join("999999999.0.jsonl");
+        std::fs::copy(&j.path, &dead).unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&dead)
+            .unwrap()
+            .write_all(b"{\"key\":\"torn")
+            .unwrap();
+        let got = orphans(d.path());
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].1.len(), 2);
+        assert_eq!(got[0].1[0].key, "k2");
+        assert_eq!(got[0].1[0].event["intent"]["tool"], "b2");
+        let why = |i: usize| {
+            got[0].1[i].event["effects"]["error"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert!(why(0).starts_with("outcome unknown: the gateway (pid 999999999)"));
+        assert!(why(1).starts_with("not forwarded: the gateway (pid 999999999)"));
+        assert!(!j.remove_if_done(), "k2 and k3 are pending");
+        j.done("k2");
+        j.done("k3");
+        assert!(j.remove_if_done());
+    }
+}
