@@ -7,7 +7,8 @@
 //! | Streamable HTTP | server-everything `streamableHttp` | `afr mcp proxy --upstream` it |
 //!
 //! The gateway records into a fresh store opened directly, in group durability (the
-//! default), two events per call (intent before forwarding, outcome before relaying).
+//! default): one event per call, journaled (synced) before the call is forwarded and recorded
+//! complete after the answer.
 //!
 //! Workloads, each on every side:
 //! - **latency**: one call at a time; the median and P99 from writing the request to reading
@@ -16,7 +17,7 @@
 //!   the one pipe, as an agent issuing parallel tool calls does; HTTP: one call at a time on
 //!   each of several connections).
 //!
-//! Every answer is checked (`Echo: <message>`), and at the end the store must hold two events
+//! Every answer is checked (`Echo: <message>`), and at the end the store must hold one event
 //! per call made through the gateway.
 
 use std::{
@@ -516,8 +517,8 @@ pub fn run(b: &McpBench) -> Result<ExitCode> {
     let gateway = stdio_side(wrap, b)?;
     let recorded = events_in(&afr, &wrap_dir)?;
     ensure!(
-        recorded == 2 * per_side,
-        "afr mcp wrap recorded {recorded} events for {per_side} calls (expected two per call)"
+        recorded == per_side,
+        "afr mcp wrap recorded {recorded} events for {per_side} calls (expected one per call)"
     );
     pairs.push(pair("stdio", direct, gateway));
 
@@ -550,8 +551,8 @@ pub fn run(b: &McpBench) -> Result<ExitCode> {
         drop(proxy);
         let recorded = events_in(&afr, &proxy_dir)?;
         ensure!(
-            recorded == 2 * per_side,
-            "afr mcp proxy recorded {recorded} events for {per_side} calls (expected two per call)"
+            recorded == per_side,
+            "afr mcp proxy recorded {recorded} events for {per_side} calls (expected one per call)"
         );
         pairs.push(pair("http", direct, gateway));
     }
@@ -570,7 +571,7 @@ pub fn run(b: &McpBench) -> Result<ExitCode> {
     }
     println!(
         "tools/call echo on server-everything, direct vs through the gateway (group durability, \
-         2 events per call)"
+         one event per call)"
     );
     println!(
         "{:<7} {:>13} {:>13} {:>13} {:>13} {:>11} {:>11} {:>7}",
