@@ -117,6 +117,10 @@ enum Cmd {
     /// MCP gateway: record every tool call of an MCP client, enforce a policy (docs/gateway.md).
     #[command(subcommand)]
     Mcp(mcp::McpCmd),
+    /// Receive OpenTelemetry traces (OTLP over HTTP and gRPC) and record every tool-execution
+    /// span of an agent framework as an event (docs/otlp.md). Records through `afr serve` when
+    /// it runs, else into the store.
+    Otlp(mcp::OtlpArgs),
     /// List the tool calls an MCP gateway holds for a human decision (policy `escalate`).
     Approvals {
         /// One JSON array.
@@ -277,6 +281,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => record(&cli.dir, file.as_deref(), receipts, &opts),
         Cmd::Serve(a) => serve::run(&cli.dir, cli.password_file.as_deref(), &a),
         Cmd::Mcp(m) => mcp::run(&cli.dir, m),
+        Cmd::Otlp(a) => mcp::otlp(&cli.dir, a),
         Cmd::Approvals { json } => mcp::list(&cli.dir, json),
         Cmd::Approve(a) => mcp::decide(&cli.dir, a, afr_gateway::approvals::Decision::Approved),
         Cmd::Reject(a) => mcp::decide(&cli.dir, a, afr_gateway::approvals::Decision::Rejected),

@@ -202,3 +202,49 @@ pub fn decide(dir: &Path, args: DecideArgs, decision: Decision) -> Result<ExitCo
     );
     Ok(ExitCode::SUCCESS)
 }
+
+/// `afr otlp`: the OTLP receiver.
+#[derive(Args, Debug)]
+pub struct OtlpArgs {
+    /// OTLP/HTTP address (`POST /v1/traces`, protobuf or JSON, gzip).
+    #[arg(long, default_value = "127.0.0.1:4318", value_name = "ADDR")]
+    http: std::net::SocketAddr,
+    /// OTLP/gRPC address.
+    #[arg(long, default_value = "127.0.0.1:4317", value_name = "ADDR")]
+    grpc: std::net::SocketAddr,
+    /// No HTTP receiver.
+    #[arg(long)]
+    no_http: bool,
+    /// No gRPC receiver.
+    #[arg(long)]
+    no_grpc: bool,
+    /// File whose first line is a bearer token every export must carry (`Authorization:
+    /// Bearer ...`; mode 0600); required for a non-loopback address.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Largest export body after decompression, in bytes.
+    #[arg(long, default_value_t = afr_otlp::receiver::DEFAULT_MAX_BODY)]
+    max_body: usize,
+    /// Most exports handled at once; more are answered 429 / RESOURCE_EXHAUSTED with a retry
+    /// hint.
+    #[arg(long, default_value_t = afr_otlp::receiver::DEFAULT_MAX_INFLIGHT)]
+    max_inflight: usize,
+}
+
+/// Runs `afr otlp` until SIGTERM or SIGINT.
+pub fn otlp(dir: &Path, a: OtlpArgs) -> Result<ExitCode> {
+    let token = a
+        .token_file
+        .as_deref()
+        .map(afr_server::read_token_file)
+        .transpose()?;
+    afr_otlp::serve(afr_otlp::ReceiverOptions {
+        dir: dir.to_owned(),
+        http: (!a.no_http).then_some(a.http),
+        grpc: (!a.no_grpc).then_some(a.grpc),
+        token,
+        max_body: a.max_body,
+        max_inflight: a.max_inflight,
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -53,6 +53,14 @@ pub enum Ticket {
 }
 
 impl Ticket {
+    /// The event's sequence number, known once it is sequenced (even before it is durable).
+    pub fn seq(&self) -> Option<u64> {
+        match self {
+            Ticket::Done(Ok(seq)) | Ticket::Pending { seq, .. } => Some(*seq),
+            Ticket::Done(Err(_)) => None,
+        }
+    }
+
     /// Waits until the event is durable; its sequence number.
     pub fn settle(self) -> Result<u64, String> {
         match self {

@@ -1,0 +1,463 @@
+//! From OTLP spans to AFR events (pure): one event per tool-execution span, in any of the three
+//! dialects agent frameworks speak. The mapping is documented field by field in `docs/otlp.md`.
+//!
+//! | dialect | a tool span is | tool | arguments | result |
+//! |---|---|---|---|---|
+//! | GenAI semantic conventions | `gen_ai.operation.name = execute_tool` | `gen_ai.tool.name` | `gen_ai.tool.call.arguments` | `gen_ai.tool.call.result` |
+//! | OpenInference | `openinference.span.kind = TOOL` | `tool.name` | `input.value` | `output.value` |
+//! | OpenLLMetry | `traceloop.span.kind = tool` | `gen_ai.tool.name`, `traceloop.entity.name` | `traceloop.entity.input` | `traceloop.entity.output` |
+//!
+//! Everything else is counted by kind in the [`Summary`], never dropped silently.
+
+use std::collections::HashMap;
+
+use opentelemetry_proto::tonic::{
+    collector::trace::v1::ExportTraceServiceRequest,
+    common::v1::{AnyValue, KeyValue, any_value::Value as Av},
+    trace::v1::{Span, status::StatusCode},
+};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+/// The largest argument or result recorded as is; larger ones are recorded as their size and
+/// SHA-256 (an event must fit the recorder's cap).
+pub const MAX_RECORDED_VALUE: usize = 256 * 1024;
+
+/// A tool span turned into an event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolEvent {
+    /// The idempotency key: `otlp:<trace id>:<span id>` (a retried export records nothing twice).
+    pub key: String,
+    /// The event (a JSON object of `docs/event.schema.json`).
+    pub event: Value,
+    /// The index, in the same list, of the tool span this one ran under (a sub-agent's tool
+    /// under the tool that delegated to it): its event is recorded first, and this one's
+    /// `delegation_provenance.parent_event` names it.
+    pub parent: Option<usize>,
+}
+
+/// What one export held.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// Spans in the export.
+    pub spans: u64,
+    /// Tool-execution spans, by dialect.
+    pub tool_spans: HashMap<String, u64>,
+    /// Other spans, by kind (`invoke_agent`, `chat`, `other`): seen, not recorded.
+    pub ignored: HashMap<String, u64>,
+    /// Spans refused as malformed (no trace or span id of the right length).
+    pub malformed: u64,
+}
+
+/// The dialect a tool span speaks, or what else a span is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Tool(&'static str),
+    Agent,
+    Chat,
+    Other,
+}
+
+fn get<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Av> {
+    attrs
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref())
+        .and_then(|v| v.value.as_ref())
+}
+
+fn text<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a str> {
+    match get(attrs, key)? {
+        Av::StringValue(s) if !s.is_empty() => Some(s),
+        _ => None,
+    }
+}
+
+/// An attribute value as JSON: arrays and key-value lists structurally, bytes as hex.
+pub fn json_of(v: &AnyValue) -> Value {
+    match &v.value {
+        None => Value::Null,
+        Some(Av::StringValue(s)) => Value::String(s.clone()),
+        Some(Av::BoolValue(b)) => Value::Bool(*b),
+        Some(Av::IntValue(i)) => json!(i),
+        Some(Av::DoubleValue(d)) => json!(d),
+        Some(Av::ArrayValue(a)) => Value::Array(a.values.iter().map(json_of).collect()),
+        Some(Av::KvlistValue(l)) => Value::Object(
+            l.values
+                .iter()
+                .map(|kv| {
+                    (
+                        kv.key.clone(),
+                        kv.value.as_ref().map_or(Value::Null, json_of),
+                    )
+                })
+                .collect(),
+        ),
+        Some(Av::BytesValue(b)) => Value::String(hex::encode(b)),
+        // An index into a profiles dictionary: meaningless in a trace.
+        Some(Av::StringValueStrindex(_)) => Value::Null,
+    }
+}
+
+/// A structured value: a string that holds JSON is parsed (frameworks send arguments as JSON
+/// text), anything else kept as it is.
+fn structured(v: &Av) -> Value {
+    match v {
+        Av::StringValue(s) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
+        other => json_of(&AnyValue {
+            value: Some(other.clone()),
+        }),
+    }
+}
+
+/// `v`, or its size and hash when over [`MAX_RECORDED_VALUE`].
+fn capped(v: Value) -> Value {
+    let text = v.to_string();
+    if text.len() <= MAX_RECORDED_VALUE {
+        return v;
+    }
+    json!({
+        "truncated": true,
+        "bytes": text.len(),
+        "sha256": format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(text.as_bytes()))),
+    })
+}
+
+fn kind(s: &Span) -> Kind {
+    let a = &s.attributes;
+    match text(a, "gen_ai.operation.name") {
+        Some("execute_tool") => return Kind::Tool("genai"),
+        Some("invoke_agent" | "create_agent") => return Kind::Agent,
+        Some("chat" | "text_completion" | "generate_content" | "embeddings") => return Kind::Chat,
+        _ => {}
+    }
+    match text(a, "openinference.span.kind") {
+        Some("TOOL") => return Kind::Tool("openinference"),
+        Some("AGENT" | "CHAIN") => return Kind::Agent,
+        Some("LLM") => return Kind::Chat,
+        _ => {}
+    }
+    match text(a, "traceloop.span.kind") {
+        Some("tool") => Kind::Tool("openllmetry"),
+        Some("agent" | "workflow") => Kind::Agent,
+        _ if s.name.ends_with(".tool") => Kind::Tool("openllmetry"),
+        _ => Kind::Other,
+    }
+}
+
+fn tool_name(s: &Span, dialect: &str) -> String {
+    let a = &s.attributes;
+    let named = match dialect {
+        "openinference" => text(a, "tool.name"),
+        "openllmetry" => text(a, "gen_ai.tool.name").or_else(|| text(a, "traceloop.entity.name")),
+        _ => text(a, "gen_ai.tool.name"),
+    };
+    named
+        .map(str::to_owned)
+        .or_else(|| s.name.strip_prefix("execute_tool ").map(str::to_owned))
+        .or_else(|| s.name.strip_suffix(".tool").map(str::to_owned))
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| s.name.clone())
+}
+
+fn arguments(s: &Span, dialect: &str) -> Option<Value> {
+    let a = &s.attributes;
+    match dialect {
+        "openinference" => get(a, "input.value").map(structured),
+        "openllmetry" => get(a, "traceloop.entity.input").map(|v| {
+            // `{"args": [], "kwargs": {...}}`: the keyword arguments are the call's arguments.
+            let v = structured(v);
+            match (&v["args"], &v["kwargs"]) {
+                (Value::Array(args), kw @ Value::Object(_)) if args.is_empty() => kw.clone(),
+                _ => v,
+            }
+        }),
+        _ => get(a, "gen_ai.tool.call.arguments").map(structured),
+    }
+}
+
+fn result(s: &Span, dialect: &str) -> Option<Value> {
+    let key = match dialect {
+        "openinference" => "output.value",
+        "openllmetry" => "traceloop.entity.output",
+        _ => "gen_ai.tool.call.result",
+    };
+    get(&s.attributes, key).map(structured)
+}
+
+/// The error a span reports: its status message, else its exception event, else its
+/// `error.type`.
+fn error(s: &Span) -> Option<String> {
+    let status = s.status.as_ref()?;
+    if status.code != StatusCode::Error as i32 {
+        return None;
+    }
+    if !status.message.is_empty() {
+        return Some(status.message.clone());
+    }
+    for e in &s.events {
+        if e.name == "exception" {
+            let t = text(&e.attributes, "exception.type").unwrap_or("exception");
+            return Some(match text(&e.attributes, "exception.message") {
+                Some(m) => format!("{t}: {m}"),
+                None => t.to_owned(),
+            });
+        }
+    }
+    Some(
+        text(&s.attributes, "error.type")
+            .unwrap_or("the span's status is ERROR")
+            .to_owned(),
+    )
+}
+
+/// A span with the resource it came from.
+struct Ctx<'a> {
+    span: &'a Span,
+    resource: &'a [KeyValue],
+}
+
+fn valid_ids(s: &Span) -> bool {
+    s.trace_id.len() == 16
+        && s.span_id.len() == 8
+        && (s.parent_span_id.is_empty() || s.parent_span_id.len() == 8)
+}
+
+/// The events of an export's tool spans, and what it held.
+pub fn map(req: &ExportTraceServiceRequest) -> (Vec<ToolEvent>, Summary) {
+    let mut summary = Summary::default();
+    let mut by_id: HashMap<(&[u8], &[u8]), Ctx<'_>> = HashMap::new();
+    let mut order = Vec::new();
+    for rs in &req.resource_spans {
+        let resource = rs.resource.as_ref().map_or(&[][..], |r| &r.attributes[..]);
+        for ss in &rs.scope_spans {
+            for span in &ss.spans {
+                summary.spans += 1;
+                if !valid_ids(span) {
+                    summary.malformed += 1;
+                    continue;
+                }
+                by_id.insert(
+                    (&span.trace_id[..], &span.span_id[..]),
+                    Ctx { span, resource },
+                );
+                order.push((&span.trace_id[..], &span.span_id[..]));
+            }
+        }
+    }
+    let mut events = Vec::new();
+    let mut tools: Vec<&Span> = Vec::new();
+    for id in order {
+        let Some(ctx) = by_id.get(&id) else { continue };
+        match kind(ctx.span) {
+            Kind::Tool(dialect) => {
+                *summary.tool_spans.entry(dialect.to_owned()).or_default() += 1;
+                events.push(tool_event(ctx, dialect, &by_id));
+                tools.push(ctx.span);
+            }
+            Kind::Agent => *summary.ignored.entry("invoke_agent".into()).or_default() += 1,
+            Kind::Chat => *summary.ignored.entry("chat".into()).or_default() += 1,
+            Kind::Other => *summary.ignored.entry("other".into()).or_default() += 1,
+        }
+    }
+    (parents_first(events, &tools, &by_id), summary)
+}
+
+/// `events` ordered so that a tool span's event comes after the tool span it ran under, with
+/// `parent` set to that one's index.
+fn parents_first(
+    events: Vec<ToolEvent>,
+    tools: &[&Span],
+    by_id: &HashMap<(&[u8], &[u8]), Ctx<'_>>,
+) -> Vec<ToolEvent> {
+    let index: HashMap<&[u8], usize> = tools
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (&s.span_id[..], i))
+        .collect();
+    let parent_of: Vec<Option<usize>> = tools
+        .iter()
+        .map(|s| {
+            ancestors(s, by_id)
+                .into_iter()
+                .find_map(|c| index.get(&c.span.span_id[..]).copied())
+        })
+        .collect();
+    let depth = |mut i: usize| {
+        let mut d = 0;
+        while let Some(p) = parent_of[i] {
+            i = p;
+            d += 1;
+            if d > 64 {
+                break;
+            }
+        }
+        d
+    };
+    let mut order: Vec<usize> = (0..events.len()).collect();
+    order.sort_by_key(|&i| (depth(i), i));
+    let position: HashMap<usize, usize> =
+        order.iter().enumerate().map(|(at, &i)| (i, at)).collect();
+    let mut slots: Vec<Option<ToolEvent>> = events.into_iter().map(Some).collect();
+    order
+        .iter()
+        .map(|&i| {
+            let mut e = slots[i]
+                .take()
+                .unwrap_or_else(|| unreachable!("each index once"));
+            e.parent = parent_of[i].and_then(|p| position.get(&p).copied());
+            e
+        })
+        .collect()
+}
+
+/// The spans above `s` in this export, nearest first.
+fn ancestors<'a>(s: &'a Span, by_id: &'a HashMap<(&[u8], &[u8]), Ctx<'a>>) -> Vec<&'a Ctx<'a>> {
+    let mut out = Vec::new();
+    let mut next: &[u8] = &s.parent_span_id;
+    // Bounded: a cycle of parent ids in hostile input ends here.
+    while !next.is_empty() && out.len() < 64 {
+        let Some(c) = by_id.get(&(&s.trace_id[..], next)) else {
+            break;
+        };
+        out.push(c);
+        next = &c.span.parent_span_id;
+    }
+    out
+}
+
+fn agent_name(s: &Span) -> Option<&str> {
+    let a = &s.attributes;
+    text(a, "gen_ai.agent.name")
+        .or_else(|| text(a, "agent.name"))
+        .or_else(|| text(a, "traceloop.entity.name").filter(|_| kind(s) == Kind::Agent))
+}
+
+fn model_of(s: &Span) -> Option<&str> {
+    let a = &s.attributes;
+    text(a, "gen_ai.response.model")
+        .or_else(|| text(a, "gen_ai.request.model"))
+        .or_else(|| text(a, "llm.model_name"))
+        .or_else(|| text(a, "model_name"))
+}
+
+fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<'_>>) -> ToolEvent {
+    let s = ctx.span;
+    let r = ctx.resource;
+    let tool = tool_name(s, dialect);
+    let trace = hex::encode(&s.trace_id);
+    let span_id = hex::encode(&s.span_id);
+    let agents: Vec<&Ctx<'_>> = ancestors(s, by_id)
+        .into_iter()
+        .filter(|c| kind(c.span) == Kind::Agent)
+        .collect();
+    let agent = agent_name(s).or_else(|| agents.first().and_then(|c| agent_name(c.span)));
+    // A sub-agent's tools were delegated by the agent above it.
+    let delegating = agents.get(1).and_then(|c| agent_name(c.span));
+    let conversation = [s]
+        .into_iter()
+        .chain(agents.iter().map(|c| c.span))
+        .find_map(|x| {
+            text(&x.attributes, "gen_ai.conversation.id")
+                .or_else(|| text(&x.attributes, "session.id"))
+        });
+    // The model: the chat span just before this call under the same parent, else the agent's.
+    let model = by_id
+        .values()
+        .filter(|c| {
+            kind(c.span) == Kind::Chat
+                && c.span.trace_id == s.trace_id
+                && c.span.parent_span_id == s.parent_span_id
+                && c.span.start_time_unix_nano <= s.start_time_unix_nano
+        })
+        .max_by_key(|c| c.span.start_time_unix_nano)
+        .and_then(|c| model_of(c.span))
+        .or_else(|| agents.first().and_then(|c| model_of(c.span)));
+
+    let mut ev = json!({
+        "category": if text(&s.attributes, "gen_ai.tool.type") == Some("datastore") { "retrieval" } else { "other" },
+        "lane": match conversation {
+            Some(c) => format!("conv-{c}"),
+            None => format!("trace-{trace}"),
+        },
+        "intent": {"tool": tool},
+        "execution": {
+            "command": s.name,
+            "target": text(r, "service.name").unwrap_or("unknown_service"),
+        },
+    });
+    if let Some(args) = arguments(s, dialect) {
+        ev["intent"]["args"] = capped(args);
+    }
+    let mut effects = Map::new();
+    if let Some(v) = result(s, dialect) {
+        effects.insert("return_value".into(), capped(v));
+    }
+    if let Some(e) = error(s) {
+        effects.insert("error".into(), e.into());
+    }
+    if !effects.is_empty() {
+        ev["effects"] = Value::Object(effects);
+    }
+    let mut code = Map::new();
+    if let Some(a) = agent.or_else(|| text(r, "service.name")) {
+        code.insert("agent".into(), a.into());
+    }
+    let version = text(&s.attributes, "gen_ai.agent.version")
+        .or_else(|| {
+            agents
+                .first()
+                .and_then(|c| text(&c.span.attributes, "gen_ai.agent.version"))
+        })
+        .or_else(|| text(r, "service.version"));
+    if let Some(v) = version {
+        code.insert("agent_version".into(), v.into());
+    }
+    if let Some(m) = model {
+        code.insert("model".into(), m.into());
+    }
+    ev["code_provenance"] = Value::Object(code);
+    let sdk = [
+        text(r, "telemetry.sdk.name"),
+        text(r, "telemetry.sdk.language"),
+        text(r, "telemetry.sdk.version"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(" ");
+    let mut sources = vec![
+        // The marker: this event is the agent's own account, after the fact.
+        json!({"uri": format!("otlp:{}{}", text(r, "service.name").unwrap_or("unknown_service"),
+                              if sdk.is_empty() { String::new() } else { format!(" ({sdk})") }),
+               "kind": "self_reported_span"}),
+        // The join key with the gateway's events (W3C trace context of this span).
+        json!({"uri": format!("traceparent:00-{trace}-{span_id}-01"), "kind": "otel_span"}),
+    ];
+    if let Some(id) =
+        text(&s.attributes, "gen_ai.tool.call.id").or_else(|| text(&s.attributes, "tool.id"))
+    {
+        sources.push(json!({"uri": format!("tool_call:{id}"), "kind": "tool_call_id"}));
+    }
+    ev["context_provenance"] = json!({ "sources": sources });
+    if let Some(env) =
+        text(r, "deployment.environment.name").or_else(|| text(r, "deployment.environment"))
+    {
+        ev["context_provenance"]["environment"] = env.into();
+    }
+    let mut delegation = Map::new();
+    if let Some(d) = delegating {
+        delegation.insert("delegating_agent".into(), d.into());
+    }
+    if let Some(org) = text(r, "service.namespace") {
+        delegation.insert("organisation".into(), org.into());
+    }
+    if !delegation.is_empty() {
+        ev["delegation_provenance"] = Value::Object(delegation);
+    }
+    ToolEvent {
+        key: format!("otlp:{trace}:{span_id}"),
+        event: ev,
+        parent: None,
+    }
+}

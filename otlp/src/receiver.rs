@@ -1,0 +1,539 @@
+//! `afr otlp`: OTLP/HTTP (`POST /v1/traces`, protobuf or JSON, gzip) and OTLP/gRPC
+//! (`TraceService/Export`, gzip) receivers in one process, recording through `afr serve` when
+//! it runs, else into the store.
+//!
+//! An export is answered only once the events of its tool spans are durable; each event is
+//! recorded under `otlp:<trace id>:<span id>`, so an exporter's retry of the same export
+//! records nothing twice. Limits: a request body over [`ReceiverOptions::max_body`] is refused
+//! (HTTP 413, gRPC `RESOURCE_EXHAUSTED`); more than [`ReceiverOptions::max_inflight`] exports
+//! at once are refused with HTTP 429 and `Retry-After: 1` (gRPC `RESOURCE_EXHAUSTED`), which
+//! the exporters retry.
+
+use std::{
+    net::SocketAddr,
+    path::PathBuf,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
+};
+
+use afr_gateway::sink::Sink;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::{Request, Response, StatusCode, body::Incoming, header};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+    trace_service_server::{TraceService, TraceServiceServer},
+};
+use prost::Message;
+use subtle::ConstantTimeEq;
+use zeroize::Zeroizing;
+
+use crate::map::{Summary, map};
+
+/// Settings of `afr otlp`.
+#[derive(Debug)]
+pub struct ReceiverOptions {
+    /// The recorder directory.
+    pub dir: PathBuf,
+    /// OTLP/HTTP address (`None`: no HTTP receiver).
+    pub http: Option<SocketAddr>,
+    /// OTLP/gRPC address (`None`: no gRPC receiver).
+    pub grpc: Option<SocketAddr>,
+    /// A bearer token required on every export (required for a non-loopback address).
+    pub token: Option<Zeroizing<Vec<u8>>>,
+    /// Largest request body (after decompression), in bytes.
+    pub max_body: usize,
+    /// Most exports handled at once; more are refused with a retry hint.
+    pub max_inflight: usize,
+}
+
+/// Default largest request body: 16 MiB.
+pub const DEFAULT_MAX_BODY: usize = 16 * 1024 * 1024;
+/// Default most exports at once.
+pub const DEFAULT_MAX_INFLIGHT: usize = 8;
+
+/// Errors starting the receiver.
+#[derive(Debug, thiserror::Error)]
+pub enum ReceiverError {
+    /// A non-loopback address without a token.
+    #[error(
+        "{0} is not a loopback address: give a token (--token-file) to receive from other hosts"
+    )]
+    NoToken(SocketAddr),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The async runtime could not start.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The recorder could not be opened.
+    #[error(transparent)]
+    Recorder(#[from] afr_gateway::sink::SinkError),
+    /// The gRPC server failed.
+    #[error("gRPC: {0}")]
+    Grpc(String),
+}
+
+/// Why an export was refused.
+#[derive(Debug)]
+enum Refused {
+    /// Not a valid export (the message says what is wrong).
+    Malformed(String),
+    /// Over the body limit.
+    TooLarge,
+    /// Too many exports at once.
+    Busy,
+    /// The events could not be recorded (retryable).
+    Unavailable(String),
+    /// No or a wrong token.
+    Unauthorized,
+}
+
+struct Ingest {
+    dir: PathBuf,
+    sink: Mutex<Option<Sink>>,
+    token: Option<Zeroizing<Vec<u8>>>,
+    max_body: usize,
+    max_inflight: usize,
+    inflight: AtomicUsize,
+    exports: AtomicU64,
+    recorded: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Ingest {
+    fn authorized(&self, header: Option<&[u8]>) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        header
+            .and_then(|h| h.strip_prefix(b"Bearer "))
+            .is_some_and(|t| bool::from(t.ct_eq(token)))
+    }
+
+    /// Records the tool spans of `req` durably; the partial success to answer with.
+    fn record(&self, req: &ExportTraceServiceRequest) -> Result<(u64, Summary), Refused> {
+        let (events, summary) = map(req);
+        let mut sink = lock(&self.sink);
+        if sink.is_none() {
+            *sink = Some(Sink::open(&self.dir).map_err(|e| Refused::Unavailable(e.to_string()))?);
+        }
+        let mut tickets = Vec::with_capacity(events.len());
+        // Sequence numbers by index: a sub-agent's tool names the tool that delegated to it.
+        let mut seqs: Vec<Option<u64>> = vec![None; events.len()];
+        for (i, e) in events.iter().enumerate() {
+            let s = sink
+                .as_mut()
+                .ok_or_else(|| Refused::Unavailable("no recorder".into()))?;
+            let mut event = e.event.clone();
+            if let Some(seq) = e.parent.and_then(|p| seqs[p]) {
+                event["delegation_provenance"]["parent_event"] = serde_json::json!({ "seq": seq });
+            }
+            match s.submit(&event, &e.key) {
+                Ok(t) => {
+                    seqs[i] = t.seq();
+                    tickets.push(t);
+                }
+                Err(err @ afr_gateway::sink::SinkError::Invalid(_)) => {
+                    // A span the recorder refuses (e.g. over its size cap) is reported, not
+                    // retried: the rest of the export is recorded.
+                    eprintln!("afr otlp: a tool span was refused: {err}");
+                }
+                Err(err) => {
+                    *sink = None;
+                    return Err(Refused::Unavailable(err.to_string()));
+                }
+            }
+        }
+        drop(sink);
+        let mut ok = 0;
+        for t in tickets {
+            t.settle().map_err(Refused::Unavailable)?;
+            ok += 1;
+        }
+        self.recorded.fetch_add(ok, Ordering::Relaxed);
+        let n = self.exports.fetch_add(1, Ordering::Relaxed) + 1;
+        eprintln!("afr otlp: export {n}: {}", describe(&summary, ok));
+        Ok((events.len() as u64 - ok + summary.malformed, summary))
+    }
+
+    /// Runs `f` unless too many exports are in flight.
+    fn admitted<T>(&self, f: impl FnOnce() -> Result<T, Refused>) -> Result<T, Refused> {
+        if self.inflight.fetch_add(1, Ordering::AcqRel) >= self.max_inflight {
+            self.inflight.fetch_sub(1, Ordering::AcqRel);
+            return Err(Refused::Busy);
+        }
+        let r = f();
+        self.inflight.fetch_sub(1, Ordering::AcqRel);
+        r
+    }
+}
+
+/// One line on what an export held.
+pub fn describe(s: &Summary, recorded: u64) -> String {
+    let list = |m: &std::collections::HashMap<String, u64>| {
+        let mut v: Vec<_> = m.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        v.sort();
+        v.join(", ")
+    };
+    let tools: u64 = s.tool_spans.values().sum();
+    let other: u64 = s.ignored.values().sum();
+    format!(
+        "{} spans: {tools} tool spans ({}), {recorded} recorded; {other} other spans seen, not recorded ({}){}",
+        s.spans,
+        list(&s.tool_spans),
+        list(&s.ignored),
+        if s.malformed > 0 {
+            format!("; {} malformed, rejected", s.malformed)
+        } else {
+            String::new()
+        }
+    )
+}
+
+fn partial(rejected: u64) -> Option<ExportTracePartialSuccess> {
+    (rejected > 0).then(|| ExportTracePartialSuccess {
+        rejected_spans: i64::try_from(rejected).unwrap_or(i64::MAX),
+        error_message: "spans without valid trace and span ids, or refused by the recorder".into(),
+    })
+}
+
+/// Runs the receivers until SIGTERM or SIGINT.
+pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
+    for addr in [opts.http, opts.grpc].into_iter().flatten() {
+        if !addr.ip().is_loopback() && opts.token.is_none() {
+            return Err(ReceiverError::NoToken(addr));
+        }
+    }
+    let sink = Sink::open(&opts.dir)?;
+    let ingest = Arc::new(Ingest {
+        dir: opts.dir.clone(),
+        sink: Mutex::new(Some(sink)),
+        token: opts.token,
+        max_body: opts.max_body,
+        max_inflight: opts.max_inflight.max(1),
+        inflight: AtomicUsize::new(0),
+        exports: AtomicU64::new(0),
+        recorded: AtomicU64::new(0),
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(ReceiverError::Runtime)?;
+    rt.block_on(async move {
+        let mut tasks = Vec::new();
+        if let Some(addr) = opts.http {
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| ReceiverError::Bind { addr, source })?;
+            let bound = l
+                .local_addr()
+                .map_err(|source| ReceiverError::Bind { addr, source })?;
+            eprintln!("afr otlp: OTLP/HTTP on http://{bound}/v1/traces");
+            tasks.push(tokio::spawn(http_loop(l, ingest.clone())));
+        }
+        if let Some(addr) = opts.grpc {
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| ReceiverError::Bind { addr, source })?;
+            let bound = l
+                .local_addr()
+                .map_err(|source| ReceiverError::Bind { addr, source })?;
+            eprintln!("afr otlp: OTLP/gRPC on grpc://{bound}");
+            let svc = TraceServiceServer::new(Grpc(ingest.clone()))
+                .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
+                .send_compressed(tonic::codec::CompressionEncoding::Gzip)
+                .max_decoding_message_size(ingest.max_body);
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(l);
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = tonic::transport::Server::builder()
+                    .add_service(svc)
+                    .serve_with_incoming(incoming)
+                    .await
+                {
+                    eprintln!("afr otlp: gRPC: {e}");
+                }
+            }));
+        }
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return Err(ReceiverError::Runtime(std::io::Error::other(
+                "cannot watch signals",
+            )));
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        for t in tasks {
+            t.abort();
+        }
+        eprintln!(
+            "afr otlp: stopped after {} exports, {} events recorded",
+            ingest.exports.load(Ordering::Relaxed),
+            ingest.recorded.load(Ordering::Relaxed)
+        );
+        Ok(())
+    })
+}
+
+async fn http_loop(l: tokio::net::TcpListener, ingest: Arc<Ingest>) {
+    loop {
+        let Ok((stream, _)) = l.accept().await else {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        };
+        let ingest = ingest.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| {
+                let ingest = ingest.clone();
+                async move { Ok::<_, std::convert::Infallible>(http_export(ingest, req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(std::time::Duration::from_secs(30))
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Format {
+    Protobuf,
+    Json,
+}
+
+fn respond(status: StatusCode, format: Format, body: Vec<u8>) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    let ct = match format {
+        Format::Protobuf => "application/x-protobuf",
+        Format::Json => "application/json",
+    };
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, header::HeaderValue::from_static(ct));
+    r
+}
+
+/// An OTLP `Status` (google.rpc.Status) with a message, in the request's format.
+fn status_body(format: Format, code: i32, message: &str) -> Vec<u8> {
+    match format {
+        Format::Json => serde_json::json!({"code": code, "message": message})
+            .to_string()
+            .into_bytes(),
+        Format::Protobuf => {
+            // google.rpc.Status { int32 code = 1; string message = 2; }
+            let mut b = Vec::new();
+            prost::encoding::int32::encode(1, &code, &mut b);
+            prost::encoding::string::encode(2, &message.to_owned(), &mut b);
+            b
+        }
+    }
+}
+
+fn refusal(format: Format, r: &Refused) -> Response<Full<Bytes>> {
+    let (status, code, msg) = match r {
+        Refused::Malformed(m) => (StatusCode::BAD_REQUEST, 3, m.clone()),
+        Refused::TooLarge => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            8,
+            "the export is over the size limit".to_owned(),
+        ),
+        Refused::Busy => (
+            StatusCode::TOO_MANY_REQUESTS,
+            8,
+            "too many exports at once; retry".to_owned(),
+        ),
+        Refused::Unavailable(m) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            14,
+            format!("the recorder is unavailable: {m}"),
+        ),
+        Refused::Unauthorized => (
+            StatusCode::UNAUTHORIZED,
+            16,
+            "a bearer token is required".to_owned(),
+        ),
+    };
+    let mut resp = respond(status, format, status_body(format, code, &msg));
+    if matches!(r, Refused::Busy | Refused::Unavailable(_)) {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+    }
+    resp
+}
+
+async fn http_export(ingest: Arc<Ingest>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let ct = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let format = if ct.starts_with("application/json") {
+        Format::Json
+    } else {
+        Format::Protobuf
+    };
+    if req.uri().path() != "/v1/traces" {
+        return refusal(
+            format,
+            &Refused::Malformed("the OTLP/HTTP traces path is /v1/traces".into()),
+        );
+    }
+    if req.method() != hyper::Method::POST {
+        return refusal(format, &Refused::Malformed("exports are POSTed".into()));
+    }
+    if !ct.starts_with("application/json") && !ct.starts_with("application/x-protobuf") {
+        let mut r = refusal(
+            format,
+            &Refused::Malformed(format!(
+                "unsupported content type `{ct}` (application/x-protobuf or application/json)"
+            )),
+        );
+        *r.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
+        return r;
+    }
+    let auth = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes().to_vec());
+    if !ingest.authorized(auth.as_deref()) {
+        return refusal(format, &Refused::Unauthorized);
+    }
+    let gzip = match req
+        .headers()
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+    {
+        None | Some("identity") => false,
+        Some("gzip") => true,
+        Some(other) => {
+            return refusal(
+                format,
+                &Refused::Malformed(format!("unsupported content encoding `{other}` (gzip)")),
+            );
+        }
+    };
+    let body = match Limited::new(req.into_body(), ingest.max_body)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return refusal(format, &Refused::TooLarge),
+    };
+    let work = ingest.clone();
+    let r = tokio::task::spawn_blocking(move || {
+        work.admitted(|| {
+            let body = if gzip {
+                gunzip(&body, work.max_body)?
+            } else {
+                body.to_vec()
+            };
+            let req = decode(&body, format)?;
+            work.record(&req)
+        })
+    })
+    .await
+    .unwrap_or_else(|e| Err(Refused::Unavailable(e.to_string())));
+    match r {
+        Ok((rejected, _)) => {
+            let resp = ExportTraceServiceResponse {
+                partial_success: partial(rejected),
+            };
+            let body = match format {
+                Format::Protobuf => resp.encode_to_vec(),
+                // Written by hand: the crate's serializer writes `"partialSuccess": null`.
+                Format::Json => match resp.partial_success {
+                    None => b"{}".to_vec(),
+                    Some(p) => serde_json::json!({"partialSuccess": {
+                        "rejectedSpans": p.rejected_spans.to_string(),
+                        "errorMessage": p.error_message}})
+                    .to_string()
+                    .into_bytes(),
+                },
+            };
+            respond(StatusCode::OK, format, body)
+        }
+        Err(e) => refusal(format, &e),
+    }
+}
+
+fn gunzip(b: &[u8], max: usize) -> Result<Vec<u8>, Refused> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(b)
+        .take(max as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| Refused::Malformed(format!("the gzip body cannot be read: {e}")))?;
+    if out.len() > max {
+        return Err(Refused::TooLarge);
+    }
+    Ok(out)
+}
+
+fn decode(b: &[u8], format: Format) -> Result<ExportTraceServiceRequest, Refused> {
+    match format {
+        Format::Protobuf => ExportTraceServiceRequest::decode(b)
+            .map_err(|e| Refused::Malformed(format!("not an OTLP protobuf export: {e}"))),
+        Format::Json => serde_json::from_slice(b)
+            .map_err(|e| Refused::Malformed(format!("not an OTLP/JSON export: {e}"))),
+    }
+}
+
+struct Grpc(Arc<Ingest>);
+
+#[tonic::async_trait]
+impl TraceService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let auth = request
+            .metadata()
+            .get("authorization")
+            .map(|v| v.as_bytes().to_vec());
+        if !self.0.authorized(auth.as_deref()) {
+            return Err(tonic::Status::unauthenticated("a bearer token is required"));
+        }
+        let ingest = self.0.clone();
+        let req = request.into_inner();
+        let r = tokio::task::spawn_blocking(move || ingest.admitted(|| ingest.record(&req)))
+            .await
+            .unwrap_or_else(|e| Err(Refused::Unavailable(e.to_string())));
+        match r {
+            Ok((rejected, _)) => Ok(tonic::Response::new(ExportTraceServiceResponse {
+                partial_success: partial(rejected),
+            })),
+            Err(Refused::Busy) => Err(tonic::Status::resource_exhausted(
+                "too many exports at once; retry",
+            )),
+            Err(Refused::TooLarge) => Err(tonic::Status::resource_exhausted(
+                "the export is over the size limit",
+            )),
+            Err(Refused::Unavailable(m)) => Err(tonic::Status::unavailable(format!(
+                "the recorder is unavailable: {m}"
+            ))),
+            Err(Refused::Malformed(m)) => Err(tonic::Status::invalid_argument(m)),
+            Err(Refused::Unauthorized) => {
+                Err(tonic::Status::unauthenticated("a bearer token is required"))
+            }
+        }
+    }
+}
