@@ -22,6 +22,7 @@ pub mod bench;
 pub mod cost;
 pub mod matrix;
 pub mod mcp_bench;
+pub mod otlp_bench;
 pub mod query_bench;
 pub mod report;
 pub mod rq1;

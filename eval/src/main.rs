@@ -8,7 +8,7 @@ use std::{
 };
 
 use afr_eval::{
-    bench, cost, matrix, mcp_bench, query_bench, report, scenarios, serve_bench, synth,
+    bench, cost, matrix, mcp_bench, otlp_bench, query_bench, report, scenarios, serve_bench, synth,
 };
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -82,6 +82,9 @@ enum BenchCmd {
     /// A tools/call to the reference MCP server, direct and through `afr mcp wrap` / `afr mcp
     /// proxy`: the latency and throughput the gateway costs.
     Mcp(mcp_bench::McpBench),
+    /// Tool spans over OTLP/HTTP protobuf into `afr otlp`, beside the same events POSTed to
+    /// `afr serve`: spans per second.
+    Otlp(otlp_bench::OtlpBench),
 }
 
 fn main() -> ExitCode {
@@ -145,5 +148,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Bench {
             what: BenchCmd::Mcp(b),
         } => mcp_bench::run(&b),
+        Cmd::Bench {
+            what: BenchCmd::Otlp(b),
+        } => otlp_bench::run(&b),
     }
 }

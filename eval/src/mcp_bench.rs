@@ -231,7 +231,7 @@ impl Stdio2 {
 }
 
 /// A child process killed when dropped.
-struct Killed(Child);
+pub(crate) struct Killed(Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -264,7 +264,7 @@ fn free_port() -> Result<u16> {
 }
 
 /// Starts `cmd` and waits until its stderr has a line containing `ready`; the line.
-fn start_until(mut cmd: Command, ready: &str) -> Result<(Killed, String)> {
+pub(crate) fn start_until(mut cmd: Command, ready: &str) -> Result<(Killed, String)> {
     let mut child = spawn(&mut cmd, Stdio::null(), Stdio::null(), Stdio::piped())?;
     let err = child.stderr.take().context("no stderr")?;
     let child = Killed(child);
@@ -296,7 +296,7 @@ struct Http {
     session: String,
 }
 
-fn agent() -> ureq::Agent {
+pub(crate) fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(60)))

@@ -161,7 +161,7 @@ impl Workload {
 }
 
 /// Runs `work(t)` for `t` in `0..threads` at once; the wall time and every call's latency.
-fn parallel<F>(threads: usize, work: F) -> Result<(Duration, Vec<f64>)>
+pub(crate) fn parallel<F>(threads: usize, work: F) -> Result<(Duration, Vec<f64>)>
 where
     F: Fn(usize) -> Result<Vec<f64>> + Sync,
 {
@@ -298,7 +298,7 @@ fn served_batches(socket: &Path, w: &Workload, plan: Plan) -> Result<Row> {
 }
 
 /// An ingest answer must hold `lines` receipts and no error.
-fn check_receipts(answer: &[u8], lines: usize) -> Result<()> {
+pub(crate) fn check_receipts(answer: &[u8], lines: usize) -> Result<()> {
     let v: serde_json::Value = serde_json::from_slice(answer).context("ingest answer")?;
     let receipts = v["receipts"].as_array().map_or(0, Vec::len);
     let errors = v["errors"].as_array().map_or(0, Vec::len);
@@ -310,13 +310,13 @@ fn check_receipts(answer: &[u8], lines: usize) -> Result<()> {
 
 /// One kept-alive HTTP/1.1 connection to `afr serve`'s Unix socket. Answers must carry a
 /// `Content-Length` (every answer the bench asks for does).
-struct Conn {
+pub(crate) struct Conn {
     stream: BufReader<UnixStream>,
     request: Vec<u8>,
 }
 
 impl Conn {
-    fn connect(socket: &Path) -> Result<Conn> {
+    pub(crate) fn connect(socket: &Path) -> Result<Conn> {
         let s = UnixStream::connect(socket)
             .with_context(|| format!("cannot connect to {}", socket.display()))?;
         Ok(Conn {
@@ -326,7 +326,7 @@ impl Conn {
     }
 
     /// POSTs `body` to `/v1/events`; the answer's body, which must come with status 200.
-    fn post(&mut self, content_type: &str, body: &[u8]) -> Result<Vec<u8>> {
+    pub(crate) fn post(&mut self, content_type: &str, body: &[u8]) -> Result<Vec<u8>> {
         self.request.clear();
         write!(
             self.request,
@@ -382,14 +382,14 @@ impl Conn {
 }
 
 /// An `afr serve` this bench started; stopped with SIGTERM, or killed if dropped running.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    socket: PathBuf,
+    pub(crate) socket: PathBuf,
     log: PathBuf,
 }
 
 impl Server {
-    fn start(afr: &Path, dir: &Path, args: &[String]) -> Result<Server> {
+    pub(crate) fn start(afr: &Path, dir: &Path, args: &[String]) -> Result<Server> {
         let init = Command::new(afr)
             .arg("--dir")
             .arg(dir)
@@ -440,7 +440,7 @@ impl Server {
     }
 
     /// SIGTERM (the `kill` program: this crate has no unsafe code), then the exit.
-    fn stop(&mut self) -> Result<()> {
+    pub(crate) fn stop(&mut self) -> Result<()> {
         let pid = self.child.id().to_string();
         let sent = Command::new("kill").args(["-TERM", &pid]).status()?;
         if !sent.success() {

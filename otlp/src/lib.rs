@@ -11,3 +11,5 @@ pub mod map;
 pub mod receiver;
 
 pub use receiver::{ReceiverOptions, serve};
+/// The OTLP types this crate reads (for benches and tests that build exports).
+pub use {opentelemetry_proto, prost};

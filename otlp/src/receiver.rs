@@ -5,7 +5,8 @@
 //! An export is answered only once the events of its tool spans are durable; each event is
 //! recorded under `otlp:<trace id>:<span id>`, so an exporter's retry of the same export
 //! records nothing twice. Limits: a request body over [`ReceiverOptions::max_body`] is refused
-//! (HTTP 413, gRPC `RESOURCE_EXHAUSTED`); more than [`ReceiverOptions::max_inflight`] exports
+//! (HTTP 413; gRPC: tonic's own `OUT_OF_RANGE`, or `RESOURCE_EXHAUSTED` for a gzip message);
+//! more than [`ReceiverOptions::max_inflight`] exports
 //! at once are refused with HTTP 429 and `Retry-After: 1` (gRPC `RESOURCE_EXHAUSTED`), which
 //! the exporters retry.
 

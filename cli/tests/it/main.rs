@@ -21,6 +21,7 @@ mod escape;
 mod import;
 mod mcp;
 mod mcp_peers;
+mod otlp;
 mod query;
 mod serve;
 
