@@ -83,21 +83,21 @@ python_want="${PYTHON_PINS[*]}"
 python_check='import pytest'
 pip_args=("${PYTHON_PINS[@]}")
 python_what="${PYTHON_PINS[*]}"
-if [[ -f "$mcp_reqs" ]]; then
-    python_want+=" mcp-requirements-sha256=$(sha256sum "$mcp_reqs" | cut -d' ' -f1)"
-    python_what+=" and tests/mcp/requirements.txt"
-    python_check+='; import mcp'
-    pip_args+=(-r "$mcp_reqs")
-fi
-# The OpenTelemetry SDK, exporters and Pydantic AI for the OTLP receiver's peers
-# (tests/otlp/requirements.txt; its shared pins agree with tests/mcp/requirements.txt).
+# Adds a pinned requirements file (its sha256 goes into the marker, so editing it reinstalls)
+# and the imports that show it is installed.
+add_requirements() {
+    local file="$1" name="$2" imports="$3"
+    [[ -f "$file" ]] || return 0
+    python_want+=" $name-requirements-sha256=$(sha256sum "$file" | cut -d' ' -f1)"
+    python_what+=" and ${file#"$root"/}"
+    python_check+="; import $imports"
+    pip_args+=(-r "$file")
+}
+add_requirements "$mcp_reqs" mcp mcp
+# The OpenTelemetry SDK, exporters and Pydantic AI for the OTLP receiver's peers (its shared
+# pins agree with tests/mcp/requirements.txt).
 otlp_reqs="$root/tests/otlp/requirements.txt"
-if [[ -f "$otlp_reqs" ]]; then
-    python_want+=" otlp-requirements-sha256=$(sha256sum "$otlp_reqs" | cut -d' ' -f1)"
-    python_what+=" and tests/otlp/requirements.txt"
-    python_check+='; import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http, opentelemetry.exporter.otlp.proto.grpc, pydantic_ai'
-    pip_args+=(-r "$otlp_reqs")
-fi
+add_requirements "$otlp_reqs" otlp "opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http, opentelemetry.exporter.otlp.proto.grpc, pydantic_ai"
 if [[ -d "$root/clients/python" || -f "$mcp_reqs" || -f "$otlp_reqs" ]] &&
     ! { [[ -f "$venv/.installed" && "$(cat "$venv/.installed")" == "$python_want" ]] &&
         "$venv/bin/python" -c "$python_check" 2>/dev/null; }; then

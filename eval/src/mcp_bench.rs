@@ -263,6 +263,17 @@ fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// [`start_until`], and the first `http://` URL in that line.
+pub(crate) fn start_until_url(cmd: Command, ready: &str) -> Result<(Killed, String)> {
+    let (child, line) = start_until(cmd, ready)?;
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .with_context(|| format!("no URL in {line:?}"))?
+        .to_owned();
+    Ok((child, url))
+}
+
 /// Starts `cmd` and waits until its stderr has a line containing `ready`; the line.
 pub(crate) fn start_until(mut cmd: Command, ready: &str) -> Result<(Killed, String)> {
     let mut child = spawn(&mut cmd, Stdio::null(), Stdio::null(), Stdio::piped())?;
@@ -456,7 +467,7 @@ fn http_side(url: String, b: &McpBench) -> Result<Side> {
     })
 }
 
-fn events_in(afr: &Path, dir: &Path) -> Result<u64> {
+pub(crate) fn events_in(afr: &Path, dir: &Path) -> Result<u64> {
     let out = Command::new(afr)
         .arg("--dir")
         .arg(dir)
@@ -541,12 +552,7 @@ pub fn run(b: &McpBench) -> Result<ExitCode> {
             "--upstream",
             &upstream,
         ]);
-        let (proxy, line) = start_until(proxy, "listening on http://")?;
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .context("no URL in the proxy's first line")?
-            .to_owned();
+        let (proxy, url) = start_until_url(proxy, "listening on http://")?;
         let gateway = http_side(url, b)?;
         drop(proxy);
         let recorded = events_in(&afr, &proxy_dir)?;

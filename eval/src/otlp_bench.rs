@@ -9,7 +9,7 @@
 //! Every answer is checked, and both stores must end with one event per span.
 
 use std::{
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Command, ExitCode},
     time::Instant,
 };
@@ -28,7 +28,7 @@ use clap::Args;
 use serde_json::json;
 
 use crate::{
-    mcp_bench::{agent, start_until},
+    mcp_bench::{agent, events_in, start_until_url},
     serve_bench::{Conn, Server, check_receipts, parallel},
 };
 
@@ -117,17 +117,6 @@ fn export(b: u64, n: u64) -> ExportTraceServiceRequest {
     }
 }
 
-fn events_in(afr: &Path, dir: &Path) -> Result<u64> {
-    let out = Command::new(afr)
-        .arg("--dir")
-        .arg(dir)
-        .args(["status", "--json"])
-        .output()?;
-    ensure!(out.status.success(), "afr status failed");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    v["events"].as_u64().context("no event count")
-}
-
 /// Runs `afr bench otlp` and prints its figures.
 pub fn run(b: &OtlpBench) -> Result<ExitCode> {
     let afr = match &b.afr {
@@ -170,12 +159,7 @@ pub fn run(b: &OtlpBench) -> Result<ExitCode> {
             "--max-inflight",
         ])
         .arg(clients.max(8).to_string());
-    let (receiver, line) = start_until(cmd, "OTLP/HTTP on http://")?;
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .context("no URL in the receiver's first line")?
-        .to_owned();
+    let (receiver, url) = start_until_url(cmd, "OTLP/HTTP on http://")?;
     let (otlp_wall, otlp_lat) = parallel(clients, |t| {
         let a = agent();
         let mut lat = Vec::new();

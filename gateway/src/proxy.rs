@@ -93,6 +93,23 @@ pub enum ProxyError {
         "--listen {0} is not a loopback address; the proxy authenticates nobody, so add --allow-remote to serve other hosts"
     )]
     Remote(SocketAddr),
+    /// The listener or the runtime could not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+}
+
+/// The runtime of a network service: two workers (the machines AFR targets have two cores).
+pub fn runtime() -> Result<tokio::runtime::Runtime, StartError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(StartError::Runtime)
+}
+
+/// Errors starting a network service (the proxy, the OTLP receiver).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -184,19 +201,15 @@ pub fn serve(opts: ProxyOptions) -> Result<(), ProxyError> {
     if !opts.listen.ip().is_loopback() && !opts.allow_remote {
         return Err(ProxyError::Remote(opts.listen));
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(ProxyError::Runtime)?;
+    let rt = runtime()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(opts.listen)
             .await
-            .map_err(|source| ProxyError::Bind {
+            .map_err(|source| StartError::Bind {
                 addr: opts.listen,
                 source,
             })?;
-        let addr = listener.local_addr().map_err(|source| ProxyError::Bind {
+        let addr = listener.local_addr().map_err(|source| StartError::Bind {
             addr: opts.listen,
             source,
         })?;

@@ -19,7 +19,7 @@ use std::{
     },
 };
 
-use afr_gateway::sink::Sink;
+use afr_gateway::{proxy::StartError, sink::Sink};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, Response, StatusCode, body::Incoming, header};
@@ -64,17 +64,9 @@ pub enum ReceiverError {
         "{0} is not a loopback address: give a token (--token-file) to receive from other hosts"
     )]
     NoToken(SocketAddr),
-    /// The address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The async runtime could not start.
-    #[error("cannot start the runtime: {0}")]
-    Runtime(std::io::Error),
+    /// The listener or the runtime could not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
     /// The recorder could not be opened.
     #[error(transparent)]
     Recorder(#[from] afr_gateway::sink::SinkError),
@@ -228,30 +220,16 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
         exports: AtomicU64::new(0),
         recorded: AtomicU64::new(0),
     });
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(ReceiverError::Runtime)?;
+    let rt = afr_gateway::proxy::runtime()?;
     rt.block_on(async move {
         let mut tasks = Vec::new();
         if let Some(addr) = opts.http {
-            let l = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| ReceiverError::Bind { addr, source })?;
-            let bound = l
-                .local_addr()
-                .map_err(|source| ReceiverError::Bind { addr, source })?;
+            let (l, bound) = bind(addr).await.map_err(ReceiverError::from)?;
             eprintln!("afr otlp: OTLP/HTTP on http://{bound}/v1/traces");
             tasks.push(tokio::spawn(http_loop(l, ingest.clone())));
         }
         if let Some(addr) = opts.grpc {
-            let l = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| ReceiverError::Bind { addr, source })?;
-            let bound = l
-                .local_addr()
-                .map_err(|source| ReceiverError::Bind { addr, source })?;
+            let (l, bound) = bind(addr).await.map_err(ReceiverError::from)?;
             eprintln!("afr otlp: OTLP/gRPC on grpc://{bound}");
             let svc = TraceServiceServer::new(Grpc(ingest.clone()))
                 .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
@@ -273,8 +251,8 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
         ) else {
-            return Err(ReceiverError::Runtime(std::io::Error::other(
-                "cannot watch signals",
+            return Err(ReceiverError::from(StartError::Runtime(
+                std::io::Error::other("cannot watch signals"),
             )));
         };
         tokio::select! {
@@ -291,6 +269,14 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
         );
         Ok(())
     })
+}
+
+/// A listener on `addr`, and the address it got (port 0: a free one).
+async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), StartError> {
+    let bad = |source| StartError::Bind { addr, source };
+    let l = tokio::net::TcpListener::bind(addr).await.map_err(bad)?;
+    let bound = l.local_addr().map_err(bad)?;
+    Ok((l, bound))
 }
 
 async fn http_loop(l: tokio::net::TcpListener, ingest: Arc<Ingest>) {

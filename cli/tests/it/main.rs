@@ -22,6 +22,7 @@ mod import;
 mod mcp;
 mod mcp_peers;
 mod otlp;
+mod proc;
 mod query;
 mod serve;
 

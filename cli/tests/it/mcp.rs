@@ -138,13 +138,31 @@ impl Client {
 
 /// The `afr query --json` lines of every event in the store (through `afr serve` if it runs),
 /// in order.
-fn query_lines(dir: &Path) -> Vec<Value> {
+pub(super) fn query_lines(dir: &Path) -> Vec<Value> {
     let out = afr_testkit::ok(afr(dir).args(["query", "--json", "seq in 0..1000000"]));
     out.stdout
         .split(|b| *b == b'\n')
         .filter(|l| !l.is_empty())
         .map(|l| serde_json::from_slice::<Value>(l).unwrap())
         .collect()
+}
+
+/// Polls the store until it holds at least `n` events (or 60 s pass); its `afr query --json`
+/// lines.
+pub(super) fn wait_for_lines(dir: &Path, n: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let lines = query_lines(dir);
+        if lines.len() >= n {
+            return lines;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {n} events: {lines:#?}",
+            lines.len()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Every event in the store, in order.

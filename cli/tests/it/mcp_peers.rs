@@ -4,11 +4,10 @@
 //! (Streamable HTTP). Each test asserts what the client printed and what was recorded.
 
 use std::{
-    io::{BufRead, BufReader, Read, Write},
+    io::{Read, Write},
     net::TcpStream,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    sync::mpsc::{Receiver, RecvTimeoutError, channel},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -17,23 +16,15 @@ use serde_json::{Value, json};
 use super::{
     afr, initialised,
     mcp::{events, held_calls, server_bin, tapped, write_policy},
+    proc::{Daemon, Guard, python, slurp},
 };
 
 /// How long one client run may take, and how long a daemon may take to come up.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(180);
-const START_TIMEOUT: Duration = Duration::from_secs(60);
 const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 
 fn mcp_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp")
-}
-
-/// The project's venv Python, which has PyPI `mcp` 2.3.0.
-fn python() -> PathBuf {
-    afr_testkit::installed(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python"),
-        "scripts/setup.sh",
-    )
 }
 
 fn afr_bin() -> String {
@@ -80,27 +71,6 @@ fn py_server_stdio() -> Vec<String> {
     ]
 }
 
-/// A child process this test started; killed (SIGKILL) and reaped when dropped, also on panic.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Reads all of `r` on a thread; the bytes arrive on the receiver.
-fn slurp(mut r: impl Read + Send + 'static) -> Receiver<Vec<u8>> {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = r.read_to_end(&mut b);
-        let _ = tx.send(b);
-    });
-    rx
-}
-
 /// Starts a client (stdout and stderr captured).
 fn spawn_client(c: &mut Command) -> Guard {
     Guard(
@@ -142,69 +112,6 @@ fn finish_client(mut g: Guard) -> Value {
 
 fn run_client(c: &mut Command) -> Value {
     finish_client(spawn_client(c))
-}
-
-/// A long-running process (server, proxy) whose stderr lines are read as they come.
-struct Daemon {
-    _guard: Guard,
-    lines: Receiver<String>,
-    log: Vec<String>,
-}
-
-impl Daemon {
-    fn spawn(c: &mut Command) -> Daemon {
-        let mut child = c
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let err = BufReader::new(child.stderr.take().unwrap());
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for l in err.lines() {
-                let Ok(l) = l else { return };
-                if tx.send(l).is_err() {
-                    return;
-                }
-            }
-        });
-        Daemon {
-            _guard: Guard(child),
-            lines,
-            log: Vec::new(),
-        }
-    }
-
-    /// The first stderr line `f` accepts, mapped; `None` if the process closed its stderr
-    /// (exited) first.
-    fn wait_for<T>(&mut self, f: impl Fn(&str) -> Option<T>) -> Option<T> {
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) => {
-                    let hit = f(&l);
-                    self.log.push(l);
-                    if hit.is_some() {
-                        return hit;
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => return None,
-                Err(RecvTimeoutError::Timeout) => {
-                    panic!("not ready within {START_TIMEOUT:?}: {:?}", self.log)
-                }
-            }
-        }
-    }
-
-    /// Everything it wrote on stderr so far.
-    fn stderr(&mut self) -> String {
-        while let Ok(l) = self.lines.try_recv() {
-            self.log.push(l);
-        }
-        self.log.join("\n")
-    }
 }
 
 /// A port nobody listens on now (bound, then released).
@@ -337,19 +244,10 @@ fn status_of(response: &str) -> u16 {
 
 /// Polls the store until `n` events are there (or 60 s pass); them.
 fn wait_events(dir: &Path, n: usize) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let evs = events(dir);
-        if evs.len() >= n {
-            return evs;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} of {n} events: {evs:#?}",
-            evs.len()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    super::mcp::wait_for_lines(dir, n)
+        .into_iter()
+        .map(|l| l["event"].clone())
+        .collect()
 }
 
 /// Polls the store until `n` events are there, then checks that no more came; them. A

@@ -8,50 +8,23 @@ use std::{
     io::{BufRead, BufReader, Read, Write},
     net::TcpStream,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    sync::mpsc::{Receiver, RecvTimeoutError, channel},
+    process::{Command, Stdio},
+    sync::mpsc::Receiver,
     time::{Duration, Instant},
 };
 
 use serde_json::{Value, json};
 
-use super::{afr, initialised};
+use super::{
+    afr, initialised,
+    proc::{Daemon, Guard, python, slurp},
+};
 
 /// How long an emitter run may take, and how long a daemon may take to come up.
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
-const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn otlp_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/otlp")
-}
-
-/// The project's venv Python, which has the OTel SDK and pydantic-ai (tests/otlp/requirements.txt).
-fn python() -> PathBuf {
-    afr_testkit::installed(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python"),
-        "scripts/setup.sh",
-    )
-}
-
-/// A child process this test started; killed (SIGKILL) and reaped when dropped, also on panic.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Reads all of `r` on a thread; the bytes arrive on the receiver.
-fn slurp(mut r: impl Read + Send + 'static) -> Receiver<Vec<u8>> {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = r.read_to_end(&mut b);
-        let _ = tx.send(b);
-    });
-    rx
 }
 
 /// Runs `c` to completion (at most [`RUN_TIMEOUT`]); its exit code, stdout and stderr.
@@ -82,97 +55,28 @@ fn run(c: &mut Command) -> (Option<i32>, String, String) {
 
 /// `python tests/otlp/<script> ARGS`: exits 0 (every export accepted); the JSON line it printed.
 fn emit(script: &str, args: &[&str]) -> Value {
-    let (code, out, err) = run(Command::new(python())
-        .arg(otlp_dir().join(script))
-        .args(args));
-    assert_eq!(
-        code,
-        Some(0),
-        "{script} {args:?}\nstdout: {out}\nstderr: {err}"
-    );
-    let v: Value =
-        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}\nstderr: {err}"));
-    assert_eq!(v["ok"], true, "{v}");
-    v
+    emit_expecting(script, args, true)
 }
 
 /// `python tests/otlp/<script> ARGS`, which must fail (an export refused): what it printed.
 fn emit_refused(script: &str, args: &[&str]) -> Value {
+    emit_expecting(script, args, false)
+}
+
+fn emit_expecting(script: &str, args: &[&str], ok: bool) -> Value {
     let (code, out, err) = run(Command::new(python())
         .arg(otlp_dir().join(script))
         .args(args));
+    let want = if ok { 0 } else { 1 };
     assert_eq!(
         code,
-        Some(1),
+        Some(want),
         "{script} {args:?}\nstdout: {out}\nstderr: {err}"
     );
     let v: Value =
         serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}\nstderr: {err}"));
-    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["ok"], ok, "{v}");
     v
-}
-
-/// A long-running process whose stderr lines are read as they come.
-struct Daemon {
-    guard: Guard,
-    lines: Receiver<String>,
-    log: Vec<String>,
-}
-
-impl Daemon {
-    fn spawn(c: &mut Command) -> Daemon {
-        let mut child = c
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let err = BufReader::new(child.stderr.take().unwrap());
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for l in err.lines() {
-                let Ok(l) = l else { return };
-                if tx.send(l).is_err() {
-                    return;
-                }
-            }
-        });
-        Daemon {
-            guard: Guard(child),
-            lines,
-            log: Vec::new(),
-        }
-    }
-
-    /// The first stderr line (from now on, or already read and not yet matched) that `f`
-    /// accepts, mapped; `None` if the process closed its stderr (exited) first.
-    fn wait_for<T>(&mut self, f: impl Fn(&str) -> Option<T>) -> Option<T> {
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) => {
-                    let hit = f(&l);
-                    self.log.push(l);
-                    if hit.is_some() {
-                        return hit;
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => return None,
-                Err(RecvTimeoutError::Timeout) => {
-                    panic!("no such line within {START_TIMEOUT:?}: {:?}", self.log)
-                }
-            }
-        }
-    }
-
-    /// Everything it wrote on stderr so far.
-    fn stderr(&mut self) -> String {
-        while let Ok(l) = self.lines.try_recv() {
-            self.log.push(l);
-        }
-        self.log.join("\n")
-    }
 }
 
 /// A running `afr otlp` and the addresses it bound.
@@ -237,30 +141,25 @@ impl Otlp {
 
 /// Every `{"seq", "event", ...}` line of `afr query --json`.
 fn query(dir: &Path) -> Vec<Value> {
-    let out = afr_testkit::ok(afr(dir).args(["query", "--json", "seq in 0..100000"]));
-    out.stdout
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice::<Value>(l).unwrap())
-        .collect()
+    super::mcp::query_lines(dir)
 }
 
 /// Polls the store until `n` events are there (or 60 s pass), then checks no more came.
 fn exactly(dir: &Path, n: usize) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let lines = query(dir);
-        if lines.len() >= n {
-            assert_eq!(lines.len(), n, "{lines:#?}");
-            return lines;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} of {n} events: {lines:#?}",
-            lines.len()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let lines = super::mcp::wait_for_lines(dir, n);
+    assert_eq!(lines.len(), n, "{lines:#?}");
+    lines
+}
+
+/// `get_weather` of Paris, answered 21.5 °C and clear.
+fn assert_weather(ev: &Value) {
+    assert_eq!(ev["intent"]["tool"], "get_weather", "{ev}");
+    assert_eq!(ev["intent"]["args"], json!({"city": "Paris"}), "{ev}");
+    assert_eq!(
+        ev["effects"]["return_value"],
+        json!({"temp_c": 21.5, "sky": "clear"}),
+        "{ev}"
+    );
 }
 
 /// The one line whose event's tool is `tool` and that `f` accepts.
@@ -553,7 +452,8 @@ fn raw_dialects_over_http_json_gzip() {
             .iter()
             .find(|t| t["dialect"] == dialect)
             .unwrap();
-        let span = move |name: &str| {
+
+        move |name: &str| {
             let s = t["spans"]
                 .as_array()
                 .unwrap()
@@ -564,8 +464,7 @@ fn raw_dialects_over_http_json_gzip() {
                 s["trace_id"].as_str().unwrap().to_owned(),
                 s["span_id"].as_str().unwrap().to_owned(),
             )
-        };
-        span
+        }
     };
     let lane = format!("conv-{conversation}");
 
@@ -603,12 +502,7 @@ fn raw_dialects_over_http_json_gzip() {
 
     let (t, s) = trace_of("openinference")("get_weather");
     let oi = by_span(&lines, &t, &s);
-    assert_eq!(oi["intent"]["tool"], "get_weather");
-    assert_eq!(oi["intent"]["args"], json!({"city": "Paris"}));
-    assert_eq!(
-        oi["effects"]["return_value"],
-        json!({"temp_c": 21.5, "sky": "clear"})
-    );
+    assert_weather(oi);
     assert!(oi["effects"].get("error").is_none(), "{oi}");
     assert_eq!(oi["code_provenance"]["agent"], "planner");
     assert_eq!(oi["code_provenance"]["model"], "gpt-4o-2024-08-06");
@@ -625,13 +519,8 @@ fn raw_dialects_over_http_json_gzip() {
 
     let (t, s) = trace_of("openllmetry")("get_weather.tool");
     let ollm = by_span(&lines, &t, &s);
-    assert_eq!(ollm["intent"]["tool"], "get_weather");
     // {"args": [], "kwargs": {"city": "Paris"}}: the keyword arguments.
-    assert_eq!(ollm["intent"]["args"], json!({"city": "Paris"}));
-    assert_eq!(
-        ollm["effects"]["return_value"],
-        json!({"temp_c": 21.5, "sky": "clear"})
-    );
+    assert_weather(ollm);
     assert_eq!(ollm["code_provenance"]["agent"], "planner");
     assert_eq!(ollm["execution"]["target"], "afr-raw-openllmetry");
     assert_eq!(ollm["lane"], lane);
@@ -813,7 +702,8 @@ fn malformed_and_oversized_exports_are_refused_and_lose_nothing() {
     assert_eq!(big_gz[0].meta["headers"]["Content-Encoding"], "gzip");
     let decompressed = big_gz[0].meta["decompressed_bytes"].as_u64().unwrap();
     let big_gz = big_gz[0].body.clone();
-    let (b64, _) = capture(&[
+    // OTLP/JSON with proto3-JSON (base64) ids, small enough to pass the size limit.
+    const B64: [&str; 10] = [
         "--protocol",
         "http/json",
         "--json-ids",
@@ -824,7 +714,8 @@ fn malformed_and_oversized_exports_are_refused_and_lose_nothing() {
         "s",
         "--conversation-id",
         "c",
-    ]);
+    ];
+    let (b64, _) = capture(&B64);
     let b64 = b64[0].body.clone();
     let max = 2000;
     assert!(
@@ -869,25 +760,10 @@ fn malformed_and_oversized_exports_are_refused_and_lose_nothing() {
     assert_eq!(msg["code"], 3, "{msg}");
     good_export("base64 ids");
     // ...and the emitter's exporter itself is told so (not retried, reported as failed).
-    emit_refused(
-        "emit_raw.py",
-        &[
-            "--endpoint",
-            &format!("http://{addr}"),
-            "--protocol",
-            "http/json",
-            "--json-ids",
-            "base64",
-            "--dialect",
-            "openllmetry",
-            "--service-name",
-            "s",
-            "--conversation-id",
-            "c",
-            "--timeout",
-            "5",
-        ],
-    );
+    let endpoint = format!("http://{addr}");
+    let mut args = vec!["--endpoint", &endpoint, "--timeout", "5"];
+    args.extend(B64);
+    emit_refused("emit_raw.py", &args);
     good_export("base64 ids from the exporter");
 
     // Over --max-body: as sent, and after decompression.
@@ -954,19 +830,19 @@ fn a_token_is_required_off_loopback() {
         "emit_raw.py",
         &["--endpoint", &http, "--dialect", "genai", "--timeout", "5"],
     );
-    emit_refused(
-        "emit_raw.py",
-        &[
+    fn over_grpc<'a>(grpc: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut a = vec![
             "--endpoint",
-            &grpc,
+            grpc,
             "--protocol",
             "grpc",
             "--dialect",
             "genai",
-            "--timeout",
-            "5",
-        ],
-    );
+        ];
+        a.extend_from_slice(extra);
+        a
+    }
+    emit_refused("emit_raw.py", &over_grpc(&grpc, &["--timeout", "5"]));
     assert!(query(&dir).is_empty());
 
     // With it: recorded, over HTTP (a raw request and the exporter) and gRPC.
@@ -984,19 +860,7 @@ fn a_token_is_required_off_loopback() {
         &["--endpoint", &http, "--dialect", "genai", "--header", &auth],
     );
     exactly(&dir, 6);
-    emit(
-        "emit_raw.py",
-        &[
-            "--endpoint",
-            &grpc,
-            "--protocol",
-            "grpc",
-            "--dialect",
-            "genai",
-            "--header",
-            &auth,
-        ],
-    );
+    emit("emit_raw.py", &over_grpc(&grpc, &["--header", &auth]));
     exactly(&dir, 9);
     rx.kill();
 }
