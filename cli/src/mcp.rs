@@ -229,6 +229,14 @@ pub struct OtlpArgs {
     /// hint.
     #[arg(long, default_value_t = afr_otlp::receiver::DEFAULT_MAX_INFLIGHT)]
     max_inflight: usize,
+    /// Milliseconds a tool span whose parent span has not arrived is held for it (journaled,
+    /// so the export is answered at once); then it is recorded with what is known.
+    #[arg(long, default_value_t = 6000, value_name = "MS")]
+    hold_ms: u64,
+    /// Most tool spans held at once; an export that would hold more is answered 429 /
+    /// RESOURCE_EXHAUSTED with a retry hint.
+    #[arg(long, default_value_t = afr_otlp::receiver::DEFAULT_MAX_HELD)]
+    max_held: usize,
 }
 
 /// Runs `afr otlp` until SIGTERM or SIGINT.
@@ -245,6 +253,8 @@ pub fn otlp(dir: &Path, a: OtlpArgs) -> Result<ExitCode> {
         token,
         max_body: a.max_body,
         max_inflight: a.max_inflight,
+        hold: std::time::Duration::from_millis(a.hold_ms),
+        max_held: a.max_held,
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -273,7 +273,9 @@ impl Gate {
     /// Records, under their own keys, the calls that gateways which died left in their
     /// journals (see [`journal`](crate::journal)), then deletes those journals.
     pub fn recover(&self) -> usize {
-        journal::recover(&self.dir, |o| self.record(&o.key, &o.event).map(|_| ()))
+        journal::recover(&self.dir, journal::GATEWAY, |o| {
+            self.record(&o.key, &o.event).map(|_| ())
+        })
     }
 
     /// A fresh idempotency key for a call.
@@ -371,7 +373,7 @@ impl Gate {
         }
         let mut j = lock(&self.journal);
         if j.is_none() {
-            match Journal::create(&self.dir) {
+            match Journal::create(&self.dir, journal::GATEWAY) {
                 Ok(created) => *j = Some(Arc::new(created)),
                 Err(e) => return JournalTicket::Failed(format!("the journal: {e}")),
             }

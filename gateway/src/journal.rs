@@ -34,9 +34,15 @@ use std::{
 
 use serde_json::{Value, json};
 
-/// The journals' directory under a recorder directory.
-pub fn journal_dir(dir: &Path) -> PathBuf {
-    dir.join("gateway-journal")
+/// The MCP gateway's journals: calls waiting for their answers.
+pub const GATEWAY: &str = "gateway-journal";
+/// The OTLP receiver's journals: tool spans held for a parent span that has not arrived yet.
+pub const OTLP: &str = "otlp-journal";
+
+/// The directory of the journals called `name` ([`GATEWAY`], [`OTLP`]) under a recorder
+/// directory.
+pub fn journal_dir(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
 }
 
 /// A journal file grows until no call is pending, then is emptied once over this size.
@@ -65,9 +71,9 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Creates this process's journal under `dir`.
-    pub fn create(dir: &Path) -> std::io::Result<Journal> {
-        let jd = journal_dir(dir);
+    /// Creates this process's journal `name` ([`GATEWAY`], [`OTLP`]) under `dir`.
+    pub fn create(dir: &Path, name: &str) -> std::io::Result<Journal> {
+        let jd = journal_dir(dir, name);
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -165,9 +171,11 @@ fn alive(pid: &str) -> bool {
         .is_ok_and(|p| p == std::process::id() || Path::new(&format!("/proc/{p}")).exists())
 }
 
-/// The journals of gateways that are gone, and the calls each left pending.
-pub fn orphans(dir: &Path) -> Vec<(PathBuf, Vec<Orphan>)> {
-    let Ok(entries) = std::fs::read_dir(journal_dir(dir)) else {
+/// The journals `name` of processes that are gone, and the entries each left pending: for the
+/// gateway, each call's event completed with why its outcome is unknown; for the OTLP
+/// receiver, each held span's event as it was journaled.
+pub fn orphans(dir: &Path, journal: &str) -> Vec<(PathBuf, Vec<Orphan>)> {
+    let Ok(entries) = std::fs::read_dir(journal_dir(dir, journal)) else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -208,6 +216,9 @@ pub fn orphans(dir: &Path) -> Vec<(PathBuf, Vec<Orphan>)> {
         let left = calls
             .into_values()
             .map(|(key, mut event)| {
+                if journal != GATEWAY {
+                    return Orphan { key, event };
+                }
                 // Without `execution` the call was held for a decision: never forwarded.
                 let why = if event.get("execution").is_some() {
                     format!(
@@ -227,12 +238,16 @@ pub fn orphans(dir: &Path) -> Vec<(PathBuf, Vec<Orphan>)> {
     out
 }
 
-/// Records, with `record`, every call that dead gateways left in their journals, and deletes
-/// each journal whose calls were all recorded; the number recorded. Failures are reported on
-/// stderr (the journal then stays, for the next try).
-pub fn recover(dir: &Path, mut record: impl FnMut(&Orphan) -> Result<(), String>) -> usize {
+/// Records, with `record`, every entry that dead processes left in their journals `name`, and
+/// deletes each journal whose entries were all recorded; the number recorded. Failures are
+/// reported on stderr (the journal then stays, for the next try).
+pub fn recover(
+    dir: &Path,
+    name: &str,
+    mut record: impl FnMut(&Orphan) -> Result<(), String>,
+) -> usize {
     let mut n = 0;
-    for (path, left) in orphans(dir) {
+    for (path, left) in orphans(dir, name) {
         let mut all = true;
         for o in &left {
             match record(o) {
@@ -253,25 +268,32 @@ pub fn recover(dir: &Path, mut record: impl FnMut(&Orphan) -> Result<(), String>
     n
 }
 
-/// [`recover`] into the recorder of `dir` (through `afr serve` when it runs): what the
-/// commands that read the log run first, so that a gateway killed mid-call shows.
+/// [`recover`] of both journals into the recorder of `dir` (through `afr serve` when it
+/// runs): what the commands that read the log run first, so that a gateway or a receiver
+/// killed mid-call shows.
 pub fn recover_into(dir: &Path) -> usize {
-    if orphans(dir).is_empty() {
+    let names = [GATEWAY, OTLP];
+    if names.iter().all(|n| orphans(dir, n).is_empty()) {
         return 0;
     }
     let mut sink = match crate::sink::Sink::open(dir) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("afr: gateway journals left by stopped gateways not recorded: {e}");
+            eprintln!("afr: journals left by stopped gateways or receivers not recorded: {e}");
             return 0;
         }
     };
-    recover(dir, |o| {
-        sink.submit(&o.event, &o.key)
-            .map_err(|e| e.to_string())
-            .and_then(crate::sink::Ticket::settle)
-            .map(|_| ())
-    })
+    names
+        .iter()
+        .map(|name| {
+            recover(dir, name, |o| {
+                sink.submit(&o.event, &o.key)
+                    .map_err(|e| e.to_string())
+                    .and_then(crate::sink::Ticket::settle)
+                    .map(|_| ())
+            })
+        })
+        .sum()
 }
 
 #[cfg(test)]
@@ -282,7 +304,7 @@ mod tests {
     #[test]
     fn pending_calls_of_a_dead_gateway_are_orphans() {
         let d = tempfile::tempdir().unwrap();
-        let j = Journal::create(d.path()).unwrap();
+        let j = Journal::create(d.path(), GATEWAY).unwrap();
         let o1 = j
             .append("k1", &json!({"intent": {"tool": "a"}}), true)
             .unwrap();
@@ -296,9 +318,9 @@ mod tests {
             .unwrap();
         j.done("k1");
         // Our own journal is alive: not an orphan.
-        assert!(orphans(d.path()).is_empty());
+        assert!(orphans(d.path(), GATEWAY).is_empty());
         // The same file under a dead pid.
-        let dead = journal_dir(d.path()).join("999999999.0.jsonl");
+        let dead = journal_dir(d.path(), GATEWAY).join("999999999.0.jsonl");
         std::fs::copy(&j.path, &dead).unwrap();
         std::fs::OpenOptions::new()
             .append(true)
@@ -306,7 +328,7 @@ mod tests {
             .unwrap()
             .write_all(b"{\"key\":\"torn")
             .unwrap();
-        let got = orphans(d.path());
+        let got = orphans(d.path(), GATEWAY);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].1.len(), 2);
         assert_eq!(got[0].1[0].key, "k2");

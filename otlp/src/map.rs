@@ -34,6 +34,10 @@ pub struct ToolEvent {
     /// under the tool that delegated to it): its event is recorded first, and this one's
     /// `delegation_provenance.parent_event` names it.
     pub parent: Option<usize>,
+    /// The (trace id, span id) of the span above it that this export lacks (the chain of
+    /// parents breaks there): its agent, conversation and delegation may be filled in once
+    /// that span arrives.
+    pub missing_parent: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// What one export held.
@@ -455,9 +459,12 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
     if !delegation.is_empty() {
         ev["delegation_provenance"] = Value::Object(delegation);
     }
+    let top = ancestors(s, by_id).last().map_or(s, |c| c.span);
     ToolEvent {
         key: format!("otlp:{trace}:{span_id}"),
         event: ev,
         parent: None,
+        missing_parent: (!top.parent_span_id.is_empty())
+            .then(|| (s.trace_id.clone(), top.parent_span_id.clone())),
     }
 }

@@ -11,28 +11,35 @@
 //! the exporters retry.
 
 use std::{
+    collections::{HashMap, HashSet},
     net::SocketAddr,
     path::PathBuf,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, AtomicUsize, Ordering},
     },
+    time::{Duration, Instant},
 };
 
+use afr_gateway::journal::{self, Journal};
 use afr_gateway::{proxy::StartError, sink::Sink};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, Response, StatusCode, body::Incoming, header};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
-    trace_service_server::{TraceService, TraceServiceServer},
+use opentelemetry_proto::tonic::{
+    collector::trace::v1::{
+        ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+        trace_service_server::{TraceService, TraceServiceServer},
+    },
+    resource::v1::Resource,
+    trace::v1::{ResourceSpans, ScopeSpans, Span},
 };
 use prost::Message;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-use crate::map::{Summary, map};
+use crate::map::{Summary, ToolEvent, map};
 
 /// Settings of `afr otlp`.
 #[derive(Debug)]
@@ -49,7 +56,17 @@ pub struct ReceiverOptions {
     pub max_body: usize,
     /// Most exports handled at once; more are refused with a retry hint.
     pub max_inflight: usize,
+    /// How long a tool span whose parent span has not arrived is held for it.
+    pub hold: Duration,
+    /// Most tool spans held at once; an export that would hold more is refused with a retry
+    /// hint.
+    pub max_held: usize,
 }
+
+/// Default hold for a tool span's parent: the Python SDK's batch processor exports every 5 s.
+pub const DEFAULT_HOLD: Duration = Duration::from_secs(6);
+/// Default most held spans.
+pub const DEFAULT_MAX_HELD: usize = 10_000;
 
 /// Default largest request body: 16 MiB.
 pub const DEFAULT_MAX_BODY: usize = 16 * 1024 * 1024;
@@ -90,9 +107,24 @@ enum Refused {
     Unauthorized,
 }
 
+/// A tool span held for a parent span a later export should bring.
+struct HeldSpan {
+    resource: Option<Resource>,
+    span: Span,
+    since: Instant,
+}
+
+/// The held spans, and the journal that keeps them.
+type Holding = (HashMap<String, HeldSpan>, Option<Arc<Journal>>);
+
 struct Ingest {
     dir: PathBuf,
     sink: Mutex<Option<Sink>>,
+    /// Tool spans held for their parents, by idempotency key; with the journal that keeps
+    /// them across a crash (created on the first hold).
+    held: Mutex<Holding>,
+    hold: Duration,
+    max_held: usize,
     token: Option<Zeroizing<Vec<u8>>>,
     max_body: usize,
     max_inflight: usize,
@@ -115,9 +147,103 @@ impl Ingest {
             .is_some_and(|t| bool::from(t.ct_eq(token)))
     }
 
-    /// Records the tool spans of `req` durably; the partial success to answer with.
+    /// Records the tool spans of `req` durably, and holds those whose parent span has not
+    /// arrived (journaled, synced); the number of spans rejected, and what the export held.
     fn record(&self, req: &ExportTraceServiceRequest) -> Result<(u64, Summary), Refused> {
-        let (events, summary) = map(req);
+        let (_, summary) = map(req);
+        let mut held = lock(&self.held);
+        // Spans held earlier for a parent in one of this export's traces are mapped again
+        // with it.
+        let traces: HashSet<&[u8]> = spans(req).map(|(_, s)| &s.trace_id[..]).collect();
+        let mut merged = req.clone();
+        for h in held.0.values() {
+            if traces.contains(&h.span.trace_id[..]) {
+                merged
+                    .resource_spans
+                    .push(single(h.resource.clone(), h.span.clone()));
+            }
+        }
+        let (events, _) = map(&merged);
+        let by_key: HashMap<String, (Option<&Resource>, &Span)> = spans(&merged)
+            .map(|(r, s)| {
+                (
+                    format!(
+                        "otlp:{}:{}",
+                        hex::encode(&s.trace_id),
+                        hex::encode(&s.span_id)
+                    ),
+                    (r, s),
+                )
+            })
+            .collect();
+        let now = Instant::now();
+        let (wait, go): (Vec<_>, Vec<_>) = events.into_iter().partition(|e| {
+            e.missing_parent.is_some()
+                && held
+                    .0
+                    .get(&e.key)
+                    .is_none_or(|h| now.duration_since(h.since) < self.hold)
+        });
+        let new_holds = wait.iter().filter(|e| !held.0.contains_key(&e.key)).count();
+        if held.0.len() + new_holds > self.max_held {
+            return Err(Refused::Busy);
+        }
+        let mut synced_to = None;
+        for e in &wait {
+            let Some(&(resource, span)) = by_key.get(&e.key) else {
+                continue;
+            };
+            let journal = match &held.1 {
+                Some(j) => j.clone(),
+                None => {
+                    let j = Arc::new(
+                        Journal::create(&self.dir, journal::OTLP)
+                            .map_err(|e| Refused::Unavailable(format!("the journal: {e}")))?,
+                    );
+                    held.1 = Some(j.clone());
+                    j
+                }
+            };
+            let fresh = !held.0.contains_key(&e.key);
+            let offset = journal
+                .append(&e.key, &e.event, fresh)
+                .map_err(|err| Refused::Unavailable(format!("the journal: {err}")))?;
+            synced_to = Some((journal, offset));
+            held.0.entry(e.key.clone()).or_insert(HeldSpan {
+                resource: resource.cloned(),
+                span: span.clone(),
+                since: now,
+            });
+        }
+        let keys: Vec<String> = go.iter().map(|e| e.key.clone()).collect();
+        let ok = self.write(&go)?;
+        // What was held and is now recorded leaves the journal.
+        for k in &keys {
+            if held.0.remove(k).is_some()
+                && let Some(j) = &held.1
+            {
+                j.done(k);
+            }
+        }
+        drop(held);
+        if let Some((j, offset)) = synced_to {
+            j.sync_to(offset)
+                .map_err(|e| Refused::Unavailable(format!("the journal: {e}")))?;
+        }
+        self.recorded.fetch_add(ok, Ordering::Relaxed);
+        let n = self.exports.fetch_add(1, Ordering::Relaxed) + 1;
+        let held_now = if wait.is_empty() {
+            String::new()
+        } else {
+            format!("; {} held for a parent span not received yet", wait.len())
+        };
+        eprintln!("afr otlp: export {n}: {}{held_now}", describe(&summary, ok));
+        let refused = (go.len() as u64).saturating_sub(ok);
+        Ok((refused + summary.malformed, summary))
+    }
+
+    /// Records `events` (parents before the tools under them) durably; how many.
+    fn write(&self, events: &[ToolEvent]) -> Result<u64, Refused> {
         let mut sink = lock(&self.sink);
         if sink.is_none() {
             *sink = Some(Sink::open(&self.dir).map_err(|e| Refused::Unavailable(e.to_string()))?);
@@ -155,10 +281,52 @@ impl Ingest {
             t.settle().map_err(Refused::Unavailable)?;
             ok += 1;
         }
-        self.recorded.fetch_add(ok, Ordering::Relaxed);
-        let n = self.exports.fetch_add(1, Ordering::Relaxed) + 1;
-        eprintln!("afr otlp: export {n}: {}", describe(&summary, ok));
-        Ok((events.len() as u64 - ok + summary.malformed, summary))
+        Ok(ok)
+    }
+
+    /// Records the held spans whose time is up (all of them with `all`), with what is known.
+    fn release(&self, all: bool) {
+        let mut held = lock(&self.held);
+        let now = Instant::now();
+        let due: Vec<String> = held
+            .0
+            .iter()
+            .filter(|(_, h)| all || now.duration_since(h.since) >= self.hold)
+            .map(|(k, _)| k.clone())
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let req = ExportTraceServiceRequest {
+            resource_spans: due
+                .iter()
+                .filter_map(|k| held.0.get(k))
+                .map(|h| single(h.resource.clone(), h.span.clone()))
+                .collect(),
+        };
+        let (events, _) = map(&req);
+        match self.write(&events) {
+            Ok(n) => {
+                for k in &due {
+                    held.0.remove(k);
+                    if let Some(j) = &held.1 {
+                        j.done(k);
+                    }
+                }
+                self.recorded.fetch_add(n, Ordering::Relaxed);
+                eprintln!(
+                    "afr otlp: {n} held tool spans recorded without their parent span (not received within {} ms)",
+                    self.hold.as_millis()
+                );
+            }
+            Err(e) => eprintln!("afr otlp: held tool spans not recorded yet: {e:?}"),
+        }
+        if all
+            && held.0.is_empty()
+            && let Some(j) = held.1.take()
+        {
+            j.remove_if_done();
+        }
     }
 
     /// Runs `f` unless too many exports are in flight.
@@ -170,6 +338,27 @@ impl Ingest {
         let r = f();
         self.inflight.fetch_sub(1, Ordering::AcqRel);
         r
+    }
+}
+
+/// Every span of `req`, with its resource.
+fn spans(req: &ExportTraceServiceRequest) -> impl Iterator<Item = (Option<&Resource>, &Span)> {
+    req.resource_spans.iter().flat_map(|rs| {
+        rs.scope_spans
+            .iter()
+            .flat_map(move |ss| ss.spans.iter().map(move |s| (rs.resource.as_ref(), s)))
+    })
+}
+
+/// A request part holding one span.
+fn single(resource: Option<Resource>, span: Span) -> ResourceSpans {
+    ResourceSpans {
+        resource,
+        scope_spans: vec![ScopeSpans {
+            spans: vec![span],
+            ..Default::default()
+        }],
+        ..Default::default()
     }
 }
 
@@ -219,7 +408,29 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
         inflight: AtomicUsize::new(0),
         exports: AtomicU64::new(0),
         recorded: AtomicU64::new(0),
+        held: Mutex::new((HashMap::new(), None)),
+        hold: opts.hold,
+        max_held: opts.max_held.max(1),
     });
+    // Spans a receiver that died was holding: recorded as they were journaled.
+    journal::recover(&opts.dir, journal::OTLP, |o| {
+        let mut sink = lock(&ingest.sink);
+        let s = sink.as_mut().ok_or("no recorder")?;
+        s.submit(&o.event, &o.key)
+            .map_err(|e| e.to_string())
+            .and_then(afr_gateway::sink::Ticket::settle)
+            .map(|_| ())
+    });
+    {
+        let ingest = Arc::downgrade(&ingest);
+        std::thread::spawn(move || {
+            while let Some(i) = ingest.upgrade() {
+                i.release(false);
+                drop(i);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+    }
     let rt = afr_gateway::proxy::runtime()?;
     rt.block_on(async move {
         let mut tasks = Vec::new();
@@ -262,6 +473,7 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
         for t in tasks {
             t.abort();
         }
+        tokio::task::block_in_place(|| ingest.release(true));
         eprintln!(
             "afr otlp: stopped after {} exports, {} events recorded",
             ingest.exports.load(Ordering::Relaxed),
