@@ -2,8 +2,9 @@
 # Installs what a fresh machine lacks: libclang (RocksDB's bindgen) from Debian, the pinned
 # Solidity toolchain from npm (scripts/install-tools.sh), pinned pytest and the pinned PyPI `mcp`
 # SDK (tests/mcp/requirements.txt) from PyPI in .venv/ (the Python client's tests, the MCP
-# gateway's Python peers), and the pinned MCP reference servers and TypeScript client from npm in
-# tests/mcp/ (the MCP gateway's tests). Idempotent and quick when done.
+# gateway's Python peers), the pinned MCP reference servers and TypeScript client from npm in
+# tests/mcp/ (the MCP gateway's tests), and the pinned OpenTelemetry JS SDK and OTLP/HTTP exporter
+# from npm in tests/otlp/ (the OTLP receiver's tests). Idempotent and quick when done.
 #
 # libclang detection asks what bindgen (clang-sys) would load, not whether some library with
 # "clang" in its name exists: Debian images often carry libclang-cpp (the C++ API, useless to
@@ -116,17 +117,22 @@ if [[ -d "$root/clients/python" || -f "$mcp_reqs" || -f "$otlp_reqs" ]] &&
     echo "$python_want" >"$venv/.installed"
 fi
 
-# The reference MCP servers the gateway's tests run against (cli/tests/it/mcp.rs) and the
-# TypeScript client SDK (tests/mcp/ts_client.mjs), pinned exactly in tests/mcp/package-lock.json,
-# installed with `npm ci` into tests/mcp/node_modules/ (gitignored). Skipped when the stamp
-# matches the lock file.
-mcp="$root/tests/mcp"
-if [[ -f "$mcp/package-lock.json" ]]; then
-    lock_hash="$(sha256sum "$mcp/package-lock.json" | cut -d' ' -f1)"
-    if [[ ! -f "$mcp/node_modules/.afr-installed" || "$(cat "$mcp/node_modules/.afr-installed")" != "$lock_hash" ]]; then
-        command -v npm >/dev/null || { echo "setup: npm (Node.js >= 20) is required for the MCP gateway's tests" >&2; exit 1; }
-        echo "setup: installing the pinned MCP reference servers and client into tests/mcp/node_modules/ (npm ci)" >&2
-        (cd "$mcp" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-        echo "$lock_hash" >"$mcp/node_modules/.afr-installed"
+# npm peers, each pinned exactly in its package-lock.json and installed with `npm ci` into its
+# node_modules/ (gitignored); skipped when the stamp there matches the lock file:
+# - tests/mcp/: the reference MCP servers the gateway's tests run against (cli/tests/it/mcp.rs)
+#   and the TypeScript client SDK (tests/mcp/ts_client.mjs);
+# - tests/otlp/: the OpenTelemetry JS SDK and its OTLP/HTTP (JSON) trace exporter
+#   (tests/otlp/emit_js.mjs, cli/tests/it/otlp.rs).
+npm_ci() {
+    local dir="$1" what="$2" lock_hash
+    [[ -f "$dir/package-lock.json" ]] || return 0
+    lock_hash="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)"
+    if [[ ! -f "$dir/node_modules/.afr-installed" || "$(cat "$dir/node_modules/.afr-installed")" != "$lock_hash" ]]; then
+        command -v npm >/dev/null || { echo "setup: npm (Node.js >= 20) is required for $what" >&2; exit 1; }
+        echo "setup: installing $what into ${dir#"$root"/}/node_modules/ (npm ci)" >&2
+        (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+        echo "$lock_hash" >"$dir/node_modules/.afr-installed"
     fi
-fi
+}
+npm_ci "$root/tests/mcp" "the pinned MCP reference servers and client"
+npm_ci "$root/tests/otlp" "the pinned OpenTelemetry JS SDK and OTLP exporter"

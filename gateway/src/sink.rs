@@ -73,7 +73,50 @@ impl Ticket {
     }
 }
 
+/// `s` for a URL query value: unreserved characters kept, everything else `%XX`.
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 impl Sink {
+    /// The sequence numbers of the events matching `query` (the `afr query` language), at
+    /// most `limit`: through `afr serve` (`GET /v1/events?query=`), or the store's index.
+    pub fn find(&mut self, query: &str, limit: usize) -> Result<Vec<u64>, String> {
+        match self {
+            Sink::Direct(r) => {
+                let q = afr_recorder::query::Query::parse(query).map_err(|e| e.to_string())?;
+                let mut m = r.query(&q).map_err(|e| e.to_string())?.matches;
+                m.truncate(limit);
+                Ok(m)
+            }
+            Sink::Server(c) => {
+                let target = format!("/v1/events?query={}&limit={limit}", url_encode(query));
+                let r = c
+                    .request("GET", &target, None, b"")
+                    .map_err(|e| e.to_string())?;
+                if r.status != 200 {
+                    return Err(format!(
+                        "afr serve answered {}: {}",
+                        r.status,
+                        r.error_message()
+                    ));
+                }
+                Ok(r.body
+                    .split(|b| *b == b'\n')
+                    .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+                    .filter_map(|v| v["seq"].as_u64())
+                    .collect())
+            }
+        }
+    }
+
     /// The server of `dir` if one answers, else the store opened directly.
     pub fn open(dir: &Path) -> Result<Sink, SinkError> {
         match Client::running(dir) {

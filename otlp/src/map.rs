@@ -38,6 +38,10 @@ pub struct ToolEvent {
     /// parents breaks there): its agent, conversation and delegation may be filled in once
     /// that span arrives.
     pub missing_parent: Option<(Vec<u8>, Vec<u8>)>,
+    /// The W3C trace contexts (`00-<trace>-<span>-01`) of this span and the spans under it in
+    /// the export: an MCP client sends the current one as `_meta.traceparent`, which the MCP
+    /// gateway records; an event of the gateway citing one of them is the same call.
+    pub joins: Vec<String>,
 }
 
 /// What one export held.
@@ -249,6 +253,15 @@ pub fn map(req: &ExportTraceServiceRequest) -> (Vec<ToolEvent>, Summary) {
             }
         }
     }
+    let mut children: Children<'_> = HashMap::new();
+    for c in by_id.values() {
+        if !c.span.parent_span_id.is_empty() {
+            children
+                .entry((&c.span.trace_id[..], &c.span.parent_span_id[..]))
+                .or_default()
+                .push(&c.span.span_id[..]);
+        }
+    }
     let mut events = Vec::new();
     let mut tools: Vec<&Span> = Vec::new();
     for id in order {
@@ -256,7 +269,12 @@ pub fn map(req: &ExportTraceServiceRequest) -> (Vec<ToolEvent>, Summary) {
         match kind(ctx.span) {
             Kind::Tool(dialect) => {
                 *summary.tool_spans.entry(dialect.to_owned()).or_default() += 1;
-                events.push(tool_event(ctx, dialect, &by_id));
+                let mut ev = tool_event(ctx, dialect, &by_id);
+                ev.joins = subtree(ctx.span, &children)
+                    .into_iter()
+                    .map(|id| traceparent(&ctx.span.trace_id, id))
+                    .collect();
+                events.push(ev);
                 tools.push(ctx.span);
             }
             Kind::Agent => *summary.ignored.entry("invoke_agent".into()).or_default() += 1,
@@ -265,6 +283,28 @@ pub fn map(req: &ExportTraceServiceRequest) -> (Vec<ToolEvent>, Summary) {
         }
     }
     (parents_first(events, &tools, &by_id), summary)
+}
+
+/// The span ids under each (trace id, span id) of an export.
+type Children<'a> = HashMap<(&'a [u8], &'a [u8]), Vec<&'a [u8]>>;
+
+/// `s` and the spans under it in the export (span ids), breadth first, bounded.
+fn subtree<'a>(s: &'a Span, children: &Children<'a>) -> Vec<&'a [u8]> {
+    let mut out = vec![&s.span_id[..]];
+    let mut i = 0;
+    while i < out.len() && out.len() < 64 {
+        if let Some(c) = children.get(&(&s.trace_id[..], out[i])) {
+            out.extend(c.iter().copied());
+        }
+        i += 1;
+    }
+    out.truncate(64);
+    out
+}
+
+/// The W3C trace context of a span, as the MCP gateway records it (`traceparent:` + this).
+pub fn traceparent(trace: &[u8], span: &[u8]) -> String {
+    format!("00-{}-{}-01", hex::encode(trace), hex::encode(span))
 }
 
 /// `events` ordered so that a tool span's event comes after the tool span it ran under, with
@@ -436,7 +476,7 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
                               if sdk.is_empty() { String::new() } else { format!(" ({sdk})") }),
                "kind": "self_reported_span"}),
         // The join key with the gateway's events (W3C trace context of this span).
-        json!({"uri": format!("traceparent:00-{trace}-{span_id}-01"), "kind": "otel_span"}),
+        json!({"uri": format!("traceparent:{}", traceparent(&s.trace_id, &s.span_id)), "kind": "otel_span"}),
     ];
     if let Some(id) =
         text(&s.attributes, "gen_ai.tool.call.id").or_else(|| text(&s.attributes, "tool.id"))
@@ -466,5 +506,6 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
         parent: None,
         missing_parent: (!top.parent_span_id.is_empty())
             .then(|| (s.trace_id.clone(), top.parent_span_id.clone())),
+        joins: Vec::new(),
     }
 }

@@ -259,6 +259,9 @@ impl Ingest {
             if let Some(seq) = e.parent.and_then(|p| seqs[p]) {
                 event["delegation_provenance"]["parent_event"] = serde_json::json!({ "seq": seq });
             }
+            if let Some(g) = gateway_event(s, &e.joins) {
+                link_to_gateway(&mut event, g);
+            }
             match s.submit(&event, &e.key) {
                 Ok(t) => {
                     seqs[i] = t.seq();
@@ -338,6 +341,50 @@ impl Ingest {
         let r = f();
         self.inflight.fetch_sub(1, Ordering::AcqRel);
         r
+    }
+}
+
+/// The MCP gateway's event of the same call: one citing the trace context of the span or of
+/// a span under it (`_meta.traceparent`, recorded as a `traceparent` source).
+fn gateway_event(sink: &mut Sink, joins: &[String]) -> Option<u64> {
+    if joins.is_empty() {
+        return None;
+    }
+    let uris = joins
+        .iter()
+        .map(|j| format!("context_provenance.sources[].uri = \"traceparent:{j}\""))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let q = format!("context_provenance.sources[].kind = \"traceparent\" and ({uris})");
+    match sink.find(&q, 1) {
+        Ok(seqs) => seqs.first().copied(),
+        Err(e) => {
+            eprintln!("afr otlp: looking for the gateway's record of a call failed: {e}");
+            None
+        }
+    }
+}
+
+/// Links a span's event to the gateway's event `g` of the same call instead of repeating it:
+/// the arguments and the result are the gateway's (seen in the path, before the call ran);
+/// the span adds who called it (agent, model) and its own account of an error.
+fn link_to_gateway(event: &mut serde_json::Value, g: u64) {
+    if let Some(i) = event["intent"].as_object_mut() {
+        i.remove("args");
+    }
+    if let Some(e) = event["effects"].as_object_mut() {
+        e.remove("return_value");
+        if e.is_empty() {
+            event.as_object_mut().map(|m| m.remove("effects"));
+        }
+    }
+    if event["delegation_provenance"]["parent_event"].is_null() {
+        event["delegation_provenance"]["parent_event"] = serde_json::json!({ "seq": g });
+    }
+    if let Some(sources) = event["context_provenance"]["sources"].as_array_mut() {
+        sources.push(
+            serde_json::json!({"uri": format!("afr:event/{g}"), "kind": "same_call_in_gateway"}),
+        );
     }
 }
 

@@ -2,7 +2,7 @@
 """A stdlib-only OTLP/HTTP capture sink, for checking what the emitters send.
 
 Accepts ``POST /v1/traces`` and stores each request as ``NNNN.body`` (the raw body, as received,
-still gzip-compressed if it was) and ``NNNN.json`` (method, path, headers, size, and, for a gzip
+still gzip-compressed if it was; a chunked body is de-chunked) and ``NNNN.json`` (method, path, headers, size, and, for a gzip
 body, the decompressed size) in ``--dir``. Answers 200 with an empty ExportTraceServiceResponse in
 the request's content type: ``application/x-protobuf`` -> empty body, ``application/json`` -> ``{}``.
 
@@ -52,9 +52,22 @@ def main() -> int:
             self.end_headers()
             self.wfile.write(body)
 
+        def _read_body(self) -> bytes:
+            # The JS exporter (Node http) sends `Transfer-Encoding: chunked`, no Content-Length.
+            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                parts = []
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                    if size == 0:
+                        while self.rfile.readline() not in (b"\r\n", b"\n", b""):  # trailers
+                            pass
+                        return b"".join(parts)
+                    parts.append(self.rfile.read(size))
+                    self.rfile.readline()  # CRLF after the chunk
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
         def do_POST(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length)
+            body = self._read_body()
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
             if self.path.split("?")[0] != "/v1/traces":
                 self._reply(404, b"not found", "text/plain")

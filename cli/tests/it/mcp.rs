@@ -41,7 +41,7 @@ pub(super) fn tapped(tap: &Path, server: &Path, args: &str) -> Vec<String> {
 }
 
 /// An MCP client (2025-11-25, stdio) talking to `afr mcp wrap`.
-struct Client {
+pub(super) struct Client {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<Vec<u8>>,
@@ -52,7 +52,7 @@ struct Client {
 }
 
 impl Client {
-    fn start(dir: &Path, extra: &[&str], command: &[String]) -> Client {
+    pub(super) fn start(dir: &Path, extra: &[&str], command: &[String]) -> Client {
         let mut child = afr(dir)
             .args(["mcp", "wrap"])
             .args(extra)
@@ -107,14 +107,14 @@ impl Client {
         }
     }
 
-    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+    pub(super) fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
         let m = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.send_raw(&m.to_string());
         self.response(&json!(id))
     }
 
     /// `initialize` and `notifications/initialized`; the initialize result.
-    fn initialize(&mut self) -> Value {
+    pub(super) fn initialize(&mut self) -> Value {
         let r = self.request(
             1,
             "initialize",
@@ -126,7 +126,7 @@ impl Client {
     }
 
     /// Closes stdin, reads everything left, and waits for the gateway to exit.
-    fn finish(mut self) -> (Vec<u8>, Vec<u8>, Option<i32>) {
+    pub(super) fn finish(mut self) -> (Vec<u8>, Vec<u8>, Option<i32>) {
         drop(self.stdin.take());
         while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(30)) {
             self.received.extend_from_slice(&l);

@@ -1,7 +1,8 @@
 //! `afr otlp` against REAL OpenTelemetry emitters (tests/otlp/FACTS.md, installed by
 //! scripts/setup.sh): a Pydantic AI agent run (`emit_agent.py`) and hand-built spans in the
 //! GenAI / OpenInference / OpenLLMetry dialects (`emit_raw.py`), exported by the OTel Python
-//! SDK's own OTLP exporters over HTTP (protobuf, JSON, gzip) and gRPC; plus raw HTTP requests
+//! SDK's own OTLP exporters over HTTP (protobuf, JSON, gzip) and gRPC, and by the OTel JS SDK's
+//! OTLP/HTTP JSON exporter (`emit_js.mjs`); plus raw HTTP requests
 //! re-sending bodies those exporters really sent (captured with `capture_sink.py`).
 
 use std::{
@@ -53,7 +54,8 @@ fn run(c: &mut Command) -> (Option<i32>, String, String) {
     (status.code(), text(out), text(err))
 }
 
-/// `python tests/otlp/<script> ARGS`: exits 0 (every export accepted); the JSON line it printed.
+/// `python tests/otlp/<script> ARGS` (`node` for a `.mjs`): exits 0 (every export accepted); the
+/// JSON line it printed.
 fn emit(script: &str, args: &[&str]) -> Value {
     emit_expecting(script, args, true)
 }
@@ -64,9 +66,17 @@ fn emit_refused(script: &str, args: &[&str]) -> Value {
 }
 
 fn emit_expecting(script: &str, args: &[&str], ok: bool) -> Value {
-    let (code, out, err) = run(Command::new(python())
-        .arg(otlp_dir().join(script))
-        .args(args));
+    // A `.mjs` emitter runs on Node with the pinned JS SDK in tests/otlp/node_modules.
+    let mut c = if script.ends_with(".mjs") {
+        afr_testkit::installed(
+            &otlp_dir().join("node_modules/@opentelemetry/exporter-trace-otlp-http"),
+            "scripts/setup.sh",
+        );
+        Command::new("node")
+    } else {
+        Command::new(python())
+    };
+    let (code, out, err) = run(c.arg(otlp_dir().join(script)).args(args));
     let want = if ok { 0 } else { 1 };
     assert_eq!(
         code,
@@ -536,6 +546,77 @@ fn raw_dialects_over_http_json_gzip() {
 }
 
 #[test]
+fn js_exporter_over_http_json() {
+    // The OTel JS SDK's own OTLP/HTTP exporter: JSON bodies, `Transfer-Encoding: chunked`,
+    // integer attributes as JSON numbers (tests/otlp/FACTS.md).
+    let (_tmp, dir) = initialised();
+    let mut rx = Otlp::start(&dir, &[]);
+    let url = rx.http_url();
+    let conversation = "conv-js-51c2";
+    let run = emit(
+        "emit_js.mjs",
+        &[
+            "--endpoint",
+            &url,
+            "--conversation-id",
+            conversation,
+            "--header",
+            "X-Afr-Test=js",
+        ],
+    );
+    let summary = rx.next_export_line();
+    assert!(
+        summary.contains("4 spans: 2 tool spans (genai 2), 2 recorded")
+            && summary.contains("2 other spans seen"),
+        "{summary}"
+    );
+    let lines = exactly(&dir, 2);
+    let trace = run["trace_id"].as_str().unwrap();
+    let span = |name: &str| {
+        run["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("{name}: {run}"))["span_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let lane = format!("conv-{conversation}");
+
+    let weather = by_span(&lines, trace, &span("execute_tool get_weather"));
+    assert_weather(weather);
+    assert!(weather["effects"].get("error").is_none(), "{weather}");
+    assert_eq!(weather["code_provenance"]["agent"], "planner");
+    assert_eq!(weather["code_provenance"]["model"], "gpt-4o");
+    assert_eq!(weather["lane"], lane);
+    assert_eq!(weather["execution"]["target"], "afr-otlp-js");
+    let sources = weather["context_provenance"]["sources"].as_array().unwrap();
+    assert!(
+        sources.iter().any(|s| s["uri"] == "tool_call:call_js_1"),
+        "{weather}"
+    );
+    assert!(
+        sources.iter().any(|s| s["kind"] == "self_reported_span"
+            && s["uri"]
+                .as_str()
+                .unwrap()
+                .starts_with("otlp:afr-otlp-js (opentelemetry nodejs ")),
+        "{weather}"
+    );
+
+    let delete = by_span(&lines, trace, &span("execute_tool delete_file"));
+    assert_eq!(delete["intent"]["tool"], "delete_file");
+    assert_eq!(delete["intent"]["args"], json!({"path": "/etc/passwd"}));
+    assert_eq!(delete["effects"]["error"], "permission denied: /etc/passwd");
+    assert_eq!(delete["code_provenance"]["agent"], "planner");
+    assert_eq!(delete["code_provenance"]["model"], "gpt-4o");
+    assert_eq!(delete["lane"], lane);
+    rx.kill();
+}
+
+#[test]
 fn grpc_export() {
     let (_tmp, dir) = initialised();
     let mut rx = Otlp::start(&dir, &["--no-http"]);
@@ -863,4 +944,109 @@ fn a_token_is_required_off_loopback() {
     emit("emit_raw.py", &over_grpc(&grpc, &["--header", &auth]));
     exactly(&dir, 9);
     rx.kill();
+}
+
+#[test]
+fn children_that_arrive_before_their_parents_are_held_and_completed() {
+    let (_tmp, dir) = initialised();
+    let rx = Otlp::start(&dir, &["--no-grpc", "--hold-ms", "30000"]);
+    // Each trace's tool spans are exported before the agent span above them.
+    emit(
+        "emit_raw.py",
+        &[
+            "--endpoint",
+            &rx.http_url(),
+            "--dialect",
+            "all",
+            "--children-first",
+        ],
+    );
+    let lines = exactly(&dir, 5);
+    for l in &lines {
+        // Recorded once the parent came: the agent is the agent span's, not the service.
+        assert_eq!(l["event"]["code_provenance"]["agent"], "planner", "{l}");
+        assert!(
+            l["event"]["lane"].as_str().unwrap().starts_with("conv-"),
+            "{l}"
+        );
+    }
+    // Nothing is left held: the journal holds no pending span.
+    let journal = std::fs::read_dir(dir.join("otlp-journal"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect::<String>();
+    let keys: Vec<&str> = journal
+        .lines()
+        .filter_map(|l| l.split("\"key\":\"").nth(1))
+        .collect();
+    assert_eq!(keys.len(), 5, "{journal}");
+    assert_eq!(journal.matches("\"done\"").count(), 5, "{journal}");
+}
+
+#[test]
+fn a_span_of_a_call_the_gateway_recorded_is_linked_not_repeated() {
+    let (_tmp, dir) = initialised();
+    // The gateway and the receiver share the store through `afr serve`.
+    let server = super::serve::serve(&dir, &[]);
+    let (trace, span) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let mut c = super::mcp::Client::start(
+        &dir,
+        &[],
+        &[
+            super::mcp::server_bin("mcp-server-everything")
+                .display()
+                .to_string(),
+            "stdio".into(),
+        ],
+    );
+    c.initialize();
+    let r = c.request(
+        2,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"message": "hi"},
+               "_meta": {"traceparent": format!("00-{trace}-{span}-01")}}),
+    );
+    assert_eq!(r["result"]["content"][0]["text"], "Echo: hi", "{r}");
+    c.finish();
+    let gateway = exactly(&dir, 1);
+    let g = gateway[0]["seq"].as_u64().unwrap();
+
+    // The framework's own span of that call: the same trace context.
+    let rx = Otlp::start(&dir, &["--no-grpc"]);
+    let body = json!({"resourceSpans": [{
+    "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "agent-app"}}]},
+    "scopeSpans": [{"spans": [{
+        "traceId": trace, "spanId": span, "name": "execute_tool echo", "kind": 1,
+        "startTimeUnixNano": "1796000000000000000", "endTimeUnixNano": "1796000000000500000",
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+            {"key": "gen_ai.tool.name", "value": {"stringValue": "echo"}},
+            {"key": "gen_ai.agent.name", "value": {"stringValue": "helper-agent"}},
+            {"key": "gen_ai.tool.call.arguments", "value": {"stringValue": "{\"message\":\"hi\"}"}},
+            {"key": "gen_ai.tool.call.result", "value": {"stringValue": "Echo: hi"}}
+        ]}]}]}]});
+    let r = post(
+        rx.http.as_ref().unwrap(),
+        "application/json",
+        &[],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.head);
+    let lines = exactly(&dir, 2);
+    let e = &lines[1]["event"];
+    // Linked to the gateway's event, which holds the arguments and the result as seen in the
+    // path; the span adds the agent.
+    assert_eq!(e["delegation_provenance"]["parent_event"]["seq"], g, "{e}");
+    assert!(e["intent"].get("args").is_none(), "{e}");
+    assert!(e.get("effects").is_none(), "{e}");
+    assert_eq!(e["intent"]["tool"], "echo");
+    assert_eq!(e["code_provenance"]["agent"], "helper-agent");
+    let sources = e["context_provenance"]["sources"].as_array().unwrap();
+    assert!(
+        sources.iter().any(|s| s["uri"] == format!("afr:event/{g}")),
+        "{e}"
+    );
+    drop(rx);
+    let (st, err) = super::serve::terminate(server);
+    assert_eq!(st, Some(0), "{err}");
 }
