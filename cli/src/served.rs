@@ -144,14 +144,7 @@ pub fn disclose(mut c: Client, seqs: &[u64], with_keys: bool, out: &Path) -> Res
 
 /// `%`-encodes `s` for a URL query value.
 fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    afr_gateway::sink::url_encode(s)
 }
 
 /// `afr query` through the server (the query already parsed locally).

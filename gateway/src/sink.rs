@@ -74,7 +74,7 @@ impl Ticket {
 }
 
 /// `s` for a URL query value: unreserved characters kept, everything else `%XX`.
-fn url_encode(s: &str) -> String {
+pub fn url_encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
