@@ -251,6 +251,13 @@ impl Ingest {
         let mut tickets = Vec::with_capacity(events.len());
         // Sequence numbers by index: a sub-agent's tool names the tool that delegated to it.
         let mut seqs: Vec<Option<u64>> = vec![None; events.len()];
+        // One indexed lookup for the whole export first: most exports share no call with the
+        // gateway, and then no span needs its own.
+        let joins: Vec<&String> = events.iter().flat_map(|e| &e.joins).collect();
+        let linked = match sink.as_mut() {
+            Some(s) => cites_any(s, &joins),
+            None => false,
+        };
         for (i, e) in events.iter().enumerate() {
             let s = sink
                 .as_mut()
@@ -259,7 +266,7 @@ impl Ingest {
             if let Some(seq) = e.parent.and_then(|p| seqs[p]) {
                 event["delegation_provenance"]["parent_event"] = serde_json::json!({ "seq": seq });
             }
-            if let Some(g) = gateway_event(s, &e.joins) {
+            if let Some(g) = linked.then(|| gateway_event(s, &e.joins)).flatten() {
                 link_to_gateway(&mut event, g);
             }
             match s.submit(&event, &e.key) {
@@ -341,6 +348,26 @@ impl Ingest {
         let r = f();
         self.inflight.fetch_sub(1, Ordering::AcqRel);
         r
+    }
+}
+
+/// Whether any event cites one of `joins` as a trace context (the gateway's events, or this
+/// receiver's own from an earlier copy of the export).
+fn cites_any(sink: &mut Sink, joins: &[&String]) -> bool {
+    if joins.is_empty() {
+        return false;
+    }
+    let q = joins
+        .iter()
+        .map(|j| format!("context_provenance.sources[].uri = \"traceparent:{j}\""))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    match sink.find(&q, 1) {
+        Ok(seqs) => !seqs.is_empty(),
+        Err(e) => {
+            eprintln!("afr otlp: looking for the gateway's records of calls failed: {e}");
+            false
+        }
     }
 }
 
