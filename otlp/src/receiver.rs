@@ -255,7 +255,7 @@ impl Ingest {
         // gateway, and then no span needs its own.
         let joins: Vec<&String> = events.iter().flat_map(|e| &e.joins).collect();
         let linked = match sink.as_mut() {
-            Some(s) => cites_any(s, &joins),
+            Some(s) => citing(s, &joins, false).is_some(),
             None => false,
         };
         for (i, e) in events.iter().enumerate() {
@@ -266,7 +266,8 @@ impl Ingest {
             if let Some(seq) = e.parent.and_then(|p| seqs[p]) {
                 event["delegation_provenance"]["parent_event"] = serde_json::json!({ "seq": seq });
             }
-            if let Some(g) = linked.then(|| gateway_event(s, &e.joins)).flatten() {
+            let own: Vec<&String> = e.joins.iter().collect();
+            if let Some(g) = linked.then(|| citing(s, &own, true)).flatten() {
                 link_to_gateway(&mut event, g);
             }
             match s.submit(&event, &e.key) {
@@ -351,29 +352,10 @@ impl Ingest {
     }
 }
 
-/// Whether any event cites one of `joins` as a trace context (the gateway's events, or this
-/// receiver's own from an earlier copy of the export).
-fn cites_any(sink: &mut Sink, joins: &[&String]) -> bool {
-    if joins.is_empty() {
-        return false;
-    }
-    let q = joins
-        .iter()
-        .map(|j| format!("context_provenance.sources[].uri = \"traceparent:{j}\""))
-        .collect::<Vec<_>>()
-        .join(" or ");
-    match sink.find(&q, 1) {
-        Ok(seqs) => !seqs.is_empty(),
-        Err(e) => {
-            eprintln!("afr otlp: looking for the gateway's records of calls failed: {e}");
-            false
-        }
-    }
-}
-
-/// The MCP gateway's event of the same call: one citing the trace context of the span or of
-/// a span under it (`_meta.traceparent`, recorded as a `traceparent` source).
-fn gateway_event(sink: &mut Sink, joins: &[String]) -> Option<u64> {
+/// The first event citing one of `joins` as its trace context: with `gateway_only`, only the
+/// MCP gateway's (a `traceparent` source); else any (this receiver's own from an earlier copy
+/// of the export too).
+fn citing(sink: &mut Sink, joins: &[&String], gateway_only: bool) -> Option<u64> {
     if joins.is_empty() {
         return None;
     }
@@ -382,7 +364,11 @@ fn gateway_event(sink: &mut Sink, joins: &[String]) -> Option<u64> {
         .map(|j| format!("context_provenance.sources[].uri = \"traceparent:{j}\""))
         .collect::<Vec<_>>()
         .join(" or ");
-    let q = format!("context_provenance.sources[].kind = \"traceparent\" and ({uris})");
+    let q = if gateway_only {
+        format!("context_provenance.sources[].kind = \"traceparent\" and ({uris})")
+    } else {
+        uris
+    };
     match sink.find(&q, 1) {
         Ok(seqs) => seqs.first().copied(),
         Err(e) => {

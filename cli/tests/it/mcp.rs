@@ -213,6 +213,27 @@ fn long_call_through_wrap(dir: &Path, id: u64) -> Client {
     c
 }
 
+/// server-everything over stdio, started through `sh` so that its PID lands in `pidfile`.
+fn everything_writing_its_pid(pidfile: &Path) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "echo $$ > '{}'; exec '{}' stdio",
+            pidfile.display(),
+            server_bin("mcp-server-everything").display()
+        ),
+    ]
+}
+
+/// [`long_call_through_wrap`] with the server's PID written to `pidfile`.
+fn long_call_with_server_pid(dir: &Path, pidfile: &Path, id: u64) -> Client {
+    let mut c = Client::start(dir, &[], &everything_writing_its_pid(pidfile));
+    c.initialize();
+    long_call_recorded(&mut c, dir, id);
+    c
+}
+
 /// A fresh directory `files` under `parent`, canonical (server-filesystem resolves links).
 fn files_dir(parent: &Path) -> PathBuf {
     let root = parent.join("files");
@@ -441,18 +462,7 @@ reason = "writes only under notes/"
 fn mcp_wrap_server_killed_mid_call_records_outcome_unknown() {
     let (tmp, dir) = initialised();
     let pidfile = tmp.path().join("server.pid");
-    let command = vec![
-        "sh".into(),
-        "-c".into(),
-        format!(
-            "echo $$ > '{}'; exec '{}' stdio",
-            pidfile.display(),
-            server_bin("mcp-server-everything").display()
-        ),
-    ];
-    let mut c = Client::start(&dir, &[], &command);
-    c.initialize();
-    long_call_recorded(&mut c, &dir, 9);
+    let mut c = long_call_with_server_pid(&dir, &pidfile, 9);
     std::thread::sleep(Duration::from_millis(300));
     let pid = std::fs::read_to_string(&pidfile).unwrap();
     // The server is this test's grandchild, started through the gateway: killed by its PID.
@@ -773,11 +783,14 @@ fn mcp_wrap_asks_a_client_that_can_elicit_and_rejects_on_timeout() {
 
 #[test]
 fn mcp_wrap_killed_mid_call_leaves_its_intent_recorded_with_outcome_unknown() {
-    let (_tmp, dir) = initialised();
-    let mut c = long_call_through_wrap(&dir, 3);
+    let (tmp, dir) = initialised();
+    let pidfile = tmp.path().join("server.pid");
+    let mut c = long_call_with_server_pid(&dir, &pidfile, 3);
     // kill -9: no handler runs; the journal, synced before the call was forwarded, remains.
     c.child.kill().unwrap();
     c.child.wait().unwrap();
+    // The orphaned server would go on with its minute-long operation: stop it too.
+    kill(std::fs::read_to_string(&pidfile).unwrap().trim(), "-KILL");
     assert!(journal_text(&dir).contains("trigger-long-running-operation"));
     // The next reader of the log records it, once.
     for _ in 0..2 {
