@@ -235,6 +235,21 @@ pub fn decide(dir: &Path, id: &str, ruling: &Ruling) -> Result<PendingCall, Queu
     }
 }
 
+/// Writes the gateway's own decision on `id` (a timeout, an elicitation answer) as
+/// [`decide`] would; if a decision was written first (`afr approve` won the race), that one
+/// stands and is returned. If the queue cannot be written, `ruling` stands.
+pub fn claim(dir: &Path, id: &str, ruling: Ruling) -> Ruling {
+    let path = decision_path(&queue_dir(dir), id);
+    match write_json(&path, &ruling, true) {
+        Err(QueueError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::AlreadyExists =>
+        {
+            read_json::<Ruling>(&path).ok().flatten().unwrap_or(ruling)
+        }
+        _ => ruling,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]

@@ -359,9 +359,9 @@ impl Gate {
         t
     }
 
-    /// Journals a call's record (`new`: a call not journaled before) once a recorder is
-    /// there to receive its event later; the ticket to settle before forwarding.
-    fn journal(&self, record: &CallRecord, new: bool) -> JournalTicket {
+    /// Journals a call's record (again, for a call journaled before) once a recorder is there
+    /// to receive its event later; the ticket to settle before forwarding.
+    fn journal(&self, record: &CallRecord) -> JournalTicket {
         {
             let mut sink = lock(&self.sink);
             if sink.is_none() {
@@ -382,7 +382,7 @@ impl Gate {
             return JournalTicket::Failed("no journal".into());
         };
         drop(j);
-        match journal.append(&record.key, &record.event, new) {
+        match journal.append(&record.key, &record.event) {
             Ok(offset) => JournalTicket::Appended { journal, offset },
             Err(e) => JournalTicket::Failed(format!("the journal: {e}")),
         }
@@ -459,12 +459,24 @@ impl Gate {
             Verdict::Deny => Stage::Denied,
             Verdict::Escalate => Stage::Held,
         };
-        let record = CallRecord {
+        let mut record = CallRecord {
             key: self.new_key(),
             event: session.intent_event(tool, &call.args, &call.params, evaluation.as_ref(), stage),
         };
+        // The event must be one the recorder takes, with room left for the result: arguments
+        // too big to keep whole are kept as their size and hash (the call still runs).
+        cap_arguments(&mut record.event);
+        if let Err(e) = recordable(&record.event) {
+            warn(&format!(
+                "call of `{tool}` refused: its event cannot be recorded: {e}"
+            ));
+            return Admission::Refuse(Refusal {
+                code: code::INVALID_REQUEST,
+                message: format!("afr gateway: the call cannot be recorded ({e}); not forwarded"),
+            });
+        }
         let Some(e) = evaluation.filter(|e| e.verdict != Verdict::Allow) else {
-            let ticket = self.journal(&record, true);
+            let ticket = self.journal(&record);
             return Admission::Forward(Forward { record, ticket });
         };
         if e.verdict == Verdict::Deny {
@@ -483,7 +495,7 @@ impl Gate {
         }
         // Escalated: journaled while it waits (a gateway that dies leaves it recorded as
         // never forwarded).
-        if let Err(r) = self.settle_intent(tool, &self.journal(&record, true)) {
+        if let Err(r) = self.settle_intent(tool, &self.journal(&record)) {
             return Admission::Refuse(r);
         }
         self.hold(session, call, e, record.key)
@@ -566,26 +578,35 @@ impl Gate {
                 Err(e) => warn(&format!("approval {id}: {e}")),
             }
             if self.stopping.load(Ordering::Relaxed) {
-                return Ruling {
-                    decision: Decision::Rejected,
-                    approver: "afr-gateway".into(),
-                    decided_at_us: now_us(),
-                    reason: Some("the gateway stopped before a decision".into()),
-                };
+                return approvals::claim(
+                    &self.dir,
+                    id,
+                    Ruling {
+                        decision: Decision::Rejected,
+                        approver: "afr-gateway".into(),
+                        decided_at_us: now_us(),
+                        reason: Some("the gateway stopped before a decision".into()),
+                    },
+                );
             }
             if now_us() >= held.pending.expires_at_us {
-                return Ruling {
-                    decision: Decision::Rejected,
-                    approver: "afr-gateway".into(),
-                    decided_at_us: now_us(),
-                    reason: Some(format!(
-                        "no decision within {} s",
-                        self.approval_timeout.as_secs()
-                    )),
-                };
+                return approvals::claim(
+                    &self.dir,
+                    id,
+                    Ruling {
+                        decision: Decision::Rejected,
+                        approver: "afr-gateway".into(),
+                        decided_at_us: now_us(),
+                        reason: Some(format!(
+                            "no decision within {} s",
+                            self.approval_timeout.as_secs()
+                        )),
+                    },
+                );
             }
             match elicited.map(|rx| rx.recv_timeout(POLL)) {
-                Some(Ok(r)) => return r,
+                // The client's answer is a decision like any other: the first one wins.
+                Some(Ok(r)) => return approvals::claim(&self.dir, id, r),
                 Some(Err(_)) => {}
                 None => std::thread::sleep(POLL),
             }
@@ -638,7 +659,7 @@ impl Gate {
             ),
         };
         if approved {
-            let ticket = self.journal(&record, false);
+            let ticket = self.journal(&record);
             self.settle_intent(&call.tool, &ticket)?;
             return Ok(Forward { record, ticket });
         }
@@ -659,6 +680,34 @@ impl Gate {
             approvals::remove(&self.dir, &id);
         }
     }
+}
+
+/// Arguments (and their copy in `execution.mutation`) larger than this are recorded as their
+/// size and hash: the event must fit the recorder's cap with the result
+/// ([`crate::session::MAX_RECORDED_RESULT`]) beside them.
+pub const MAX_RECORDED_ARGS: usize = 256 * 1024;
+
+fn cap_arguments(event: &mut Value) {
+    for ptr in ["/intent/args", "/execution/mutation"] {
+        if let Some(v) = event.pointer_mut(ptr) {
+            let text = v.to_string();
+            if text.len() > MAX_RECORDED_ARGS {
+                *v = json!({
+                    "truncated": true,
+                    "bytes": text.len(),
+                    "sha256": crate::session::sha256(text.as_bytes()),
+                });
+            }
+        }
+    }
+}
+
+/// Whether the recorder will take `event` (its schema, limits and reserved names).
+fn recordable(event: &Value) -> Result<(), String> {
+    let bytes = serde_json::to_vec(event).map_err(|e| e.to_string())?;
+    let input = afr_core::EventInput::from_json(&bytes, afr_core::event::DEFAULT_MAX_EVENT_BYTES)
+        .map_err(|e| e.to_string())?;
+    input.validate().map_err(|e| e.to_string())
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -57,8 +57,8 @@ struct Writer {
     file: File,
     /// Bytes written.
     len: u64,
-    /// Calls appended and not yet done.
-    pending: usize,
+    /// Keys appended and not yet done (a `done` for any other key is ignored).
+    pending: std::collections::HashSet<String>,
 }
 
 /// This process's journal.
@@ -95,57 +95,67 @@ impl Journal {
             w: Mutex::new(Writer {
                 file,
                 len: 0,
-                pending: 0,
+                pending: std::collections::HashSet::new(),
             }),
             synced: Mutex::new(0),
         })
     }
 
-    fn write(&self, line: &Value, delta: isize) -> std::io::Result<u64> {
+    fn write(&self, line: &Value) -> std::io::Result<u64> {
         let mut b = line.to_string().into_bytes();
         b.push(b'\n');
         let mut w = lock(&self.w);
-        if delta < 0 && w.pending == 1 && w.len > ROTATE_BYTES {
-            // The last pending call is done: start the file afresh.
-            w.file.set_len(0)?;
-            w.file.sync_data()?;
-            w.len = 0;
-            w.pending = 0;
-            *lock(&self.synced) = 0;
-            return Ok(0);
-        }
         w.file.write_all(&b)?;
         w.len += b.len() as u64;
-        w.pending = w.pending.saturating_add_signed(delta);
         Ok(w.len)
     }
 
     /// Appends a call's event under `key` (again, to replace what an earlier append said, e.g.
     /// after an approval); returns the offset to [`Journal::sync_to`] before forwarding.
-    pub fn append(&self, key: &str, event: &Value, new: bool) -> std::io::Result<u64> {
-        self.write(&json!({"key": key, "event": event}), isize::from(new))
+    pub fn append(&self, key: &str, event: &Value) -> std::io::Result<u64> {
+        let offset = self.write(&json!({"key": key, "event": event}))?;
+        lock(&self.w).pending.insert(key.to_owned());
+        Ok(offset)
     }
 
     /// Notes the call `key` done: its event is durable in the recorder. Not synced (a lost
     /// `done` line makes [`recover`] record the call again under its key, which the recorder
-    /// answers as a duplicate).
+    /// answers as a duplicate). A key that was never appended is ignored.
     pub fn done(&self, key: &str) {
-        let _ = self.write(&json!({ "done": key }), -1);
+        let mut w = lock(&self.w);
+        if !w.pending.remove(key) {
+            return;
+        }
+        if w.pending.is_empty() && w.len > ROTATE_BYTES {
+            // The last pending call is done: start the file afresh. (Lock order: `w`, then
+            // `synced`, as in `sync_to`.)
+            if w.file.set_len(0).and_then(|()| w.file.sync_data()).is_ok() {
+                w.len = 0;
+                *lock(&self.synced) = 0;
+            }
+            return;
+        }
+        let mut b = json!({ "done": key }).to_string().into_bytes();
+        b.push(b'\n');
+        if w.file.write_all(&b).is_ok() {
+            w.len += b.len() as u64;
+        }
     }
 
     /// Makes everything appended up to `offset` durable, sharing one sync among callers.
     pub fn sync_to(&self, offset: u64) -> std::io::Result<()> {
-        let mut synced = lock(&self.synced);
-        if *synced >= offset {
-            return Ok(());
-        }
-        // Everything written so far is covered by this sync.
+        // Lock order: `w`, then `synced` (as in `done`'s rotation).
         let (file, len) = {
             let w = lock(&self.w);
             (w.file.try_clone()?, w.len)
         };
+        let mut synced = lock(&self.synced);
+        if *synced >= offset {
+            return Ok(());
+        }
+        // Everything written before `len` is covered by this sync.
         file.sync_data()?;
-        *synced = len;
+        *synced = (*synced).max(len);
         Ok(())
     }
 
@@ -153,7 +163,7 @@ impl Journal {
     /// whether it was removed.
     pub fn remove_if_done(&self) -> bool {
         let w = lock(&self.w);
-        w.pending == 0 && std::fs::remove_file(&self.path).is_ok()
+        w.pending.is_empty() && std::fs::remove_file(&self.path).is_ok()
     }
 }
 
@@ -305,16 +315,14 @@ mod tests {
     fn pending_calls_of_a_dead_gateway_are_orphans() {
         let d = tempfile::tempdir().unwrap();
         let j = Journal::create(d.path(), GATEWAY).unwrap();
-        let o1 = j
-            .append("k1", &json!({"intent": {"tool": "a"}}), true)
-            .unwrap();
+        let o1 = j.append("k1", &json!({"intent": {"tool": "a"}})).unwrap();
         let b = json!({"intent": {"tool": "b"}, "execution": {}});
-        let o2 = j.append("k2", &b, true).unwrap();
+        let o2 = j.append("k2", &b).unwrap();
         j.sync_to(o1).unwrap();
         assert!(*lock(&j.synced) >= o2, "one sync covers both");
         let b2 = json!({"intent": {"tool": "b2"}, "execution": {}});
-        j.append("k2", &b2, false).unwrap();
-        j.append("k3", &json!({"intent": {"tool": "held"}}), true)
+        j.append("k2", &b2).unwrap();
+        j.append("k3", &json!({"intent": {"tool": "held"}}))
             .unwrap();
         j.done("k1");
         // Our own journal is alive: not an orphan.

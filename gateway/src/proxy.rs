@@ -49,8 +49,8 @@ use tokio::sync::mpsc;
 use crate::{
     approvals::Ruling,
     gate::{
-        Admission, CallRecord, ELICITATION_ID_PREFIX, Forward, Gate, Held, Refusal, ToolCall, code,
-        elicitation_request, elicitation_ruling, parse_client_message,
+        Admission, CallRecord, Forward, Gate, Held, Refusal, ToolCall, code, elicitation_request,
+        elicitation_ruling, parse_client_message,
     },
     session::Session,
 };
@@ -148,6 +148,8 @@ struct Proxy {
     exchanges: AtomicU64,
     /// The gateway's own elicitations still waited for, by JSON-RPC id.
     elicitations: Mutex<HashMap<String, std_mpsc::Sender<Ruling>>>,
+    /// Every elicitation id the gateway sent (answers to them are never forwarded).
+    asked: Mutex<std::collections::HashSet<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -239,6 +241,7 @@ pub fn serve(opts: ProxyOptions) -> Result<(), ProxyError> {
             stateless: Arc::new(Mutex::new(stateless)),
             exchanges: AtomicU64::new(0),
             elicitations: Mutex::new(HashMap::new()),
+            asked: Mutex::new(std::collections::HashSet::new()),
             upstream,
         });
         eprintln!(
@@ -633,9 +636,9 @@ impl Proxy {
         parts: &hyper::http::request::Parts,
         body: Bytes,
     ) -> Request<Full<Bytes>> {
-        let mut uri = self.upstream.clone().into_parts();
-        uri.path_and_query = parts.uri.path_and_query().cloned();
-        let uri = Uri::from_parts(uri).unwrap_or_else(|_| self.upstream.clone());
+        // The client's path was checked to be the upstream's; the upstream's own query (which
+        // may carry its key) is kept, and never recorded.
+        let uri = self.upstream.clone();
         let mut req = Request::new(Full::new(body));
         *req.method_mut() = parts.method.clone();
         *req.uri_mut() = uri;
@@ -679,14 +682,23 @@ impl Proxy {
             msg.get("method").and_then(Value::as_str).map(str::to_owned),
         ) else {
             // A notification, or a response to a server's request (or to the gateway's own
-            // elicitation, which goes no further).
+            // elicitation, which goes no further, even when it comes too late).
+            if msg.get("method").and_then(Value::as_str) == Some("tools/call") {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    &Value::Null,
+                    code::INVALID_REQUEST,
+                    "afr gateway: tools/call without an id; not forwarded",
+                );
+            }
             if let Some(id) = msg.get("id").and_then(Value::as_str)
-                && id.starts_with(ELICITATION_ID_PREFIX)
-                && let Some(tx) = lock(&self.elicitations).remove(id)
+                && lock(&self.asked).contains(id)
             {
-                let (session, _) = self.session(&parts.headers, "");
-                let client = lock(&session).client_name().map(str::to_owned);
-                let _ = tx.send(elicitation_ruling(&msg, client.as_deref()));
+                if let Some(tx) = lock(&self.elicitations).remove(id) {
+                    let (session, _) = self.session(&parts.headers, "");
+                    let client = lock(&session).client_name().map(str::to_owned);
+                    let _ = tx.send(elicitation_ruling(&msg, client.as_deref()));
+                }
                 return plain(StatusCode::ACCEPTED, "");
             }
             return self.pass(&parts, bytes).await;
@@ -781,6 +793,7 @@ impl Proxy {
         let ask_id = ask["id"].as_str().unwrap_or_default().to_owned();
         let (etx, erx) = std_mpsc::channel();
         lock(&self.elicitations).insert(ask_id.clone(), etx);
+        lock(&self.asked).insert(ask_id.clone());
         tokio::spawn(async move {
             let _ = tx.send(Ok(sse_event(ask.to_string().as_bytes()))).await;
             let decided = self.decide(held, &watch.session, Some(erx)).await;

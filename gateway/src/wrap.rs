@@ -340,6 +340,16 @@ impl Relay {
             }
         };
         let Some(id) = msg.get("id").cloned() else {
+            if msg.get("method").and_then(Value::as_str) == Some("tools/call") {
+                // A call sent as a notification would run unrecorded and unchecked.
+                warn("refused a tools/call without an id");
+                out.error(
+                    &Value::Null,
+                    code::INVALID_REQUEST,
+                    "afr gateway: tools/call without an id; not forwarded",
+                );
+                return (Action::Done, Value::Null);
+            }
             return (Action::Relay, Value::Null); // a notification: relayed untouched
         };
         let Some(method) = msg.get("method").and_then(Value::as_str) else {

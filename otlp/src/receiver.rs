@@ -204,9 +204,8 @@ impl Ingest {
                     j
                 }
             };
-            let fresh = !held.0.contains_key(&e.key);
             let offset = journal
-                .append(&e.key, &e.event, fresh)
+                .append(&e.key, &e.event)
                 .map_err(|err| Refused::Unavailable(format!("the journal: {err}")))?;
             synced_to = Some((journal, offset));
             held.0.entry(e.key.clone()).or_insert(HeldSpan {
