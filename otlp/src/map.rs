@@ -165,7 +165,13 @@ fn tool_name(s: &Span, dialect: &str) -> String {
         .or_else(|| s.name.strip_prefix("execute_tool ").map(str::to_owned))
         .or_else(|| s.name.strip_suffix(".tool").map(str::to_owned))
         .filter(|t| !t.is_empty())
-        .unwrap_or_else(|| s.name.clone())
+        .unwrap_or_else(|| {
+            if s.name.is_empty() {
+                "unknown_tool".to_owned()
+            } else {
+                s.name.clone()
+            }
+        })
 }
 
 fn arguments(s: &Span, dialect: &str) -> Option<Value> {
@@ -355,6 +361,58 @@ fn parents_first(
         .collect()
 }
 
+/// Longest string kept whole in an event (a span name, a status message, an id...); longer
+/// ones keep their start and the hash of the whole.
+pub const MAX_STRING: usize = 4096;
+/// The schema's longest lane.
+const MAX_LANE: usize = 64;
+
+/// `conv-<conversation id>`, else `trace-<trace id>`; a conversation id too long for a lane is
+/// replaced by its hash.
+fn lane(conversation: Option<&str>, trace: &str) -> String {
+    match conversation {
+        Some(c) if c.len() + 5 <= MAX_LANE => format!("conv-{c}"),
+        Some(c) => {
+            let h = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(c.as_bytes()));
+            format!("conv-sha256-{}", &h[..32])
+        }
+        None => format!("trace-{trace}"),
+    }
+}
+
+/// Caps every string of the event but the (already capped) arguments and result, so that a
+/// hostile or careless span cannot make the whole event too big to record.
+fn cap_strings(ev: &mut Value) {
+    fn cap(v: &mut Value) {
+        match v {
+            Value::String(s) if s.len() > MAX_STRING => {
+                let mut cut = MAX_STRING;
+                while !s.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                let h = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(s.as_bytes()));
+                *s = format!("{}… (truncated; {} bytes, sha256:{h})", &s[..cut], s.len());
+            }
+            Value::Array(a) => a.iter_mut().for_each(cap),
+            Value::Object(m) => m.values_mut().for_each(cap),
+            _ => {}
+        }
+    }
+    if let Value::Object(m) = ev {
+        for (k, v) in m.iter_mut() {
+            if k == "intent" || k == "effects" {
+                for (k2, v2) in v.as_object_mut().into_iter().flatten() {
+                    if k2 != "args" && k2 != "return_value" {
+                        cap(v2);
+                    }
+                }
+            } else {
+                cap(v);
+            }
+        }
+    }
+}
+
 /// The spans above `s` in this export, nearest first.
 fn ancestors<'a>(s: &'a Span, by_id: &'a HashMap<(&[u8], &[u8]), Ctx<'a>>) -> Vec<&'a Ctx<'a>> {
     let mut out = Vec::new();
@@ -374,7 +432,10 @@ fn agent_name(s: &Span) -> Option<&str> {
     let a = &s.attributes;
     text(a, "gen_ai.agent.name")
         .or_else(|| text(a, "agent.name"))
-        .or_else(|| text(a, "traceloop.entity.name").filter(|_| kind(s) == Kind::Agent))
+        .or_else(|| {
+            text(a, "traceloop.entity.name")
+                .filter(|_| text(a, "traceloop.span.kind") == Some("agent"))
+        })
 }
 
 fn model_of(s: &Span) -> Option<&str> {
@@ -391,9 +452,11 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
     let tool = tool_name(s, dialect);
     let trace = hex::encode(&s.trace_id);
     let span_id = hex::encode(&s.span_id);
+    // Agents are the agent spans that name one (a CHAIN or workflow span in between is not an
+    // agent, and delegates nothing).
     let agents: Vec<&Ctx<'_>> = ancestors(s, by_id)
         .into_iter()
-        .filter(|c| kind(c.span) == Kind::Agent)
+        .filter(|c| kind(c.span) == Kind::Agent && agent_name(c.span).is_some())
         .collect();
     let agent = agent_name(s).or_else(|| agents.first().and_then(|c| agent_name(c.span)));
     // A sub-agent's tools were delegated by the agent above it.
@@ -420,10 +483,7 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
 
     let mut ev = json!({
         "category": if text(&s.attributes, "gen_ai.tool.type") == Some("datastore") { "retrieval" } else { "other" },
-        "lane": match conversation {
-            Some(c) => format!("conv-{c}"),
-            None => format!("trace-{trace}"),
-        },
+        "lane": lane(conversation, &trace),
         "intent": {"tool": tool},
         "execution": {
             "command": s.name,
@@ -499,6 +559,11 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
     if !delegation.is_empty() {
         ev["delegation_provenance"] = Value::Object(delegation);
     }
+    if s.start_time_unix_nano > 0 {
+        // When the tool ran, by the span (not when the span reached AFR).
+        ev["timestamp_us"] = json!(s.start_time_unix_nano / 1000);
+    }
+    cap_strings(&mut ev);
     let top = ancestors(s, by_id).last().map_or(s, |c| c.span);
     ToolEvent {
         key: format!("otlp:{trace}:{span_id}"),
@@ -507,5 +572,101 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
         missing_parent: (!top.parent_span_id.is_empty())
             .then(|| (s.trace_id.clone(), top.parent_span_id.clone())),
         joins: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use opentelemetry_proto::tonic::{
+        common::v1::AnyValue,
+        trace::v1::{ResourceSpans, ScopeSpans, Status},
+    };
+
+    use super::*;
+
+    fn kv(k: &str, v: &str) -> KeyValue {
+        KeyValue {
+            key: k.into(),
+            value: Some(AnyValue {
+                value: Some(Av::StringValue(v.into())),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn span(id: u8, parent: Option<u8>, name: &str, attrs: Vec<KeyValue>) -> Span {
+        Span {
+            trace_id: vec![7; 16],
+            span_id: vec![id; 8],
+            parent_span_id: parent.map(|p| vec![p; 8]).unwrap_or_default(),
+            name: name.into(),
+            start_time_unix_nano: 1_700_000_000_000_000_000 + u64::from(id),
+            attributes: attrs,
+            ..Default::default()
+        }
+    }
+
+    fn export(spans: Vec<Span>) -> ExportTraceServiceRequest {
+        ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                resource: None,
+                scope_spans: vec![ScopeSpans {
+                    spans,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn chains_are_not_agents_and_hostile_strings_are_capped() {
+        let long_conv = "c".repeat(70);
+        let agent = span(
+            1,
+            None,
+            "planner",
+            vec![
+                kv("openinference.span.kind", "AGENT"),
+                kv("agent.name", "planner"),
+                kv("session.id", &long_conv),
+            ],
+        );
+        let chain = span(
+            2,
+            Some(1),
+            "chain",
+            vec![kv("openinference.span.kind", "CHAIN")],
+        );
+        let mut tool = span(
+            3,
+            Some(2),
+            "lookup",
+            vec![
+                kv("openinference.span.kind", "TOOL"),
+                kv("tool.name", "lookup"),
+                kv("input.value", "{\"q\": 1}"),
+            ],
+        );
+        tool.status = Some(Status {
+            code: StatusCode::Error as i32,
+            message: "x".repeat(2_000_000),
+        });
+        let (events, summary) = map(&export(vec![agent, chain, tool]));
+        assert_eq!(summary.tool_spans["openinference"], 1);
+        let e = &events[0].event;
+        assert_eq!(e["code_provenance"]["agent"], "planner");
+        assert!(e.get("delegation_provenance").is_none(), "{e}");
+        assert!(e["lane"].as_str().unwrap().len() <= 64, "{}", e["lane"]);
+        assert!(e["effects"]["error"].as_str().unwrap().len() < 5000);
+        assert_eq!(e["intent"]["args"], json!({"q": 1}));
+        assert_eq!(e["timestamp_us"], 1_700_000_000_000_000_u64);
+        assert!(events[0].missing_parent.is_none());
+        let bytes = serde_json::to_vec(e).unwrap();
+        afr_core::EventInput::from_json(&bytes, afr_core::event::DEFAULT_MAX_EVENT_BYTES)
+            .unwrap()
+            .validate()
+            .unwrap();
     }
 }

@@ -112,6 +112,9 @@ struct HeldSpan {
     resource: Option<Resource>,
     span: Span,
     since: Instant,
+    /// Its event as last mapped (with whatever context arrived since): recorded as is when
+    /// the time is up.
+    event: ToolEvent,
 }
 
 /// The held spans, and the journal that keeps them.
@@ -208,11 +211,15 @@ impl Ingest {
                 .append(&e.key, &e.event)
                 .map_err(|err| Refused::Unavailable(format!("the journal: {err}")))?;
             synced_to = Some((journal, offset));
-            held.0.entry(e.key.clone()).or_insert(HeldSpan {
-                resource: resource.cloned(),
-                span: span.clone(),
-                since: now,
-            });
+            held.0
+                .entry(e.key.clone())
+                .and_modify(|h| h.event = e.clone())
+                .or_insert(HeldSpan {
+                    resource: resource.cloned(),
+                    span: span.clone(),
+                    since: now,
+                    event: e.clone(),
+                });
         }
         let keys: Vec<String> = go.iter().map(|e| e.key.clone()).collect();
         let ok = self.write(&go)?;
@@ -305,16 +312,20 @@ impl Ingest {
             .map(|(k, _)| k.clone())
             .collect();
         if due.is_empty() {
+            if all && let Some(j) = held.1.take() {
+                j.remove_if_done();
+            }
             return;
         }
-        let req = ExportTraceServiceRequest {
-            resource_spans: due
-                .iter()
-                .filter_map(|k| held.0.get(k))
-                .map(|h| single(h.resource.clone(), h.span.clone()))
-                .collect(),
-        };
-        let (events, _) = map(&req);
+        // As last mapped: with the context the exports since brought, if any.
+        let events: Vec<ToolEvent> = due
+            .iter()
+            .filter_map(|k| held.0.get(k))
+            .map(|h| ToolEvent {
+                parent: None,
+                ..h.event.clone()
+            })
+            .collect();
         match self.write(&events) {
             Ok(n) => {
                 for k in &due {
