@@ -17,7 +17,7 @@ use std::{
 use afr_otlp::{
     opentelemetry_proto::tonic::{
         collector::trace::v1::ExportTraceServiceRequest,
-        common::v1::{AnyValue, KeyValue, any_value::Value as Av},
+        common::v1::KeyValue,
         resource::v1::Resource,
         trace::v1::{ResourceSpans, ScopeSpans, Span},
     },
@@ -56,13 +56,7 @@ pub struct OtlpBench {
 }
 
 fn kv(key: &str, v: &str) -> KeyValue {
-    KeyValue {
-        key: key.into(),
-        value: Some(AnyValue {
-            value: Some(Av::StringValue(v.into())),
-        }),
-        ..Default::default()
-    }
+    afr_otlp::map::string_attr(key, v)
 }
 
 /// Export `b`: `n` tool spans of one trace.

@@ -577,32 +577,25 @@ impl Gate {
                 // A half-written or unreadable decision is not a decision; say so and wait on.
                 Err(e) => warn(&format!("approval {id}: {e}")),
             }
-            if self.stopping.load(Ordering::Relaxed) {
-                return approvals::claim(
-                    &self.dir,
-                    id,
-                    Ruling {
-                        decision: Decision::Rejected,
-                        approver: "afr-gateway".into(),
-                        decided_at_us: now_us(),
-                        reason: Some("the gateway stopped before a decision".into()),
-                    },
-                );
-            }
-            if now_us() >= held.pending.expires_at_us {
-                return approvals::claim(
-                    &self.dir,
-                    id,
-                    Ruling {
-                        decision: Decision::Rejected,
-                        approver: "afr-gateway".into(),
-                        decided_at_us: now_us(),
-                        reason: Some(format!(
-                            "no decision within {} s",
-                            self.approval_timeout.as_secs()
-                        )),
-                    },
-                );
+            // The gateway's own rejection: it stops, or nobody decided in time.
+            let why = if self.stopping.load(Ordering::Relaxed) {
+                Some("the gateway stopped before a decision".to_owned())
+            } else if now_us() >= held.pending.expires_at_us {
+                Some(format!(
+                    "no decision within {} s",
+                    self.approval_timeout.as_secs()
+                ))
+            } else {
+                None
+            };
+            if let Some(reason) = why {
+                let own = Ruling {
+                    decision: Decision::Rejected,
+                    approver: "afr-gateway".into(),
+                    decided_at_us: now_us(),
+                    reason: Some(reason),
+                };
+                return approvals::claim(&self.dir, id, own);
             }
             match elicited.map(|rx| rx.recv_timeout(POLL)) {
                 // The client's answer is a decision like any other: the first one wins.

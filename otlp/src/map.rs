@@ -575,24 +575,26 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
     }
 }
 
+/// A string attribute (for code that builds spans: benches, tests).
+pub fn string_attr(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(Av::StringValue(value.into())),
+        }),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
-    use opentelemetry_proto::tonic::{
-        common::v1::AnyValue,
-        trace::v1::{ResourceSpans, ScopeSpans, Status},
-    };
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Status};
 
     use super::*;
 
     fn kv(k: &str, v: &str) -> KeyValue {
-        KeyValue {
-            key: k.into(),
-            value: Some(AnyValue {
-                value: Some(Av::StringValue(v.into())),
-            }),
-            ..Default::default()
-        }
+        string_attr(k, v)
     }
 
     fn span(id: u8, parent: Option<u8>, name: &str, attrs: Vec<KeyValue>) -> Span {
