@@ -308,6 +308,11 @@ fn subtree<'a>(s: &'a Span, children: &Children<'a>) -> Vec<&'a [u8]> {
     out
 }
 
+/// The idempotency key of a span's event: `otlp:<trace id>:<span id>` (hex).
+pub fn span_key(trace: &[u8], span: &[u8]) -> String {
+    format!("otlp:{}:{}", hex::encode(trace), hex::encode(span))
+}
+
 /// The W3C trace context of a span, as the MCP gateway records it (`traceparent:` + this).
 pub fn traceparent(trace: &[u8], span: &[u8]) -> String {
     format!("00-{}-{}-01", hex::encode(trace), hex::encode(span))
@@ -451,7 +456,6 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
     let r = ctx.resource;
     let tool = tool_name(s, dialect);
     let trace = hex::encode(&s.trace_id);
-    let span_id = hex::encode(&s.span_id);
     // Agents are the agent spans that name one (a CHAIN or workflow span in between is not an
     // agent, and delegates nothing).
     let agents: Vec<&Ctx<'_>> = ancestors(s, by_id)
@@ -566,7 +570,7 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
     cap_strings(&mut ev);
     let top = ancestors(s, by_id).last().map_or(s, |c| c.span);
     ToolEvent {
-        key: format!("otlp:{trace}:{span_id}"),
+        key: span_key(&s.trace_id, &s.span_id),
         event: ev,
         parent: None,
         missing_parent: (!top.parent_span_id.is_empty())

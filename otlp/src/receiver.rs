@@ -39,7 +39,7 @@ use prost::Message;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-use crate::map::{Summary, ToolEvent, map};
+use crate::map::{Summary, ToolEvent, map, span_key};
 
 /// Settings of `afr otlp`.
 #[derive(Debug)]
@@ -153,32 +153,30 @@ impl Ingest {
     /// Records the tool spans of `req` durably, and holds those whose parent span has not
     /// arrived (journaled, synced); the number of spans rejected, and what the export held.
     fn record(&self, req: &ExportTraceServiceRequest) -> Result<(u64, Summary), Refused> {
-        let (_, summary) = map(req);
+        let (mut events, summary) = map(req);
         let mut held = lock(&self.held);
         // Spans held earlier for a parent in one of this export's traces are mapped again
-        // with it.
-        let traces: HashSet<&[u8]> = spans(req).map(|(_, s)| &s.trace_id[..]).collect();
-        let mut merged = req.clone();
-        for h in held.0.values() {
-            if traces.contains(&h.span.trace_id[..]) {
-                merged
-                    .resource_spans
-                    .push(single(h.resource.clone(), h.span.clone()));
-            }
-        }
-        let (events, _) = map(&merged);
-        let by_key: HashMap<String, (Option<&Resource>, &Span)> = spans(&merged)
-            .map(|(r, s)| {
-                (
-                    format!(
-                        "otlp:{}:{}",
-                        hex::encode(&s.trace_id),
-                        hex::encode(&s.span_id)
-                    ),
-                    (r, s),
-                )
-            })
-            .collect();
+        // with it (the export alone is mapped once when nothing is held for it).
+        let extra: Vec<ResourceSpans> = if held.0.is_empty() {
+            Vec::new()
+        } else {
+            let traces: HashSet<&[u8]> = spans(req).map(|(_, s)| &s.trace_id[..]).collect();
+            held.0
+                .values()
+                .filter(|h| traces.contains(&h.span.trace_id[..]))
+                .map(|h| single(h.resource.clone(), h.span.clone()))
+                .collect()
+        };
+        let merged;
+        let source = if extra.is_empty() {
+            req
+        } else {
+            let mut m = req.clone();
+            m.resource_spans.extend(extra);
+            merged = m;
+            events = map(&merged).0;
+            &merged
+        };
         let now = Instant::now();
         let (wait, go): (Vec<_>, Vec<_>) = events.into_iter().partition(|e| {
             e.missing_parent.is_some()
@@ -187,6 +185,14 @@ impl Ingest {
                     .get(&e.key)
                     .is_none_or(|h| now.duration_since(h.since) < self.hold)
         });
+        // The spans to hold, by key (only when some are to be held).
+        let by_key: HashMap<String, (Option<&Resource>, &Span)> = if wait.is_empty() {
+            HashMap::new()
+        } else {
+            spans(source)
+                .map(|(r, s)| (span_key(&s.trace_id, &s.span_id), (r, s)))
+                .collect()
+        };
         let new_holds = wait.iter().filter(|e| !held.0.contains_key(&e.key)).count();
         if held.0.len() + new_holds > self.max_held {
             return Err(Refused::Busy);
