@@ -145,6 +145,12 @@ pub struct Refusal {
     pub message: String,
 }
 
+/// A JSON-RPC error response to the request `id` (what the gateway answers a refused call
+/// with, on either transport).
+pub fn error_message(id: &Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
 /// A client's message, parsed strictly, or why it is refused without being forwarded (with
 /// its id when a lax parse could read one): a duplicate key, a batch, not an object, not
 /// JSON. The refusal is also reported on stderr.

@@ -43,14 +43,14 @@ use hyper_util::{
     client::legacy::{Client, connect::HttpConnector},
     rt::{TokioExecutor, TokioIo, TokioTimer},
 };
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use crate::{
     approvals::Ruling,
     gate::{
         Admission, CallRecord, Forward, Gate, Held, Refusal, ToolCall, code, elicitation_request,
-        elicitation_ruling, parse_client_message,
+        elicitation_ruling, error_message, parse_client_message,
     },
     session::Session,
 };
@@ -311,7 +311,7 @@ fn plain(status: StatusCode, text: &str) -> Response<Body> {
 }
 
 fn rpc_error(status: StatusCode, id: &Value, code: i64, message: &str) -> Response<Body> {
-    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    let body = error_message(id, code, message);
     let mut r = Response::new(full(body.to_string()));
     *r.status_mut() = status;
     r.headers_mut().insert(
@@ -801,37 +801,24 @@ impl Proxy {
             let f = match decided {
                 Ok(f) => f,
                 Err(r) => {
-                    let e = json!({"jsonrpc": "2.0", "id": watch.id, "error": {"code": r.code, "message": r.message}});
+                    let e = error_message(&watch.id, r.code, &r.message);
                     let _ = tx.send(Ok(sse_event(e.to_string().as_bytes()))).await;
                     return;
                 }
             };
             lock(&watch.session).on_call_forwarded(watch.key.clone(), f.record);
-            match self
-                .client
-                .request(self.upstream_request(&parts, bytes))
-                .await
-            {
-                Ok(r) => {
-                    let (rp, rb) = r.into_parts();
-                    if is_sse(&rp.headers) {
-                        pump_sse(rb, watch, tx).await;
-                    } else {
-                        if let Ok(b) = Limited::new(rb, self.max_body).collect().await {
-                            let b = b.to_bytes();
-                            if let Ok(Value::Object(m)) = serde_json::from_slice(&b) {
-                                watch.on_message(&m);
-                            }
-                            let _ = tx.send(Ok(sse_event(&b))).await;
-                        }
-                        watch.unanswered(&format!("the server answered HTTP {}", rp.status));
-                    }
-                }
-                Err(e) => {
-                    let why = format!("the upstream could not be reached: {e}");
-                    watch.unanswered(&why);
-                    let e = json!({"jsonrpc": "2.0", "id": watch.id, "error": {"code": code::NO_ANSWER, "message": format!("afr gateway: {why}")}});
-                    let _ = tx.send(Ok(sse_event(e.to_string().as_bytes()))).await;
+            // Forwarded as any call is (its outcome recorded there); its answer, JSON or SSE,
+            // continues this stream.
+            let answer = self.forward(&parts, bytes, watch).await;
+            let sse = is_sse(answer.headers());
+            let mut body = answer.into_body();
+            while let Some(Ok(frame)) = body.frame().await {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                let chunk = if sse { data } else { sse_event(&data) };
+                if tx.send(Ok(chunk)).await.is_err() {
+                    return;
                 }
             }
         });

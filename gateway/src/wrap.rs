@@ -14,14 +14,14 @@ use std::{
     time::Duration,
 };
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 pub use crate::gate::code;
 use crate::{
     approvals::Ruling,
     gate::{
         Admission, CallRecord, ELICITATION_ID_PREFIX, Forward, Gate, Held, ToolCall,
-        elicitation_request, elicitation_ruling, parse_client_message,
+        elicitation_request, elicitation_ruling, error_message, parse_client_message,
     },
     session::{Session, id_key},
 };
@@ -113,9 +113,7 @@ impl Out {
     }
 
     fn error(&self, id: &Value, code: i64, message: &str) {
-        self.json(
-            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
-        );
+        self.json(&error_message(id, code, message));
     }
 }
 
