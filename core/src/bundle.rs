@@ -146,6 +146,9 @@ pub struct BundleReport {
     pub events: Vec<u64>,
     /// Opened payloads: `(seq, payload)`, content-verified.
     pub opened: Vec<(u64, Payload)>,
+    /// The record timestamp (µs) of every opened event, by sequence number: when it ran, for
+    /// the validity window of its approval.
+    pub opened_at: std::collections::BTreeMap<u64, u64>,
     /// Sequence numbers whose payloads were erased, by a proven erasure.
     pub erased: Vec<u64>,
     /// Erased epochs with their proof: `(epoch, seq of its afr.erase event)`.
@@ -172,6 +175,7 @@ pub fn verify_bundle(bytes: &[u8]) -> BundleReport {
         epoch_roots: Vec::new(),
         events: Vec::new(),
         opened: Vec::new(),
+        opened_at: Default::default(),
         erased: Vec::new(),
         erasures: Vec::new(),
     };
@@ -401,6 +405,7 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                                 })?;
                                 *rep.checks.entry("payload-content").or_default() += 1;
                                 rep.opened.push((seq, pl));
+                                rep.opened_at.insert(seq, record.timestamp_us);
                             }
                             None if erased.contains(&record.epoch) => {
                                 pending_erased.push((seq, record.epoch));

@@ -235,18 +235,19 @@ pub struct HumanApproval {
     pub signature: Option<ApprovalSignature>,
 }
 
-/// A detached signature over the approved action.
+/// The approver's signature over the approved action (`docs/spec/approvals.md`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalSignature {
-    /// Scheme, e.g. `ed25519` or `eip191`.
+    /// `eip712` or `ssh`.
     pub scheme: String,
-    /// Signer public key or address, hex.
-    pub public_key: String,
-    /// Signature, hex.
+    /// The signer: an Ethereum address (`0x…`) or an OpenSSH public key (`ssh-ed25519 AAAA…`).
+    pub signer: String,
+    /// What was signed: the action digest and the fields the approver was shown.
+    #[serde(deserialize_with = "object")]
+    pub statement: crate::approval::Statement,
+    /// The signature: `0x` + 130 hex digits (EIP-712), or the armored SSHSIG text.
     pub signature: String,
-    /// What was signed, e.g. the hex SHA-256 of the canonical intent and execution.
-    pub signed_digest: String,
 }
 
 /// The concrete command or API mutation.

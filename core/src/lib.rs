@@ -21,6 +21,7 @@
 //!
 //! The exact byte layouts and formulas are in `docs/spec/format.md`.
 
+pub mod approval;
 pub mod bundle;
 pub mod calendar;
 pub mod cbor;

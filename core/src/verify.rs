@@ -117,6 +117,18 @@ pub enum Check {
     EpochSkipped,
     /// `epoch-sequence`: consistent with reordered or replayed epoch.
     EpochRepeated,
+    /// `approval-digest`: consistent with arguments or command changed after signing.
+    ApprovalDigest,
+    /// `approval-statement`: consistent with an approval taken from another action.
+    ApprovalStatement,
+    /// `approval-signature`: consistent with a forged or altered approval signature.
+    ApprovalSignature,
+    /// `approval-signer`: consistent with an approval signed by a key not on the allowlist.
+    ApprovalSigner,
+    /// `approval-window`: consistent with an expired or post-dated approval.
+    ApprovalWindow,
+    /// `approval-nonce`: consistent with an approval replayed on another event.
+    ApprovalNonce,
 }
 
 impl Check {
@@ -157,6 +169,12 @@ impl Check {
             Check::SequenceRepeated => "sequence",
             Check::EpochSkipped => "epoch-sequence",
             Check::EpochRepeated => "epoch-sequence",
+            Check::ApprovalDigest => "approval-digest",
+            Check::ApprovalStatement => "approval-statement",
+            Check::ApprovalSignature => "approval-signature",
+            Check::ApprovalSigner => "approval-signer",
+            Check::ApprovalWindow => "approval-window",
+            Check::ApprovalNonce => "approval-nonce",
         }
     }
 
@@ -197,6 +215,12 @@ impl Check {
             Check::SequenceRepeated => "reordering, insertion or replay",
             Check::EpochSkipped => "dropped epoch",
             Check::EpochRepeated => "reordered or replayed epoch",
+            Check::ApprovalDigest => "arguments or command changed after signing",
+            Check::ApprovalStatement => "an approval taken from another action",
+            Check::ApprovalSignature => "a forged or altered approval signature",
+            Check::ApprovalSigner => "an approval signed by a key not on the allowlist",
+            Check::ApprovalWindow => "an expired or post-dated approval",
+            Check::ApprovalNonce => "an approval replayed on another event",
         }
     }
 }

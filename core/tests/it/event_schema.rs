@@ -131,6 +131,7 @@ fn schema_defs_have_serdes_fields_and_variants() {
         shape::<HumanApproval>(),
         shape::<Decision>(),
         shape::<ApprovalSignature>(),
+        shape::<afr_core::approval::Statement>(),
         shape::<Execution>(),
         shape::<Effects>(),
         shape::<ContextProvenance>(),
@@ -187,7 +188,13 @@ fn maximal() -> Value {
         "policy_evaluation": [{ "guardrail": "g", "version": "2", "verdict": "escalate", "reason": "r" }],
         "human_approval": {
             "approver": "alice@example.com", "prompt": "Drop?", "decision": "approved", "decided_at_us": 9,
-            "signature": { "scheme": "ed25519", "public_key": "00", "signature": "11", "signed_digest": "22" }
+            "signature": {
+                "scheme": "ssh", "signer": "ssh-ed25519 AAAA", "signature": "11",
+                "statement": {
+                    "action": "00", "tool": "psql", "target": "db", "decision": "approved",
+                    "recorder": "0x00", "issued_at": 1, "expires_at": 2, "nonce": "22"
+                }
+            }
         },
         "execution": { "command": "DROP TABLE users", "target": "db", "mutation": { "x": [1, 2.5, null] } },
         "effects": { "return_value": { "rows": 0 }, "state_changes": ["s"], "external_response": "ok", "error": "e" },
@@ -361,8 +368,8 @@ fn schema_and_parser_agree_on_variations_of_a_maximal_event() {
             }
         }
     }
-    // The maximal event names every property: 12 + 2 + 4 + 5 + 4 + 3 + 4 + 2 + 3 + 6 + 4 + 2.
-    assert_eq!(fields, 51);
+    // The maximal event names every property: 12 + 2 + 4 + 5 + 4 + 8 + 3 + 4 + 2 + 3 + 6 + 4 + 2.
+    assert_eq!(fields, 59);
     // Enum values, limits and patterns.
     let edits: Vec<(&str, Value)> = Category::NAMES
         .iter()

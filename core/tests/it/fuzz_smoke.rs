@@ -224,7 +224,7 @@ const EVENTS: &[&str] = &[
     r#"{"category":"shell","intent":{"tool":"ls"}}"#,
     r#"{"category":"database","timestamp_us":1,"lane":"a","concurrent_with":[1,2],"intent":{"tool":"psql","args":{"sql":"DROP TABLE users","n":[1,-2,3.5,null,true]}},
       "policy_evaluation":[{"guardrail":"g","version":"2","verdict":"escalate","reason":"r"}],
-      "human_approval":{"approver":"a","prompt":"p","decision":"rejected","decided_at_us":9,"signature":{"scheme":"ed25519","public_key":"00","signature":"11","signed_digest":"22"}},
+      "human_approval":{"approver":"a","prompt":"p","decision":"rejected","decided_at_us":9,"signature":{"scheme":"ssh","signer":"ssh-ed25519 AAAA","statement":{"action":"00","tool":"psql","target":"t","decision":"rejected","recorder":"0x00","issued_at":1,"expires_at":2,"nonce":"11"},"signature":"22"}},
       "execution":{"command":"c","target":"t","mutation":{"x":{}}},
       "effects":{"return_value":0,"state_changes":["s"],"external_response":"ok","error":"e"},
       "context_provenance":{"sources":[{"uri":"u","content_hash":"h","kind":"web"}],"environment":"prod"},
