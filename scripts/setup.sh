@@ -4,7 +4,9 @@
 # SDK (tests/mcp/requirements.txt) from PyPI in .venv/ (the Python client's tests, the MCP
 # gateway's Python peers), the pinned MCP reference servers and TypeScript client from npm in
 # tests/mcp/ (the MCP gateway's tests), and the pinned OpenTelemetry JS SDK and OTLP/HTTP exporter
-# from npm in tests/otlp/ (the OTLP receiver's tests). Idempotent and quick when done.
+# from npm in tests/otlp/ (the OTLP receiver's tests), and pinned eth-account and cbor2 from PyPI
+# in .venv/ with OpenSSH's ssh-keygen from Debian (tests/approvals/: the signed-approval test
+# vectors). Idempotent and quick when done.
 #
 # libclang detection asks what bindgen (clang-sys) would load, not whether some library with
 # "clang" in its name exists: Debian images often carry libclang-cpp (the C++ API, useless to
@@ -99,7 +101,11 @@ add_requirements "$mcp_reqs" mcp mcp
 # pins agree with tests/mcp/requirements.txt).
 otlp_reqs="$root/tests/otlp/requirements.txt"
 add_requirements "$otlp_reqs" otlp "opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http, opentelemetry.exporter.otlp.proto.grpc, pydantic_ai"
-if [[ -d "$root/clients/python" || -f "$mcp_reqs" || -f "$otlp_reqs" ]] &&
+# eth-account and cbor2, the independent tools behind the signed-approval test vectors
+# (docs/spec/approval-vectors.json; scripts/approval-vectors.py, tests/approvals/); their shared
+# pins agree with the two files above.
+add_requirements "$root/tests/approvals/requirements.txt" approvals "eth_account, cbor2"
+if [[ -d "$root/clients/python" || -f "$mcp_reqs" || -f "$otlp_reqs" || -f "$root/tests/approvals/requirements.txt" ]] &&
     ! { [[ -f "$venv/.installed" && "$(cat "$venv/.installed")" == "$python_want" ]] &&
         "$venv/bin/python" -c "$python_check" 2>/dev/null; }; then
     command -v python3 >/dev/null || { echo "setup: python3 is required (clients/python/ and tests/mcp/ tests)" >&2; exit 1; }
@@ -115,6 +121,17 @@ if [[ -d "$root/clients/python" || -f "$mcp_reqs" || -f "$otlp_reqs" ]] &&
     fi
     "$venv/bin/python" -m pip install --disable-pip-version-check --no-input -q "${pip_args[@]}"
     echo "$python_want" >"$venv/.installed"
+fi
+
+# OpenSSH's ssh-keygen (Debian's openssh-client) signs and verifies the SSH test vectors of signed
+# approvals (scripts/approval-vectors.py, tests/approvals/).
+if [[ -f "$root/tests/approvals/requirements.txt" ]] && ! command -v ssh-keygen >/dev/null; then
+    echo "setup: installing openssh-client from Debian (ssh-keygen, for tests/approvals/)" >&2
+    command -v apt-get >/dev/null || { echo "setup: ssh-keygen (OpenSSH) is required for tests/approvals/; install it and re-run" >&2; exit 1; }
+    sudo_cmd=()
+    [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq openssh-client >/dev/null
 fi
 
 # npm peers, each pinned exactly in its package-lock.json and installed with `npm ci` into its

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The project's whole test suite, from a fresh clone: set-up, Solidity checks, Rust checks, and
-# the Python client's tests against a real `afr serve`.
+# The project's whole test suite, from a fresh clone: set-up, Solidity checks, Rust checks, the
+# Python client's tests against a real `afr serve`, and the signed-approval test vectors
+# (docs/spec/approval-vectors.json) re-checked with independent tools.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -30,3 +31,6 @@ target="${CARGO_TARGET_DIR:-target}"
 # The debug `afr` that `cargo test --workspace` built.
 AFR_BIN="$target/debug/afr" PYTHONDONTWRITEBYTECODE=1 \
     .venv/bin/python -m pytest -p no:cacheprovider -q clients/python
+
+step "signed-approval test vectors: re-checked with cbor2, eth-account and ssh-keygen (tests/approvals/)"
+PYTHONDONTWRITEBYTECODE=1 .venv/bin/python -m pytest -p no:cacheprovider -q tests/approvals

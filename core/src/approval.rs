@@ -188,9 +188,7 @@ impl Statement {
         Statement {
             action: action_digest(intent, execution).to_hex(),
             tool: intent.tool.clone(),
-            target: execution
-                .and_then(|e| e.target.clone())
-                .unwrap_or_default(),
+            target: execution.and_then(|e| e.target.clone()).unwrap_or_default(),
             decision,
             recorder: format!("0x{}", hex::encode(recorder)),
             issued_at,
@@ -475,7 +473,10 @@ mod tests {
     #[test]
     fn json_strings_escape_only_what_rfc_8259_requires() {
         assert_eq!(json_string("a\"b\\c"), r#""a\"b\\c""#);
-        assert_eq!(json_string("x\ny\u{1}\u{7f}\u{2028}é"), "\"x\\ny\\u0001\u{7f}\u{2028}é\"");
+        assert_eq!(
+            json_string("x\ny\u{1}\u{7f}\u{2028}é"),
+            "\"x\\ny\\u0001\u{7f}\u{2028}é\""
+        );
     }
 
     #[test]

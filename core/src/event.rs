@@ -236,7 +236,7 @@ pub struct HumanApproval {
 }
 
 /// The approver's signature over the approved action (`docs/spec/approvals.md`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalSignature {
     /// `eip712` or `ssh`.

@@ -52,6 +52,23 @@ pub struct PendingCall {
     pub expires_at_us: u64,
     /// The gateway's process id (a queue entry whose gateway is gone is stale).
     pub pid: u32,
+    /// The event's `intent` as it will be recorded if the call runs: what an approval signs.
+    #[serde(default)]
+    pub intent: Value,
+    /// The event's `execution` as it will be recorded if the call runs.
+    #[serde(default)]
+    pub execution: Value,
+    /// The action digest of `intent` and `execution` (`docs/spec/approvals.md` §1), as the
+    /// gateway computed it; `afr approve` recomputes it from what it shows.
+    #[serde(default)]
+    pub action: String,
+    /// The recorder id (`0x` + 40 hex digits) a signed statement names.
+    #[serde(default)]
+    pub recorder: String,
+    /// The approvers one of whom must sign (names from the policy); empty when an unsigned
+    /// decision is enough.
+    #[serde(default)]
+    pub signed_by: Vec<String>,
 }
 
 /// `approved` or `rejected`: the event schema's decision.
@@ -69,6 +86,9 @@ pub struct Ruling {
     pub decided_at_us: u64,
     /// Why, if given.
     pub reason: Option<String>,
+    /// The approver's signature over the call (`afr approve --ssh-key|--eth-key|--signature`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<afr_core::event::ApprovalSignature>,
 }
 
 /// Errors of the queue.
@@ -269,6 +289,11 @@ mod tests {
             created_at_us: at,
             expires_at_us: at + 1,
             pid: 1,
+            intent: Value::Null,
+            execution: Value::Null,
+            action: String::new(),
+            recorder: String::new(),
+            signed_by: Vec::new(),
         }
     }
 
@@ -278,6 +303,7 @@ mod tests {
             approver: "alice".into(),
             decided_at_us: 9,
             reason: None,
+            signature: None,
         }
     }
 

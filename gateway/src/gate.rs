@@ -11,6 +11,12 @@
 //!                          approved ──► journal again (synced) ──► forward ──► answer ──► event
 //!                          rejected / timeout ──► the call's event ──► -32004
 //! ```
+//!
+//! A rule with `signed_by` needs a signed approval (`docs/spec/approvals.md`): the queue entry
+//! carries the call's `intent` and `execution` as they will be recorded, `afr approve` signs
+//! their digest, and [`Gate::conclude`] forwards the call only if the signature is valid, over
+//! this call's digest, by one of the rule's approvers, unexpired and with a fresh nonce;
+//! otherwise the call is refused and its event says why.
 
 use std::{
     collections::HashSet,
@@ -203,6 +209,14 @@ pub struct Held {
     pub key: String,
 }
 
+impl Held {
+    /// Whether the client may decide through an elicitation: not when the rule needs a signed
+    /// approval, which an elicitation answer cannot carry.
+    pub fn elicitable(&self) -> bool {
+        self.evaluation.signed_by.is_empty()
+    }
+}
+
 /// The gateway's recorder, policy and approval settings (one per process).
 #[derive(Debug)]
 pub struct Gate {
@@ -223,6 +237,8 @@ pub struct Gate {
     deferred: Mutex<Vec<CallRecord>>,
     deferred_cv: Condvar,
     journal: Mutex<Option<Arc<Journal>>>,
+    /// Nonces of the signed approvals this gateway accepted (a second use is a replay).
+    nonces: Mutex<HashSet<String>>,
 }
 
 /// How long a completed call's event waits for others to share a synced write with.
@@ -269,6 +285,7 @@ impl Gate {
             deferred: Mutex::new(Vec::new()),
             deferred_cv: Condvar::new(),
             journal: Mutex::new(None),
+            nonces: Mutex::new(HashSet::new()),
         });
         gate.recover();
         let weak = Arc::downgrade(&gate);
@@ -517,7 +534,23 @@ impl Gate {
         let id = approvals::new_id();
         let now = now_us();
         let timeout_us = u64::try_from(self.approval_timeout.as_micros()).unwrap_or(u64::MAX);
+        // What an approval signs: the intent and execution recorded if the call runs.
+        let runs = self.approved_event(session, &call, &evaluation, &Value::Null);
+        let recorder = lock(&self.sink)
+            .as_mut()
+            .and_then(|s| s.recorder_id().ok())
+            .map(|r| format!("0x{}", hex::encode(r)))
+            .unwrap_or_default();
         let pending = PendingCall {
+            intent: runs["intent"].clone(),
+            execution: runs.get("execution").cloned().unwrap_or(Value::Null),
+            action: action_of(&runs).unwrap_or_default(),
+            recorder,
+            signed_by: evaluation
+                .signed_by
+                .iter()
+                .map(|a| a.name.clone())
+                .collect(),
             prompt: prompt(session, &call, &evaluation, &id, self.approval_timeout),
             id,
             tool: call.tool.clone(),
@@ -600,6 +633,7 @@ impl Gate {
                     approver: "afr-gateway".into(),
                     decided_at_us: now_us(),
                     reason: Some(reason),
+                    signature: None,
                 };
                 return approvals::claim(&self.dir, id, own);
             }
@@ -623,52 +657,187 @@ impl Gate {
     ) -> Result<Forward, Refusal> {
         approvals::remove(&self.dir, &held.pending.id);
         self.held_ids().remove(&held.pending.id);
-        let approved = ruling.decision == Decision::Approved;
-        let why = match (&ruling.reason, approved) {
-            (_, true) => String::new(),
-            (Some(r), false) => format!(
-                "rejected by {}: {r}; not forwarded to the server",
-                ruling.approver
-            ),
-            (None, false) => format!(
-                "rejected by {}; not forwarded to the server",
-                ruling.approver
-            ),
-        };
-        let approval = json!({
+        let call = &held.call;
+        let mut approval = json!({
             "approver": ruling.approver,
             "prompt": held.pending.prompt,
             "decision": ruling.decision.name(),
             "decided_at_us": ruling.decided_at_us,
         });
-        let stage = Stage::Decided {
-            approval: &approval,
-            approved,
-            why: &why,
-        };
-        let call = &held.call;
-        let record = CallRecord {
-            key: held.key.clone(),
-            event: session.intent_event(
-                &call.tool,
-                &call.args,
-                &call.params,
-                Some(&held.evaluation),
-                stage,
+        if ruling.decision == Decision::Approved {
+            let mut event = self.approved_event(session, call, &held.evaluation, &approval);
+            let signed = match &ruling.signature {
+                Some(sig) => self.check_signature(&held, &mut event, sig),
+                None if !held.evaluation.signed_by.is_empty() => Err(format!(
+                    "the approval by {} is unsigned, and rule `{}` requires one signed by {}",
+                    ruling.approver,
+                    held.evaluation.guardrail,
+                    names(&held.evaluation)
+                )),
+                None => Ok(()),
+            };
+            match signed {
+                Ok(()) => {
+                    // When it ran: now, as it is forwarded (an approval's validity window is
+                    // checked against it).
+                    event["timestamp_us"] = now_us().into();
+                    let record = CallRecord {
+                        key: held.key.clone(),
+                        event,
+                    };
+                    let ticket = self.journal(&record);
+                    self.settle_intent(&call.tool, &ticket)?;
+                    return Ok(Forward { record, ticket });
+                }
+                Err(why) => return Err(self.refuse_signature(session, &held, &why)),
+            }
+        }
+        let why = match &ruling.reason {
+            Some(r) => format!(
+                "rejected by {}: {r}; not forwarded to the server",
+                ruling.approver
+            ),
+            None => format!(
+                "rejected by {}; not forwarded to the server",
+                ruling.approver
             ),
         };
-        if approved {
-            let ticket = self.journal(&record);
-            self.settle_intent(&call.tool, &ticket)?;
-            return Ok(Forward { record, ticket });
+        if ruling.signature.is_some() {
+            warn(&format!(
+                "the signature on the rejection of `{}` was not recorded: the gateway records signed approvals only",
+                call.tool
+            ));
         }
-        if let Err(e) = self.record(&record.key, &record.event) {
+        approval["decision"] = ruling.decision.name().into();
+        let stage = Stage::Decided {
+            approval: &approval,
+            approved: false,
+            why: &why,
+        };
+        let event = session.intent_event(
+            &call.tool,
+            &call.args,
+            &call.params,
+            Some(&held.evaluation),
+            stage,
+        );
+        if let Err(e) = self.record(&held.key, &event) {
             warn(&format!("rejection of `{}` not recorded: {e}", call.tool));
         }
         Err(Refusal {
             code: code::REJECTED,
             message: format!("afr gateway: {why}"),
         })
+    }
+
+    /// The event of `call` as recorded if it runs with `approval` (arguments capped as
+    /// [`Gate::admit`] caps them).
+    fn approved_event(
+        &self,
+        session: &Session,
+        call: &ToolCall,
+        evaluation: &Evaluation,
+        approval: &Value,
+    ) -> Value {
+        let mut ev = session.intent_event(
+            &call.tool,
+            &call.args,
+            &call.params,
+            Some(evaluation),
+            Stage::Decided {
+                approval,
+                approved: true,
+                why: "",
+            },
+        );
+        cap_arguments(&mut ev);
+        ev
+    }
+
+    /// Checks `sig` on the approval of `held`, whose event is `event`: bound to this event's
+    /// intent and execution, valid, by one of the rule's approvers (if it names any), unexpired
+    /// now, its nonce never used before. On success the signature goes into the event, with
+    /// the approver's name from the policy.
+    fn check_signature(
+        &self,
+        held: &Held,
+        event: &mut Value,
+        sig: &afr_core::event::ApprovalSignature,
+    ) -> Result<(), String> {
+        let sig_json = serde_json::to_value(sig).map_err(|e| e.to_string())?;
+        event["human_approval"]["signature"] = sig_json;
+        let payload = afr_core::EventInput::from_json(
+            event.to_string().as_bytes(),
+            afr_core::event::DEFAULT_MAX_EVENT_BYTES,
+        )
+        .map_err(|e| format!("the signed approval is malformed: {e}"))?
+        .into_payload()
+        .1;
+        let mut recorder = [0u8; 20];
+        hex::decode_to_slice(
+            held.pending.recorder.trim_start_matches("0x"),
+            &mut recorder,
+        )
+        .map_err(|_| "the gateway does not know its recorder's id".to_owned())?;
+        let signed = match afr_core::approval::check(&payload, &recorder, now_us()) {
+            Ok(Some(s)) => s,
+            Ok(None) => return Err("the approval carries no signature".into()),
+            Err(p) => return Err(format!("{}: {}", p.check, p.detail)),
+        };
+        let e = &held.evaluation;
+        if !e.signed_by.is_empty() {
+            let Some(a) = e.signed_by.iter().find(|a| a.keys.contains(&signed.signer)) else {
+                return Err(format!(
+                    "signed by {}, who is none of the approvers of rule `{}` ({})",
+                    signed.signer,
+                    e.guardrail,
+                    names(e)
+                ));
+            };
+            event["human_approval"]["approver"] = a.name.clone().into();
+        }
+        if !lock(&self.nonces).insert(signed.nonce.clone()) {
+            return Err(format!(
+                "the approval's nonce {} was used before: a replayed approval",
+                signed.nonce
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses `held` because its approval's signature does not hold (`why`): the call never
+    /// runs, and its event records the refusal as the gateway's own `signed-approval` verdict.
+    fn refuse_signature(&self, session: &Session, held: &Held, why: &str) -> Refusal {
+        let call = &held.call;
+        warn(&format!(
+            "call of `{}` refused: its approval's signature does not hold: {why}",
+            call.tool
+        ));
+        let message =
+            format!("the approval's signature was refused ({why}); not forwarded to the server");
+        let mut event = session.intent_event(
+            &call.tool,
+            &call.args,
+            &call.params,
+            Some(&held.evaluation),
+            Stage::Held,
+        );
+        if let Some(Value::Array(evals)) = event.get_mut("policy_evaluation") {
+            evals.push(json!({
+                "guardrail": SIGNED_APPROVAL_GUARDRAIL,
+                "version": held.evaluation.version,
+                "verdict": "deny",
+                "reason": why,
+            }));
+        }
+        event["effects"] = json!({ "error": message });
+        if let Err(e) = self.record(&held.key, &event) {
+            warn(&format!("refusal of `{}` not recorded: {e}", call.tool));
+        }
+        Refusal {
+            code: code::REJECTED,
+            message: format!("afr gateway: {message}"),
+        }
     }
 
     /// Removes this gateway's held calls from the queue and rejects them (it is stopping;
@@ -679,6 +848,25 @@ impl Gate {
             approvals::remove(&self.dir, &id);
         }
     }
+}
+
+/// The guardrail under which the gateway records a refused approval signature.
+pub const SIGNED_APPROVAL_GUARDRAIL: &str = "signed-approval";
+
+/// The action digest of an event's `intent` and `execution` (hex), if they parse.
+pub fn action_of(event: &Value) -> Option<String> {
+    let intent: afr_core::event::Intent =
+        serde_json::from_value(event.get("intent")?.clone()).ok()?;
+    let execution: Option<afr_core::event::Execution> = match event.get("execution") {
+        None | Some(Value::Null) => None,
+        Some(e) => Some(serde_json::from_value(e.clone()).ok()?),
+    };
+    Some(afr_core::approval::action_digest(&intent, execution.as_ref()).to_hex())
+}
+
+fn names(e: &Evaluation) -> String {
+    let n: Vec<&str> = e.signed_by.iter().map(|a| a.name.as_str()).collect();
+    n.join(", ")
 }
 
 /// Arguments (and their copy in `execution.mutation`) larger than this are recorded as their
@@ -804,6 +992,7 @@ pub fn elicitation_ruling(answer: &Map<String, Value>, client: Option<&str>) -> 
         approver: format!("user of MCP client {}", client.unwrap_or("(unnamed)")),
         decided_at_us: now_us(),
         reason,
+        signature: None,
     }
 }
 

@@ -10,6 +10,16 @@
 //! args = { path = "/etc/*" }        # argument path (dots for nesting) -> glob on its value
 //! verdict = "deny"                  # allow, deny, or escalate (held for a human)
 //! reason = "writes only under /tmp"
+//!
+//! [[approver]]                      # a person whose key may sign approvals
+//! name = "j.doe@acme.example"
+//! keys = ["ssh-ed25519 AAAA…", "0x70997970c51812dc3a010c7d01b50e0d17dc79c8"]
+//!
+//! [[rule]]
+//! id = "prod-sql-needs-a-signed-ok"
+//! tool = "query"
+//! verdict = "escalate"
+//! signed_by = ["j.doe@acme.example"] # the call runs only with a valid signature of one of them
 //! ```
 //!
 //! Every evaluation is recorded in the event's `policy_evaluation`: the rule id as
@@ -86,6 +96,26 @@ pub struct Rule {
     pub verdict: Verdict,
     /// Why, recorded and returned to the client on a deny.
     pub reason: Option<String>,
+    /// For `escalate`: the approvers (by name) one of whom must sign the approval
+    /// (`docs/spec/approvals.md`); empty when an unsigned decision is enough.
+    #[serde(default)]
+    pub signed_by: Vec<String>,
+}
+
+/// A person whose keys may sign approvals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approver {
+    /// The name recorded as `human_approval.approver` when one of the keys signs.
+    pub name: String,
+    /// The keys, canonical ([`afr_core::approval::canonical_signer`]).
+    pub keys: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApproverFile {
+    name: String,
+    keys: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -93,6 +123,8 @@ pub struct Rule {
 struct File {
     #[serde(default = "allow")]
     default: Verdict,
+    #[serde(default)]
+    approver: Vec<ApproverFile>,
     #[serde(default)]
     rule: Vec<Rule>,
 }
@@ -107,6 +139,7 @@ pub struct Policy {
     rules: Vec<Rule>,
     default: Verdict,
     version: String,
+    approvers: Vec<Approver>,
 }
 
 /// The outcome of evaluating a call.
@@ -120,6 +153,8 @@ pub struct Evaluation {
     pub verdict: Verdict,
     /// Why.
     pub reason: Option<String>,
+    /// Whose signature an escalated call needs (one of them); empty: an unsigned decision.
+    pub signed_by: Vec<Approver>,
 }
 
 /// What a call is evaluated on.
@@ -152,6 +187,32 @@ impl Policy {
     pub fn parse(bytes: &[u8]) -> Result<Policy, String> {
         let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
         let file: File = toml::from_str(text).map_err(|e| e.message().to_owned())?;
+        let mut approvers: Vec<Approver> = Vec::new();
+        for a in file.approver {
+            if a.name.is_empty() || approvers.iter().any(|x| x.name == a.name) {
+                return Err(format!("approver `{}` is empty or appears twice", a.name));
+            }
+            if a.keys.is_empty() {
+                return Err(format!("approver `{}` has no keys", a.name));
+            }
+            let mut keys = Vec::new();
+            for k in &a.keys {
+                let c = afr_core::approval::canonical_signer(k).ok_or_else(|| {
+                    format!(
+                        "approver `{}`: key `{k}` is neither an Ethereum address (0x + 40 hex) nor an OpenSSH public key",
+                        a.name
+                    )
+                })?;
+                if let Some(o) = approvers.iter().find(|x| x.keys.contains(&c)) {
+                    return Err(format!(
+                        "approvers `{}` and `{}` share the key `{k}`",
+                        o.name, a.name
+                    ));
+                }
+                keys.push(c);
+            }
+            approvers.push(Approver { name: a.name, keys });
+        }
         let mut seen = std::collections::BTreeSet::new();
         for r in &file.rule {
             if r.id.is_empty() || r.id == "default" {
@@ -160,11 +221,28 @@ impl Policy {
             if !seen.insert(r.id.as_str()) {
                 return Err(format!("rule id `{}` appears twice", r.id));
             }
+            if !r.signed_by.is_empty() && r.verdict != Verdict::Escalate {
+                return Err(format!(
+                    "rule `{}`: signed_by needs verdict = \"escalate\"",
+                    r.id
+                ));
+            }
+            if let Some(n) = r
+                .signed_by
+                .iter()
+                .find(|n| !approvers.iter().any(|a| &a.name == *n))
+            {
+                return Err(format!(
+                    "rule `{}`: signed_by names `{n}`, who is no [[approver]]",
+                    r.id
+                ));
+            }
         }
         Ok(Policy {
             rules: file.rule,
             default: file.default,
             version: format!("sha256:{}", hex::encode(Sha256::digest(bytes))),
+            approvers,
         })
     }
 
@@ -176,12 +254,19 @@ impl Policy {
                 version: self.version.clone(),
                 verdict: r.verdict,
                 reason: r.reason.clone(),
+                signed_by: self
+                    .approvers
+                    .iter()
+                    .filter(|a| r.signed_by.contains(&a.name))
+                    .cloned()
+                    .collect(),
             },
             None => Evaluation {
                 guardrail: "default".into(),
                 version: self.version.clone(),
                 verdict: self.default,
                 reason: Some("no rule matched".into()),
+                signed_by: Vec::new(),
             },
         }
     }

@@ -753,7 +753,7 @@ impl Proxy {
                     .get(header::ACCEPT)
                     .and_then(|a| a.to_str().ok())
                     .is_some_and(|a| a.contains("text/event-stream"));
-                if elicits && sse {
+                if elicits && sse && held.elicitable() {
                     return self.hold_streaming(*held, parts, bytes, watch);
                 }
                 match self.decide(*held, &session, None).await {

@@ -117,6 +117,28 @@ impl Sink {
         }
     }
 
+    /// The recorder's id (its anchoring address): what a signed approval names as `recorder`.
+    pub fn recorder_id(&mut self) -> Result<afr_core::RecorderId, String> {
+        match self {
+            Sink::Direct(r) => Ok(r.recorder_id()),
+            Sink::Server(c) => {
+                let r = c
+                    .request("GET", "/v1/status", None, b"")
+                    .map_err(|e| e.to_string())?;
+                let json = r.json();
+                let mut id = [0u8; 20];
+                json["recorder"]
+                    .as_str()
+                    .and_then(|s| s.strip_prefix("0x"))
+                    .and_then(|h| hex::decode_to_slice(h, &mut id).ok())
+                    .ok_or_else(|| {
+                        format!("afr serve answered {} without a recorder id", r.status)
+                    })?;
+                Ok(id)
+            }
+        }
+    }
+
     /// The server of `dir` if one answers, else the store opened directly.
     pub fn open(dir: &Path) -> Result<Sink, SinkError> {
         match Client::running(dir) {

@@ -378,7 +378,7 @@ impl Relay {
                 (Action::Done, id)
             }
             Admission::Hold(held) => {
-                let elicit = st.session.client_elicits();
+                let elicit = st.session.client_elicits() && held.elicitable();
                 drop(st);
                 let (relay, line) = (self.clone(), line.to_vec());
                 let hid = id.clone();

@@ -8,6 +8,7 @@
     reason = "tests: a failed step is a failed test"
 )]
 
+mod approval_vectors;
 mod contract_vectors;
 mod event_schema;
 mod fuzz_smoke;
