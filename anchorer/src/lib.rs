@@ -639,6 +639,15 @@ pub fn signer_from_hex(s: &str) -> Result<PrivateKeySigner, AnchorError> {
     signer_from_bytes(&k)
 }
 
+/// Signs a 32-byte digest (an EIP-712 signing hash) with `signer`: `r ‖ s ‖ v`, `v` = 27 or 28.
+pub fn sign_digest(signer: &PrivateKeySigner, digest: [u8; 32]) -> Result<[u8; 65], AnchorError> {
+    use alloy::signers::SignerSync;
+    let sig = signer
+        .sign_hash_sync(&B256::from(digest))
+        .map_err(|e| AnchorError::Config(format!("cannot sign: {e}")))?;
+    Ok(sig.as_bytes())
+}
+
 /// A signer from 32 secret bytes.
 pub fn signer_from_bytes(k: &[u8; 32]) -> Result<PrivateKeySigner, AnchorError> {
     PrivateKeySigner::from_bytes(&B256::from(*k)).map_err(|_| {

@@ -22,6 +22,7 @@ use clap::{Args, Parser, Subcommand};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod anchoring;
+mod approve;
 mod import;
 mod mcp;
 mod query;
@@ -127,8 +128,11 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Approve a held tool call: the gateway records the approval, then forwards the call.
-    Approve(mcp::DecideArgs),
+    /// Approve a held tool call (or the action of an event file): shows it, recomputes the
+    /// digest of what it shows, and signs it with --ssh-key, --eth-key or an external signer
+    /// (--print, then --signature) when asked; the gateway checks a signature, records the
+    /// approval, then forwards the call.
+    Approve(approve::ApproveArgs),
     /// Reject a held tool call: the gateway records the rejection; the call never runs.
     Reject(mcp::DecideArgs),
     /// Seal the open epoch now (if it holds any event).
@@ -283,7 +287,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Mcp(m) => mcp::run(&cli.dir, m),
         Cmd::Otlp(a) => mcp::otlp(&cli.dir, a),
         Cmd::Approvals { json } => mcp::list(&cli.dir, json),
-        Cmd::Approve(a) => mcp::decide(&cli.dir, a, afr_gateway::approvals::Decision::Approved),
+        Cmd::Approve(a) => approve::approve(&cli.dir, a),
         Cmd::Reject(a) => mcp::decide(&cli.dir, a, afr_gateway::approvals::Decision::Rejected),
         Cmd::Seal { opts } => {
             if let Some(c) = afr_server::client::Client::running(&cli.dir) {

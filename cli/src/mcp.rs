@@ -145,6 +145,13 @@ pub fn list(dir: &Path, json: bool) -> Result<ExitCode> {
         for line in c.prompt.lines() {
             println!("    {}", escape(line));
         }
+        if !c.signed_by.is_empty() {
+            println!(
+                "    needs an approval signed by one of: {} (afr approve {} --ssh-key PATH | --eth-key PATH)",
+                escape(&c.signed_by.join(", ")),
+                c.id
+            );
+        }
         println!();
     }
     if !calls.is_empty() {
@@ -153,7 +160,7 @@ pub fn list(dir: &Path, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn stale(pid: u32) -> bool {
+pub(crate) fn stale(pid: u32) -> bool {
     !Path::new(&format!("/proc/{pid}")).exists()
 }
 
@@ -171,7 +178,7 @@ pub struct DecideArgs {
     reason: Option<String>,
 }
 
-/// `afr approve ID` / `afr reject ID`.
+/// `afr reject ID`.
 pub fn decide(dir: &Path, args: DecideArgs, decision: Decision) -> Result<ExitCode> {
     let approver = args
         .approver
@@ -184,6 +191,7 @@ pub fn decide(dir: &Path, args: DecideArgs, decision: Decision) -> Result<ExitCo
         approver: approver.clone(),
         decided_at_us: now_us(),
         reason: args.reason,
+        signature: None,
     };
     let call = approvals::decide(dir, &args.id, &ruling)?;
     for line in call.prompt.lines() {

@@ -297,16 +297,31 @@ pub fn signer_scheme(canonical: &str) -> Scheme {
     }
 }
 
-/// The signer proven by `sig` over its statement (canonical form), or why there is none.
+/// The signer proven by `sig` over its statement (canonical form), or why there is none; the
+/// signer `sig` names must be this one.
 pub fn verify_signature(sig: &ApprovalSignature) -> Result<String, Problem> {
-    let bad = |d: String| problem(Check::ApprovalSignature, d);
     let claimed = canonical_signer(&sig.signer).ok_or_else(|| {
         problem(
             Check::ApprovalStatement,
             "signer is neither an Ethereum address nor an OpenSSH public key",
         )
     })?;
-    let proven = match Scheme::from_name(&sig.scheme) {
+    let proven = signer_of(sig)?;
+    if proven != claimed {
+        return Err(problem(
+            Check::ApprovalSignature,
+            format!("the signature is by {proven}, not by the named signer {claimed}"),
+        ));
+    }
+    Ok(proven)
+}
+
+/// Who signed `sig.statement` with `sig.signature` under `sig.scheme` (canonical form),
+/// whoever `sig.signer` names: the address recovered (EIP-712), or the key in the signature
+/// once it verifies (SSH).
+pub fn signer_of(sig: &ApprovalSignature) -> Result<String, Problem> {
+    let bad = |d: String| problem(Check::ApprovalSignature, d);
+    match Scheme::from_name(&sig.scheme) {
         Some(Scheme::Eip712) => {
             let hash = sig.statement.eip712_signing_hash()?;
             let raw = sig
@@ -325,7 +340,7 @@ pub fn verify_signature(sig: &ApprovalSignature) -> Result<String, Problem> {
             let a = s
                 .recover_address_from_prehash(&B256::from(hash))
                 .map_err(|e| bad(format!("no signer can be recovered: {e}")))?;
-            format!("0x{}", hex::encode(a.as_slice()))
+            Ok(format!("0x{}", hex::encode(a.as_slice())))
         }
         Some(Scheme::Ssh) => {
             let s = ssh_key::SshSig::from_pem(sig.signature.as_bytes())
@@ -355,24 +370,13 @@ pub fn verify_signature(sig: &ApprovalSignature) -> Result<String, Problem> {
                 }
             }
             ssh_signer(s.public_key())
-                .ok_or_else(|| bad("the SSH signature's key cannot be encoded".into()))?
+                .ok_or_else(|| bad("the SSH signature's key cannot be encoded".into()))
         }
-        None => {
-            return Err(bad(format!(
-                "unknown signature scheme {:?} (known: eip712, ssh)",
-                sig.scheme
-            )));
-        }
-    };
-    if proven != claimed {
-        return Err(bad(format!(
-            "the signature is by {proven}, not by the named signer {claimed}"
-        )));
+        None => Err(bad(format!(
+            "unknown signature scheme {:?} (known: eip712, ssh)",
+            sig.scheme
+        ))),
     }
-    if signer_scheme(&proven).name() != sig.scheme {
-        return Err(bad("the signer's key does not fit the scheme".into()));
-    }
-    Ok(proven)
 }
 
 /// A signed approval that holds on its own: bound to its event and validly signed.

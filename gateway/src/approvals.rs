@@ -206,6 +206,7 @@ pub fn remove(dir: &Path, id: &str) {
     let q = queue_dir(dir);
     let _ = std::fs::remove_file(pending_path(&q, id));
     let _ = std::fs::remove_file(decision_path(&q, id));
+    let _ = std::fs::remove_file(q.join(format!("{id}.statement.json")));
 }
 
 /// Every call waiting in the queue, oldest first, with whether a decision was already written
@@ -235,6 +236,29 @@ pub fn list(dir: &Path) -> Result<Vec<(PendingCall, bool)>, QueueError> {
     }
     out.sort_by_key(|(c, _)| (c.created_at_us, c.id.clone()));
     Ok(out)
+}
+
+/// The call `id` waiting in the queue (`afr approve` shows it before deciding).
+pub fn pending(dir: &Path, id: &str) -> Result<PendingCall, QueueError> {
+    if !valid_id(id) {
+        return Err(QueueError::BadId(id.to_owned()));
+    }
+    read_json::<PendingCall>(&pending_path(&queue_dir(dir), id))?
+        .ok_or_else(|| QueueError::NotPending(id.to_owned()))
+}
+
+/// Where `afr approve ID --print` keeps the statement it printed, until the signature comes
+/// back with `afr approve ID --signature`.
+pub fn statement_path(dir: &Path, id: &str) -> Result<PathBuf, QueueError> {
+    if !valid_id(id) {
+        return Err(QueueError::BadId(id.to_owned()));
+    }
+    Ok(queue_dir(dir).join(format!("{id}.statement.json")))
+}
+
+/// Writes `value` as JSON to `path` (0600, replacing it).
+pub fn write_private(path: &Path, value: &impl Serialize) -> Result<(), QueueError> {
+    write_json(path, value, false)
 }
 
 /// Decides on `id` (`afr approve` / `afr reject`); returns the call decided on.

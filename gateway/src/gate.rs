@@ -930,12 +930,17 @@ fn prompt(
     timeout: Duration,
 ) -> String {
     let args = serde_json::to_string_pretty(&call.args).unwrap_or_default();
+    let signed = if e.signed_by.is_empty() {
+        String::new()
+    } else {
+        format!("\nneeds an approval signed by one of: {}", names(e))
+    };
     format!(
         "Approve this tool call?\n\
          tool: {}\n\
          server: {}\n\
          arguments: {args}\n\
-         policy rule: {} ({})\n\
+         policy rule: {} ({}){signed}\n\
          approval id: {id}; rejected unless decided within {} s",
         call.tool,
         session.target(),

@@ -17,6 +17,7 @@ use afr_core::verify::{Outcome, verify_log};
 use afr_recorder::{Config, Recorder, export_log};
 
 mod anchoring;
+mod approvals;
 mod escape;
 mod import;
 mod mcp;

@@ -84,7 +84,7 @@ impl Client {
     }
 
     /// Sends `line` exactly as given (a newline is added).
-    fn send_raw(&mut self, line: &str) {
+    pub(super) fn send_raw(&mut self, line: &str) {
         let mut b = line.as_bytes().to_vec();
         b.push(b'\n');
         self.stdin.as_mut().unwrap().write_all(&b).unwrap();
@@ -93,7 +93,7 @@ impl Client {
     }
 
     /// Waits for the response to `id`, skipping notifications and server requests.
-    fn response(&mut self, id: &Value) -> Value {
+    pub(super) fn response(&mut self, id: &Value) -> Value {
         loop {
             let l = self
                 .lines
