@@ -33,4 +33,5 @@ AFR_BIN="$target/debug/afr" PYTHONDONTWRITEBYTECODE=1 \
     .venv/bin/python -m pytest -p no:cacheprovider -q clients/python
 
 step "signed-approval test vectors: re-checked with cbor2, eth-account and ssh-keygen (tests/approvals/)"
-PYTHONDONTWRITEBYTECODE=1 .venv/bin/python -m pytest -p no:cacheprovider -q tests/approvals
+AFR_BIN="$target/debug/afr" PYTHONDONTWRITEBYTECODE=1 \
+    .venv/bin/python -m pytest -p no:cacheprovider -q tests/approvals

@@ -371,6 +371,51 @@ verdict = "deny"
         );
     }
 
+    const SIGNED: &str = r#"
+[[approver]]
+name = "alice"
+keys = ["0xF39Fd6e51aad88F6F4ce6aB8827279cffFb92266"]
+[[approver]]
+name = "bob"
+keys = ["0x70997970c51812dc3a010c7d01b50e0d17dc79c8"]
+[[rule]]
+id = "signed"
+tool = "drop_*"
+verdict = "escalate"
+signed_by = ["bob"]
+"#;
+
+    #[test]
+    fn escalations_name_their_signers_with_canonical_keys() {
+        let p = Policy::parse(SIGNED.as_bytes()).unwrap();
+        let e = p.evaluate(&call("drop_table", &Value::Null));
+        assert_eq!(e.verdict, Verdict::Escalate);
+        assert_eq!(
+            e.signed_by,
+            vec![Approver {
+                name: "bob".into(),
+                keys: vec!["0x70997970c51812dc3a010c7d01b50e0d17dc79c8".into()],
+            }]
+        );
+        assert!(p.evaluate(&call("echo", &Value::Null)).signed_by.is_empty());
+        let bad = [
+            // An unknown approver, signed_by on a deny, a key that is not a key, a shared key.
+            SIGNED.replace("[\"bob\"]", "[\"carol\"]"),
+            SIGNED.replace("\"escalate\"", "\"deny\""),
+            SIGNED.replace(
+                "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                "ssh-ed25519 nope",
+            ),
+            SIGNED.replace(
+                "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266",
+            ),
+        ];
+        for b in bad {
+            assert!(Policy::parse(b.as_bytes()).is_err(), "{b}");
+        }
+    }
+
     #[test]
     fn bad_files_are_refused() {
         for bad in [
