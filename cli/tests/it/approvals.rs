@@ -312,4 +312,47 @@ fn approve_an_event_file_prints_a_signed_human_approval() {
     // Another recorder, or an hour later than --valid-for allows: it does not hold.
     assert!(afr_core::approval::check(&p, &[1; 20], now).is_err());
     assert!(afr_core::approval::check(&p, &rec, now + 3_600_000_000).is_err());
+
+    // A key held only by ssh-agent, named by its public half.
+    let sock = t.join("agent.sock");
+    let mut agent = Command::new("ssh-agent")
+        .arg("-D")
+        .arg("-a")
+        .arg(&sock)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !sock.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ssh-agent did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let added = Command::new("ssh-add")
+        .arg("-q")
+        .arg(&key)
+        .env("SSH_AUTH_SOCK", &sock)
+        .status()
+        .unwrap();
+    assert!(added.success());
+    std::fs::remove_file(&key).unwrap();
+    let out = afr(&dir)
+        .args(["approve", "--recorder", recorder, "--ssh-key"])
+        .arg(key.with_extension("pub"))
+        .arg("--file")
+        .arg(&file)
+        .env("SSH_AUTH_SOCK", &sock)
+        .output()
+        .unwrap();
+    let _ = agent.kill();
+    let _ = agent.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let h: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(h["signature"]["signer"], public.as_str());
 }
