@@ -26,6 +26,15 @@ pub const SSH_NAMESPACE: &str = "afr-approval-v1";
 pub const EIP712_NAME: &str = "Agent Flight Recorder";
 /// The EIP-712 domain's `version`.
 pub const EIP712_VERSION: &str = "1";
+/// The OpenSSH key types an approval may be signed with (spec §2.2). A policy or trust file
+/// pinning another (`ssh-rsa`, say) is refused: no approval by it could verify.
+pub const SSH_KEY_TYPES: [&str; 4] = [
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+];
+
 /// Allowed clock difference, in seconds, between an approver's machine and the recorder when
 /// an event's time is compared with its approval's validity window.
 pub const CLOCK_SKEW_S: u64 = 60;

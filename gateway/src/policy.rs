@@ -203,6 +203,14 @@ impl Policy {
                         a.name
                     )
                 })?;
+                let kind = c.split_once(' ').map_or("", |(t, _)| t);
+                if !c.starts_with("0x") && !afr_core::approval::SSH_KEY_TYPES.contains(&kind) {
+                    return Err(format!(
+                        "approver `{}`: keys of type `{kind}` cannot sign approvals (supported: {})",
+                        a.name,
+                        afr_core::approval::SSH_KEY_TYPES.join(", ")
+                    ));
+                }
                 if let Some(o) = approvers.iter().find(|x| x.keys.contains(&c)) {
                     return Err(format!(
                         "approvers `{}` and `{}` share the key `{k}`",

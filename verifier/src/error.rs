@@ -5,7 +5,8 @@
 //! in the [`Verdict`](crate::Verdict). An error means nothing was decided, and says why:
 //!
 //! ```text
-//!  Usage(_)                    a pin is missing, malformed or contradicts another (exit 64)
+//!  Usage(_)                    a pin is missing, malformed or contradicts another, or an
+//!                              approver's key is unusable or pinned twice (exit 64)
 //!  ChainMismatch               the endpoint serves another chain than the pinned one
 //!  Transport, Response,        the endpoint could not be reached or read, or refused a call
 //!  RpcFailed
@@ -199,6 +200,50 @@ pub enum UsageError {
         /// The trust file.
         name: String,
     },
+    /// An approver without keys: nothing they sign could be attributed to them.
+    #[error("{who} in {name} has no keys")]
+    ApproverWithoutKeys {
+        /// The approver.
+        who: ApproverName,
+        /// The trust file.
+        name: String,
+    },
+    /// An approver's key that is neither an Ethereum address nor an OpenSSH public key.
+    #[error(
+        "key {key:?} of {who} in {name} is neither an Ethereum address (0x and 40 hex digits) nor an OpenSSH public key"
+    )]
+    BadApproverKey {
+        /// The key as given.
+        key: String,
+        /// The approver.
+        who: ApproverName,
+        /// The trust file.
+        name: String,
+    },
+    /// An approver's OpenSSH key of a type approvals are not signed with.
+    #[error(
+        "a key of {who} in {name} is of type {key_type}, which approvals do not support (ssh-ed25519, ecdsa-sha2-nistp256, sk-ssh-ed25519@openssh.com, sk-ecdsa-sha2-nistp256@openssh.com)"
+    )]
+    UnsupportedApproverKey {
+        /// The key's type.
+        key_type: String,
+        /// The approver.
+        who: ApproverName,
+        /// The trust file.
+        name: String,
+    },
+    /// One key pinned for two approvers: a signature by it could not name one of them.
+    #[error("key {key} is pinned for {first} and again for {who} in {name}")]
+    ApproverKeyTwice {
+        /// The key, canonical.
+        key: String,
+        /// The approver who named it second.
+        who: ApproverName,
+        /// The approver who named it first.
+        first: Box<ApproverName>,
+        /// The trust file.
+        name: String,
+    },
     /// `--recorder` names a recorder the trust file does not.
     #[error(
         "--recorder 0x{} is not among the trust file's recorders",
@@ -208,6 +253,21 @@ pub enum UsageError {
         /// The recorder.
         recorder: RecorderId,
     },
+}
+
+/// An approver of a trust file, as errors name them: `approver "j.doe" of party "Acme"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApproverName {
+    /// The approver's name.
+    pub approver: String,
+    /// Their party's name.
+    pub party: String,
+}
+
+impl fmt::Display for ApproverName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "approver {:?} of party {:?}", self.approver, self.party)
+    }
 }
 
 /// An answer that is not the JSON-RPC it should be.
@@ -380,6 +440,41 @@ mod tests {
             (
                 trust_err(Some(&acme), None, None, Some(B)),
                 "--recorder 0x70997970c51812dc3a010c7d01b50e0d17dc79c8 is not among the trust file's recorders",
+            ),
+            (
+                trust_err(
+                    Some(&format!(
+                        "{acme}[[party.approver]]\nname = \"j\"\nkeys = []\n"
+                    )),
+                    None,
+                    None,
+                    None,
+                ),
+                "approver \"j\" of party \"Acme\" in t.toml has no keys",
+            ),
+            (
+                trust_err(
+                    Some(&format!(
+                        "{acme}[[party.approver]]\nname = \"j\"\nkeys = [\"0x12\"]\n"
+                    )),
+                    None,
+                    None,
+                    None,
+                ),
+                "key \"0x12\" of approver \"j\" of party \"Acme\" in t.toml is neither an Ethereum address (0x and 40 hex digits) nor an OpenSSH public key",
+            ),
+            (
+                trust_err(
+                    Some(&format!(
+                        "{acme}[[party.approver]]\nname = \"j\"\nkeys = [\"{A}\"]\n{}[[party.approver]]\nname = \"k\"\nkeys = [\"{}\"]\n",
+                        party("Globex", B),
+                        A.to_ascii_uppercase().replace("0X", "0x")
+                    )),
+                    None,
+                    None,
+                    None,
+                ),
+                "key 0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266 is pinned for approver \"j\" of party \"Acme\" and again for approver \"k\" of party \"Globex\" in t.toml",
             ),
         ];
         let unpinned = Trust::new(None, None, None, Some(A)).unwrap();

@@ -1,12 +1,15 @@
 //! The library behind `afr-verify`: what is trusted ([`trust`]), anchored roots proven by the
 //! recorder's own transactions ([`anchors`]), the verdict that combines a file's own checks
-//! with both ([`verdict`]); what stops it deciding is a [`VerifyError`] ([`error`]).
+//! with both ([`verdict`]), and the signed human approvals of a bundle's opened events checked
+//! against the pinned approvers ([`approvals`]); what stops it deciding is a [`VerifyError`]
+//! ([`error`]).
 //!
 //! The binary, the named negative vectors (`testdata/`) and the evaluation's tamper matrix
 //! (`afr-eval`, not shipped here) share one implementation ([`verify`]), so what is tested is
 //! exactly what the tool decides.
 
 pub mod anchors;
+pub mod approvals;
 pub mod error;
 pub mod trust;
 pub mod verdict;
@@ -16,7 +19,7 @@ use std::path::Path;
 use afr_core::{bundle::verify_bundle, verify::Outcome, verify::verify_log};
 
 use crate::anchors::{Anchors, Rpc};
-pub use error::{Malformed, RedactedUrl, UsageError, VerifyError};
+pub use error::{ApproverName, Malformed, RedactedUrl, UsageError, VerifyError};
 pub use trust::Trust;
 pub use verdict::{Verdict, check_anchors, check_recorder, parse_addr};
 
@@ -47,7 +50,8 @@ pub enum Source<'a> {
     None,
 }
 
-/// Verifies `bytes` under `trust` with anchors from `src`: the whole decision of `afr-verify`.
+/// Verifies `bytes` under `trust` with anchors from `src`: the whole decision of `afr-verify`
+/// (for a bundle, its opened events' approvals included: [`approvals::check`]).
 /// Errors are I/O, RPC or usage errors (nothing was decided); every property of the file is
 /// in the verdict. Usage is checked first: a source of anchors without a pinned chain is
 /// [`UsageError::ChainNotPinned`] before anything is read.
@@ -65,9 +69,11 @@ pub fn verify(
     if let (Some(flag), None) = (flag, trust.chain_id) {
         return Err(UsageError::ChainNotPinned { flag }.into());
     }
-    let mut v = match kind {
-        Kind::Log => Verdict::from_log(&verify_log(bytes)),
-        Kind::Bundle => Verdict::from_bundle(&verify_bundle(bytes)),
+    // A bundle's report is kept for its opened payloads: their approvals are checked last.
+    let bundle = (kind == Kind::Bundle).then(|| verify_bundle(bytes));
+    let mut v = match &bundle {
+        None => Verdict::from_log(&verify_log(bytes)),
+        Some(rep) => Verdict::from_bundle(rep),
     };
     check_recorder(&mut v, trust);
     if v.outcome == Outcome::Tampered {
@@ -173,6 +179,13 @@ pub fn verify(
     };
     if let Some(a) = anchors {
         check_anchors(&mut v, &a, kind == Kind::Log)?;
+    }
+    // Approvals are judged on content the file's own checks, the recorder and the anchored
+    // roots have let through: a failure here is about the approval, not the file.
+    if let Some(rep) = &bundle
+        && v.outcome != Outcome::Tampered
+    {
+        approvals::check(&mut v, rep, trust);
     }
     v.settle();
     Ok(v)

@@ -6,8 +6,9 @@
 //! recorder (`--recorder`, or the parties of a `--trust` file). Anchored roots come from the
 //! chain (`--rpc`), each proven by a successful transaction the recorder itself sent, or, on an
 //! air-gapped machine, from a file fetched once with `afr-verify anchors` (`--anchors`), which
-//! the report then says it trusted. The answer is one of verified (exit 0), tampered (1) or
-//! incomplete (2); usage errors exit 64, I/O and RPC errors 74.
+//! the report then says it trusted. In a bundle with keys, each signed human approval is checked
+//! against the approvers a trust file pins. The answer is one of verified (exit 0), tampered (1)
+//! or incomplete (2); usage errors exit 64, I/O and RPC errors 74.
 
 use std::{
     path::{Path, PathBuf},
@@ -94,7 +95,8 @@ struct Pins {
     /// Without it (or --trust) the best answer is incomplete.
     #[arg(long)]
     recorder: Option<String>,
-    /// A trust file (TOML) naming the chain, the contract and the parties' recorders.
+    /// A trust file (TOML) naming the chain, the contract, the parties' recorders and the
+    /// approvers whose keys sign approvals (`[[party.approver]]`).
     #[arg(long)]
     trust: Option<PathBuf>,
 }

@@ -1,5 +1,5 @@
-//! What a verifier is asked to trust: one chain, one contract, and the recorders of named
-//! parties.
+//! What a verifier is asked to trust: one chain, one contract, the recorders of named parties,
+//! and the keys of the people who approve actions for them.
 //!
 //! A verdict of *verified* means "these bytes are what a recorder you named anchored on the
 //! chain you named", so each of the three is pinned before anything is compared:
@@ -11,24 +11,44 @@
 //! - **recorders**: `--recorder` or the parties of a trust file. Without one the best answer is
 //!   *incomplete*: any fresh key can anchor an invented history of its own.
 //!
+//! Signed human approvals (`docs/spec/approvals.md`) are attributed through the same file: each
+//! party may pin approvers, each with the keys that sign for them (Ethereum addresses for
+//! EIP-712, OpenSSH public keys for `ssh-keygen -Y sign`). A signature by any other key is
+//! tampered; with no approver pinned anywhere, a signed approval is attributed to no one (the
+//! answer is at best incomplete). `require_signed_approvals` makes an unsigned approval leave
+//! the answer incomplete too.
+//!
 //! A trust file is TOML:
 //!
 //! ```toml
 //! chain_id = 10                       # required unless --chain-id is given
 //! contract = "0x…"                    # optional; the canonical address by default
+//! require_signed_approvals = true     # optional; false by default
 //!
 //! [[party]]
 //! name = "Acme Corp (operator)"
 //! recorders = ["0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266"]
+//!
+//! [[party.approver]]                  # optional, any number per party
+//! name = "j.doe@acme.example"
+//! keys = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI…", "0x70997970c51812dc3a010c7d01b50e0d17dc79c8"]
 //! ```
+//!
+//! Keys are kept in their canonical form ([`afr_core::approval::canonical_signer`]): an address
+//! in lower case, an OpenSSH key without its comment. One key belongs to one approver.
 
-use afr_core::RecorderId;
+use afr_core::{
+    RecorderId,
+    approval::{Scheme, canonical_signer, signer_scheme},
+};
 use serde::Deserialize;
 
 use crate::{
-    error::{UsageError, VerifyError},
+    error::{ApproverName, UsageError, VerifyError},
     verdict::parse_addr,
 };
+
+pub use afr_core::approval::SSH_KEY_TYPES;
 
 /// A party and the recorder addresses it answers for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +60,18 @@ pub struct Party {
     pub recorders: Vec<RecorderId>,
 }
 
-/// The pinned chain, contract and recorders.
+/// A person whose keys sign approvals, and the party they approve for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approver {
+    /// Their name, as the trust file gives it.
+    pub name: String,
+    /// The party whose `[[party.approver]]` pins them.
+    pub party: String,
+    /// Their keys, canonical ([`afr_core::approval::canonical_signer`]).
+    pub keys: Vec<String>,
+}
+
+/// The pinned chain, contract, recorders and approvers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Trust {
     /// The chain id, when pinned.
@@ -49,6 +80,12 @@ pub struct Trust {
     pub contract: [u8; 20],
     /// The parties whose recorders are trusted; empty when no recorder is pinned.
     pub parties: Vec<Party>,
+    /// Whether an unsigned approval leaves the answer incomplete (`require_signed_approvals`).
+    pub require_signed_approvals: bool,
+    /// The approvers of every party of the trust file; empty when none is pinned. `--recorder`
+    /// narrows the recorders, not the approvers: who may approve does not depend on which
+    /// recorder wrote the file.
+    pub approvers: Vec<Approver>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -56,6 +93,8 @@ pub struct Trust {
 struct TrustFile {
     chain_id: Option<u64>,
     contract: Option<String>,
+    #[serde(default)]
+    require_signed_approvals: bool,
     #[serde(default)]
     party: Vec<PartyFile>,
 }
@@ -65,6 +104,15 @@ struct TrustFile {
 struct PartyFile {
     name: String,
     recorders: Vec<String>,
+    #[serde(default)]
+    approver: Vec<ApproverFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApproverFile {
+    name: String,
+    keys: Vec<String>,
 }
 
 /// The canonical AfrAnchor address.
@@ -92,6 +140,8 @@ impl Trust {
                 None => canonical_contract(),
             },
             parties: Vec::new(),
+            require_signed_approvals: false,
+            approvers: Vec::new(),
         };
         if let Some((name, text)) = file {
             let name = name.to_owned();
@@ -111,6 +161,7 @@ impl Trust {
                 }
                 t.chain_id = Some(c);
             }
+            t.require_signed_approvals = f.require_signed_approvals;
             if let Some(c) = &f.contract {
                 let c = parse_addr(c, &format!("contract in {name}"))?;
                 if contract.is_some() && c != t.contract {
@@ -134,6 +185,9 @@ impl Trust {
                     .iter()
                     .map(|r| parse_addr(r, &format!("recorder of party {:?}", p.name)))
                     .collect::<Result<Vec<_>, _>>()?;
+                for a in p.approver {
+                    t.pin_approver(&name, &p.name, a)?;
+                }
                 t.parties.push(Party {
                     name: p.name,
                     recorders,
@@ -160,6 +214,73 @@ impl Trust {
         Ok(t)
     }
 
+    /// Pins approver `a` of `party` (trust file `name`): every key canonical, none pinned
+    /// before (for this approver or another).
+    fn pin_approver(
+        &mut self,
+        name: &str,
+        party: &str,
+        a: ApproverFile,
+    ) -> Result<(), VerifyError> {
+        let who = || ApproverName {
+            approver: a.name.clone(),
+            party: party.to_owned(),
+        };
+        let name = name.to_owned();
+        if a.keys.is_empty() {
+            return Err(UsageError::ApproverWithoutKeys { who: who(), name }.into());
+        }
+        let mut keys: Vec<String> = Vec::with_capacity(a.keys.len());
+        for key in &a.keys {
+            let Some(k) = canonical_signer(key) else {
+                return Err(UsageError::BadApproverKey {
+                    key: key.clone(),
+                    who: who(),
+                    name,
+                }
+                .into());
+            };
+            let kind = k.split_once(' ').map_or("", |(t, _)| t);
+            if signer_scheme(&k) == Scheme::Ssh && !SSH_KEY_TYPES.contains(&kind) {
+                return Err(UsageError::UnsupportedApproverKey {
+                    key_type: kind.to_owned(),
+                    who: who(),
+                    name,
+                }
+                .into());
+            }
+            if let Some(o) = self.approver_of(&k) {
+                return Err(UsageError::ApproverKeyTwice {
+                    key: k,
+                    who: who(),
+                    first: Box::new(ApproverName {
+                        approver: o.name.clone(),
+                        party: o.party.clone(),
+                    }),
+                    name,
+                }
+                .into());
+            }
+            // The same key twice for one approver says nothing new.
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        self.approvers.push(Approver {
+            name: a.name,
+            party: party.to_owned(),
+            keys,
+        });
+        Ok(())
+    }
+
+    /// The pinned approver who holds `signer` (canonical), if any.
+    pub fn approver_of(&self, signer: &str) -> Option<&Approver> {
+        self.approvers
+            .iter()
+            .find(|a| a.keys.iter().any(|k| k == signer))
+    }
+
     /// The party that answers for `recorder`, if it is pinned.
     pub fn party_of(&self, recorder: &RecorderId) -> Option<&Party> {
         self.parties.iter().find(|p| p.recorders.contains(recorder))
@@ -182,6 +303,106 @@ mod tests {
 
     const A: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
     const B: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+
+    const ED: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPUzneUiWj5SDCeaDbakURUAkDQWBGZNfSd141vOTLYX";
+    const P256: &str = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBAlwidfFExt6KcyJeNtlKgh/NqnQ/5l7fsWtfHgw4tmixfR8GFBDWTwlBaTKpZe6QQi9VfNRUGQy4+YuYOU125A=";
+
+    const P384: &str = "ecdsa-sha2-nistp384 AAAAE2VjZHNhLXNoYTItbmlzdHAzODQAAAAIbmlzdHAzODQAAABhBAhiNG5bBYB23z0xRE9rnMNBDHLMkDfUaeKSfXBsS/dM33dzJPgApCPJWuGVughVKfIkLKzgRNK/g85fsbWG3L5SZJpNyKopDtv8iKh7jik9pQPUKsIsz3HKEAC1Ztcsyw==";
+    const RSA: &str = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAgQDBeY9n1waJvi1Ox2cJ5bYxQu4Noms2y+0dCPwbAFxY5O/U3zuuSPDhVgC4P+rtl/+v0wcu4xHCL1rBhe2y66VeeTvnIDkG1oJTzToSJlV0T+dHCAU9ISINaESlBJebIUqdJNhwEm681Lwgk5ut8bcdIvSwN1ibFpy3tsubAtJk3w==";
+
+    fn file(text: &str) -> Result<Trust, VerifyError> {
+        Trust::new(Some(("t.toml", text)), None, None, None)
+    }
+
+    #[test]
+    fn approvers_are_pinned_per_party_with_canonical_keys() {
+        let text = format!(
+            "require_signed_approvals = true\n\
+             [[party]]\nname = \"Acme\"\nrecorders = [\"{A}\"]\n\
+             [[party.approver]]\nname = \"j.doe@acme.example\"\n\
+             keys = [\"{ED} j.doe@laptop\", \"0x70997970C51812dc3A010C7d01b50e0d17dc79C8\", \"  {ED}  \"]\n\
+             [[party.approver]]\nname = \"ops\"\nkeys = [\"{P256}\"]\n\
+             [[party]]\nname = \"Globex\"\nrecorders = [\"{B}\"]\n"
+        );
+        let t = file(&text).unwrap();
+        assert!(t.require_signed_approvals);
+        assert_eq!(t.approvers.len(), 2);
+        let j = &t.approvers[0];
+        assert_eq!(
+            (j.name.as_str(), j.party.as_str()),
+            ("j.doe@acme.example", "Acme")
+        );
+        // The comment and the case are dropped, and the repeated key is kept once.
+        assert_eq!(j.keys, [ED, B]);
+        assert_eq!(t.approver_of(B).unwrap().name, "j.doe@acme.example");
+        assert_eq!(t.approver_of(P256).unwrap().name, "ops");
+        assert!(t.approver_of(A).is_none());
+        // --recorder narrows the recorders, not the approvers.
+        let one = Trust::new(Some(("t.toml", &text)), None, None, Some(B)).unwrap();
+        assert_eq!(one.parties.len(), 1);
+        assert_eq!(one.approvers, t.approvers);
+        // Both are optional.
+        let plain = file(&format!(
+            "[[party]]\nname = \"Acme\"\nrecorders = [\"{A}\"]\n"
+        ))
+        .unwrap();
+        assert!(!plain.require_signed_approvals);
+        assert!(plain.approvers.is_empty());
+        // Command-line pins alone pin no approver.
+        let cli = Trust::new(None, Some(1), None, Some(A)).unwrap();
+        assert!(cli.approvers.is_empty() && !cli.require_signed_approvals);
+    }
+
+    #[test]
+    fn unusable_approver_keys_are_usage_errors() {
+        let acme = format!("[[party]]\nname = \"Acme\"\nrecorders = [\"{A}\"]\n");
+        let approver = |name: &str, keys: &str| {
+            format!("[[party.approver]]\nname = \"{name}\"\nkeys = [{keys}]\n")
+        };
+        for (text, want) in [
+            (
+                format!("{acme}{}", approver("j", "")),
+                "approver \"j\" of party \"Acme\" in t.toml has no keys",
+            ),
+            (
+                format!("{acme}{}", approver("j", "\"ssh-ed25519 AAAA\"")),
+                "key \"ssh-ed25519 AAAA\" of approver \"j\" of party \"Acme\" in t.toml is neither",
+            ),
+            (
+                format!("{acme}{}", approver("j", "\"0x7099\"")),
+                "key \"0x7099\" of approver \"j\"",
+            ),
+            (
+                format!("{acme}{}", approver("j", "\"j.doe@acme.example\"")),
+                "key \"j.doe@acme.example\" of approver \"j\"",
+            ),
+            (
+                format!(
+                    "{acme}{}{}",
+                    approver("j", &format!("\"{ED}\"")),
+                    approver("k", &format!("\"{ED} other comment\""))
+                ),
+                "is pinned for approver \"j\" of party \"Acme\" and again for approver \"k\" of party \"Acme\"",
+            ),
+            (
+                format!("{acme}{}", approver("j", &format!("\"{P384}\""))),
+                "a key of approver \"j\" of party \"Acme\" in t.toml is of type ecdsa-sha2-nistp384, which approvals do not support",
+            ),
+            (
+                format!("{acme}{}", approver("j", &format!("\"{RSA}\""))),
+                "a key of approver \"j\" of party \"Acme\" in t.toml is of type ssh-rsa,",
+            ),
+            (
+                format!("{acme}[[party.approver]]\nname = \"j\"\nkeys = [\"{B}\"]\nrole = \"x\"\n"),
+                "trust file t.toml",
+            ),
+        ] {
+            let e = file(&text).unwrap_err();
+            assert!(matches!(e, VerifyError::Usage(_)), "{e:?}");
+            assert!(e.to_string().contains(want), "{e}\n{text}");
+        }
+    }
 
     #[test]
     fn canonical_address_parses() {

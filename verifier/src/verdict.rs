@@ -4,10 +4,12 @@
 //! commits to; this module pins the recorder, compares those roots with the anchored ones and
 //! settles the one outcome: tampered if any check failed, incomplete if something could not be
 //! checked (no recorder pinned, an epoch not yet anchored, a withheld payload, a log that ends
-//! before the anchored head), verified otherwise.
+//! before the anchored head, an approval that cannot be attributed or is required and
+//! unsigned: [`crate::approvals`]), verified otherwise.
 
 use crate::{
     anchors::Anchors,
+    approvals::Approval,
     error::{UsageError, VerifyError},
     trust::Trust,
 };
@@ -46,6 +48,8 @@ pub struct Verdict {
     pub party: Option<String>,
     /// The proven anchors of the file's epochs: `(epoch, tx, block, log index)`.
     pub anchors: Vec<(u64, String, u64, u64)>,
+    /// The approval of every opened event that carries one ([`crate::approvals`]).
+    pub approvals: Vec<Approval>,
 }
 
 fn checks_vec(checks: &std::collections::BTreeMap<&'static str, u64>) -> Vec<(String, u64)> {
@@ -72,6 +76,7 @@ impl Verdict {
             opened: Vec::new(),
             party: None,
             anchors: Vec::new(),
+            approvals: Vec::new(),
         }
     }
 
@@ -117,6 +122,7 @@ impl Verdict {
                 .collect(),
             party: None,
             anchors: Vec::new(),
+            approvals: Vec::new(),
         }
     }
 
@@ -148,6 +154,8 @@ impl Verdict {
                 "canonical_contract": trust.canonical(),
                 "recorder_pinned": !trust.parties.is_empty(),
                 "party": self.party,
+                "approvers_pinned": trust.approvers.len(),
+                "require_signed_approvals": trust.require_signed_approvals,
             })),
             "checks": self.checks.iter().map(|(k, n)| (k.clone(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
             "first_failure": self.first_failure.as_ref().map(Failure::to_json),
@@ -156,6 +164,7 @@ impl Verdict {
             "epoch_roots": afr_core::verify::epoch_roots_json(&self.epoch_roots),
             "anchors": self.anchors.iter().map(|(e, tx, b, i)| serde_json::json!({"epoch": e, "tx": tx, "block": b, "log_index": i})).collect::<Vec<_>>(),
             "opened": self.opened,
+            "approvals": self.approvals.iter().map(Approval::to_json).collect::<Vec<_>>(),
         })
     }
 
@@ -185,9 +194,21 @@ impl Verdict {
         let chain = trust
             .chain_id
             .map_or_else(|| "no chain pinned".to_owned(), |c| format!("chain {c}"));
+        let approvers = match (trust.approvers.len(), trust.require_signed_approvals) {
+            (0, false) => String::new(),
+            (n, required) => format!(
+                ", {n} approver{} pinned{}",
+                if n == 1 { "" } else { "s" },
+                if required {
+                    ", signed approvals required"
+                } else {
+                    ""
+                }
+            ),
+        };
         let _ = writeln!(
             out,
-            "  trust: {chain}, contract {}{}, {pinned}",
+            "  trust: {chain}, contract {}{}, {pinned}{approvers}",
             trust.contract_hex(),
             if trust.canonical() {
                 " (canonical)"
@@ -205,6 +226,9 @@ impl Verdict {
         use std::fmt::Write as _;
         for n in &self.notes {
             let _ = writeln!(out, "  {}", escape(n));
+        }
+        for a in &self.approvals {
+            let _ = writeln!(out, "  {}", a.to_text());
         }
         for (c, n) in &self.checks {
             let _ = writeln!(out, "  {c:<20} {n} passed");
@@ -224,7 +248,7 @@ impl Verdict {
         }
     }
 
-    fn tamper(&mut self, location: Location, check: Check, detail: String) {
+    pub(crate) fn tamper(&mut self, location: Location, check: Check, detail: String) {
         self.outcome = Outcome::Tampered;
         self.first_failure = Some(Failure {
             check,
@@ -356,7 +380,7 @@ fn ranges(epochs: &[u64]) -> String {
     format!("[{}]", afr_core::text::runs(epochs, "..="))
 }
 
-fn bump(checks: &mut Vec<(String, u64)>, name: &str) {
+pub(crate) fn bump(checks: &mut Vec<(String, u64)>, name: &str) {
     match checks.iter_mut().find(|c| c.0 == name) {
         Some(c) => c.1 += 1,
         None => checks.push((name.to_owned(), 1)),

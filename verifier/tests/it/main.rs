@@ -7,6 +7,7 @@
 )]
 
 mod anvil;
+mod approvals;
 mod testdata;
 
 use std::process::Command;

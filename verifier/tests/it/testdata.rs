@@ -1,8 +1,10 @@
 //! The catalogue of named negative vectors in `verifier/testdata/`: one evidence file per
 //! attack (and a few honest controls), each with a case file giving what the verifier is asked
-//! to trust and its expected report (`outcome`, `first_failure.check`). Every case is checked
-//! offline against the anchors file it names, through the same [`afr_verify::verify`] the tool
-//! runs. The files also seed the fuzzers (`core/tests/it/fuzz_smoke.rs`, `fuzz/README.md`).
+//! to trust (a chain, a recorder, and for signed approvals a trust file, `*.trust.toml`) and
+//! its expected report (`outcome`, `first_failure.check`, and each approval's `status` and
+//! `check` when the bundle holds approvals). Every case is checked offline against the anchors
+//! file it names, through the same [`afr_verify::verify`] the tool runs. The files also seed
+//! the fuzzers (`core/tests/it/fuzz_smoke.rs`, `fuzz/README.md`).
 //!
 //! Regenerate with `scripts/gen-testdata.sh` (`AFR_REGEN_TESTDATA=1 cargo test -p afr-verify
 //! --test it testdata`); the generator is deterministic, so a regeneration that changes a file
@@ -13,6 +15,11 @@ use std::path::{Path, PathBuf};
 use afr_core::{Hash32, bundle::Bundle, verify::Outcome};
 use afr_eval::tamper::{self, Attack, Evidence, History, Rng};
 use afr_verify::{Kind, Source, Trust, anchors::Anchors};
+
+use crate::approvals::{
+    ETH_KEY, J_DOE, OTHER_ETH_KEY, R_ROE, RUN_AT, SSH_SEED, Signer, WINDOW, anchored, approved,
+    bundle, event, git_push, history, psql, trust_toml,
+};
 
 const OPERATOR: [u8; 20] = [0xa1; 20];
 const VICTIM: [u8; 20] = [0xb2; 20];
@@ -38,10 +45,13 @@ struct Case {
     bytes: Vec<u8>,
     anchors: Option<String>,
     recorder: Option<[u8; 20]>,
+    /// A trust file of the catalogue, pinning approvers (the recorder and chain as above).
+    trust: Option<String>,
 }
 
-/// Every case of the catalogue, built deterministically.
-fn build() -> (Vec<Case>, Vec<(&'static str, Anchors)>) {
+/// Every case of the catalogue, built deterministically, and the files they name: `(name,
+/// text)` of every anchors and trust file.
+fn build() -> (Vec<Case>, Vec<(String, String)>) {
     let mut h = History::random(&mut Rng::new(11), OPERATOR);
     while h.epochs.len() < 4 {
         h.epochs.push(h.epochs[0].clone());
@@ -74,6 +84,7 @@ fn build() -> (Vec<Case>, Vec<(&'static str, Anchors)>) {
             bytes,
             anchors: anchors.map(str::to_owned),
             recorder,
+            trust: None,
         });
     };
     let op = Some(OPERATOR);
@@ -248,11 +259,135 @@ fn build() -> (Vec<Case>, Vec<(&'static str, Anchors)>) {
             op,
         );
     }
-    let files = vec![
+    let mut files: Vec<(String, String)> = [
         ("anchors.json", anchors(&OPERATOR, &roots, 31337)),
         ("anchors-victim.json", anchors(&VICTIM, &[], 31337)),
         ("anchors-chain-1.json", anchors(&OPERATOR, &roots, 1)),
+    ]
+    .into_iter()
+    .map(|(name, a)| (name.to_owned(), json_file(&a)))
+    .collect();
+    let (more, more_files) = approval_cases();
+    cases.extend(more);
+    files.extend(more_files);
+    (cases, files)
+}
+
+fn json_file(v: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(v).unwrap() + "\n"
+}
+
+/// Signed approvals (`docs/spec/approvals.md` §4): one history with an EIP-712 and an SSH
+/// approval by pinned approvers, and what a host attacker (every recorder key) makes of it.
+/// Each tampered bundle comes from a log re-sealed after the change and anchored as it is (its
+/// own anchors file): the chain, the Merkle proofs and the anchored roots all hold, so only the
+/// approval checks can catch it.
+fn approval_cases() -> (Vec<Case>, Vec<(String, String)>) {
+    let mut base = history(41, OPERATOR, 6);
+    event(&mut base, 1).payload =
+        approved(psql(1), J_DOE, Signer::Eth(ETH_KEY), &OPERATOR, WINDOW, 1);
+    event(&mut base, 3).payload = approved(
+        git_push("main"),
+        R_ROE,
+        Signer::Ssh(SSH_SEED),
+        &OPERATOR,
+        WINDOW,
+        3,
+    );
+    let signed = "approvers.trust.toml";
+    let required = "approvers-required.trust.toml";
+    let mut cases = Vec::new();
+    let mut files = vec![
+        (signed.to_owned(), trust_toml(&OPERATOR, false)),
+        (required.to_owned(), trust_toml(&OPERATOR, true)),
     ];
+    let mut case = |name: &str, why: &str, h: &History, seqs: &[usize], trust: &str| {
+        let log = h.clone().seal();
+        let a = format!("anchors-{name}.json");
+        files.push((a.clone(), json_file(&anchored(&log))));
+        cases.push(Case {
+            name: name.into(),
+            why: why.into(),
+            kind: Kind::Bundle,
+            bytes: bundle(&log, seqs),
+            anchors: Some(a),
+            recorder: Some(OPERATOR),
+            trust: Some(trust.into()),
+        });
+    };
+    case(
+        "approval-signed-honest",
+        "control: an EIP-712 approval (event 1) and an SSH approval (event 3), each signed over its event's exact action by an approver the trust file pins",
+        &base,
+        &[0, 1, 3],
+        signed,
+    );
+    let mut h = base.clone();
+    let p = &mut event(&mut h, 1).payload;
+    p.intent.args["query"] =
+        serde_json::json!("UPDATE accounts SET credit_limit = 500000 WHERE id = 1");
+    if let Some(x) = p.execution.as_mut() {
+        x.command =
+            "psql -d prod -c 'UPDATE accounts SET credit_limit = 500000 WHERE id = 1'".into();
+    }
+    case(
+        "approval-args-changed-after-signing",
+        "the operator changed the arguments and command of an approved call after the approver signed, and re-sealed the log: the digest recomputed from the event is not the one signed",
+        &h,
+        &[1],
+        signed,
+    );
+    let mut h = base.clone();
+    event(&mut h, 1).payload = approved(
+        psql(1),
+        J_DOE,
+        Signer::Eth(OTHER_ETH_KEY),
+        &OPERATOR,
+        WINDOW,
+        1,
+    );
+    case(
+        "approval-unlisted-signer",
+        "an approval recorded as j.doe's, validly signed over the action, but by a key no pinned approver holds",
+        &h,
+        &[1],
+        signed,
+    );
+    let mut h = base.clone();
+    let once = event(&mut h, 1).payload.clone();
+    event(&mut h, 2).payload = once;
+    case(
+        "approval-replayed",
+        "one signed approval copied onto a second event with the same intent and execution: each is valid alone, the nonce repeats",
+        &h,
+        &[1, 2],
+        signed,
+    );
+    let mut h = base.clone();
+    event(&mut h, 1).payload = approved(
+        psql(1),
+        J_DOE,
+        Signer::Eth(ETH_KEY),
+        &OPERATOR,
+        (RUN_AT - 900, RUN_AT - 120),
+        1,
+    );
+    case(
+        "approval-expired",
+        "an approval that lapsed two minutes before the call ran: outside its window even with 60 s of clock skew",
+        &h,
+        &[1],
+        signed,
+    );
+    let mut h = base.clone();
+    event(&mut h, 1).payload = approved(psql(1), J_DOE, Signer::Nobody, &OPERATOR, WINDOW, 1);
+    case(
+        "approval-unsigned-required",
+        "an unsigned approval (the operator's word) under a trust file that requires signed approvals",
+        &h,
+        &[1],
+        required,
+    );
     (cases, files)
 }
 
@@ -275,10 +410,15 @@ fn ext(kind: Kind) -> &'static str {
     }
 }
 
-fn run(c: &Case, anchors_dir: &Path) -> (afr_verify::Verdict, Trust) {
+fn run(c: &Case, dir: &Path) -> (afr_verify::Verdict, Trust) {
     let rec = c.recorder.map(|r| hexa(&r));
-    let trust = Trust::new(None, Some(31337), None, rec.as_deref()).unwrap();
-    let path = c.anchors.as_ref().map(|a| anchors_dir.join(a));
+    let text = c
+        .trust
+        .as_ref()
+        .map(|t| (t.as_str(), std::fs::read_to_string(dir.join(t)).unwrap()));
+    let file = text.as_ref().map(|(n, t)| (*n, t.as_str()));
+    let trust = Trust::new(file, Some(31337), None, rec.as_deref()).unwrap();
+    let path = c.anchors.as_ref().map(|a| dir.join(a));
     let src = match &path {
         Some(p) => Source::File(p),
         None => Source::None,
@@ -290,10 +430,18 @@ fn run(c: &Case, anchors_dir: &Path) -> (afr_verify::Verdict, Trust) {
 }
 
 fn report(v: &afr_verify::Verdict) -> serde_json::Value {
-    serde_json::json!({
+    let mut r = serde_json::json!({
         "outcome": v.outcome.name(),
         "first_failure": v.first_failure.as_ref().map(|f| serde_json::json!({"check": f.check})),
-    })
+    });
+    if !v.approvals.is_empty() {
+        r["approvals"] = v
+            .approvals
+            .iter()
+            .map(|a| serde_json::json!({"seq": a.seq, "status": a.status.name(), "check": a.check}))
+            .collect();
+    }
+    r
 }
 
 #[test]
@@ -303,18 +451,14 @@ fn testdata() {
         let (cases, files) = build();
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        for (name, a) in &files {
-            std::fs::write(
-                d.join(name),
-                serde_json::to_string_pretty(a).unwrap() + "\n",
-            )
-            .unwrap();
+        for (name, text) in &files {
+            std::fs::write(d.join(name), text).unwrap();
         }
         for c in &cases {
             let file = format!("{}.{}", c.name, ext(c.kind));
             std::fs::write(d.join(&file), &c.bytes).unwrap();
             let (v, _) = run(c, &d);
-            let spec = serde_json::json!({
+            let mut spec = serde_json::json!({
                 "why": c.why,
                 "file": file,
                 "kind": if c.kind == Kind::Log { "log" } else { "bundle" },
@@ -323,6 +467,9 @@ fn testdata() {
                 "anchors": c.anchors,
                 "expected": report(&v),
             });
+            if let Some(t) = &c.trust {
+                spec["trust"] = t.as_str().into();
+            }
             std::fs::write(
                 d.join(format!("{}.json", c.name)),
                 serde_json::to_string_pretty(&spec).unwrap() + "\n",
@@ -356,6 +503,7 @@ fn testdata() {
             recorder: spec["recorder"]
                 .as_str()
                 .map(|r| afr_verify::parse_addr(r, "recorder").unwrap()),
+            trust: spec["trust"].as_str().map(str::to_owned),
         };
         let (v, trust) = run(&c, &d);
         assert_eq!(report(&v), spec["expected"], "{}: {}", c.name, c.why);
@@ -369,7 +517,10 @@ fn testdata() {
             c.name
         );
         names.push(c.name.clone());
-        if !c.name.starts_with("honest") && !c.name.starts_with("proven") {
+        if !c.name.starts_with("honest")
+            && !c.name.starts_with("proven")
+            && !c.name.ends_with("-honest")
+        {
             assert_ne!(
                 v.outcome,
                 Outcome::Verified,
@@ -402,8 +553,35 @@ fn testdata() {
         ("wrong-chain-anchors", "incomplete"),
         ("empty-log", "incomplete"),
         ("contradicting-erasure", "incomplete"),
+        ("approval-signed-honest", "verified"),
+        ("approval-unsigned-required", "incomplete"),
     ] {
         assert_eq!(outcome(name), want, "{name}");
+    }
+    // The approval cases fail where the spec says, and only there.
+    for (name, check) in [
+        ("approval-args-changed-after-signing", "approval-digest"),
+        ("approval-unlisted-signer", "approval-signer"),
+        ("approval-replayed", "approval-nonce"),
+        ("approval-expired", "approval-window"),
+    ] {
+        let spec: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join(format!("{name}.json"))).unwrap())
+                .unwrap();
+        let e = &spec["expected"];
+        assert_eq!(
+            (e["outcome"].as_str(), e["first_failure"]["check"].as_str()),
+            (Some("tampered"), Some(check)),
+            "{name}"
+        );
+        let failed: Vec<&serde_json::Value> = e["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["status"] == "invalid")
+            .collect();
+        assert_eq!(failed.len(), 1, "{name}: {e}");
+        assert_eq!(failed[0]["check"], check, "{name}");
     }
     for must in [
         "framing-planted-roots",
@@ -412,6 +590,12 @@ fn testdata() {
         "anchor-frame-injected",
         "stale-export",
         "terminal-injection",
+        "approval-signed-honest",
+        "approval-args-changed-after-signing",
+        "approval-unlisted-signer",
+        "approval-replayed",
+        "approval-expired",
+        "approval-unsigned-required",
     ] {
         assert!(names.iter().any(|x| x == must), "{must} missing");
     }
