@@ -23,6 +23,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod anchoring;
 mod approve;
+mod delegate;
 mod import;
 mod mcp;
 mod query;
@@ -135,6 +136,10 @@ enum Cmd {
     Approve(approve::ApproveArgs),
     /// Reject a held tool call: the gateway records the rejection; the call never runs.
     Reject(mcp::DecideArgs),
+    /// Delegate work to another organisation's recorder, or accept it from one, recording the
+    /// other side's signed receipt (docs/spec/delegation.md).
+    #[command(subcommand)]
+    Delegate(delegate::DelegateCmd),
     /// Seal the open epoch now (if it holds any event).
     Seal {
         #[command(flatten)]
@@ -289,6 +294,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Approvals { json } => mcp::list(&cli.dir, json),
         Cmd::Approve(a) => approve::approve(&cli.dir, a),
         Cmd::Reject(a) => mcp::decide(&cli.dir, a, afr_gateway::approvals::Decision::Rejected),
+        Cmd::Delegate(d) => delegate::run(&cli.dir, cli.password_file.as_deref(), d),
         Cmd::Seal { opts } => {
             if let Some(c) = afr_server::client::Client::running(&cli.dir) {
                 return served::seal(c);

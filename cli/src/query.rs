@@ -7,7 +7,7 @@ use std::{
     io::{BufWriter, Write},
     path::{Path, PathBuf},
     process::ExitCode,
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use afr_core::{calendar, text::escape};
@@ -77,23 +77,38 @@ pub fn run(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
     }
     out.flush()?;
     drop(out);
-    // In --json mode stdout is for jq: the summary goes to stderr.
-    let summary = summary(&res, took, shown.len());
-    if a.json {
-        eprint!("{summary}");
-    } else {
-        print!("{summary}");
-    }
+    finish(a, &res, took, shown.len(), |seqs| {
+        let bundle = r.disclose(seqs, a.with_keys)?;
+        Ok((bundle.encode(), bundle.events.len()))
+    })
+}
+
+/// The end of `afr query`, run here or by the server: the summary of `res`, then with
+/// --disclose the bundle of every match, made by `disclose` (its bytes and number of events),
+/// written to the file. In --json mode stdout is for jq: what is said goes to stderr.
+pub(crate) fn finish(
+    a: &QueryArgs,
+    res: &QueryResult,
+    took: Duration,
+    shown: usize,
+    disclose: impl FnOnce(&[u64]) -> Result<(Vec<u8>, usize)>,
+) -> Result<ExitCode> {
+    let say = |text: &str| {
+        if a.json {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    };
+    say(&summary(res, took, shown));
     if let Some(file) = &a.disclose {
         if res.matches.is_empty() {
             anyhow::bail!("no events matched: nothing to disclose");
         }
-        let bundle = r.disclose(&res.matches, a.with_keys)?;
-        let bytes = bundle.encode();
+        let (bytes, events) = disclose(&res.matches)?;
         std::fs::write(file, &bytes).with_context(|| format!("cannot write {}", file.display()))?;
-        let msg = format!(
-            "disclosed {} events ({}) in {} bytes to {}\n",
-            bundle.events.len(),
+        say(&format!(
+            "disclosed {events} events ({}) in {} bytes to {}\n",
             if a.with_keys {
                 "with per-event keys"
             } else {
@@ -101,12 +116,7 @@ pub fn run(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
             },
             bytes.len(),
             crate::esc(file.display())
-        );
-        if a.json {
-            eprint!("{msg}");
-        } else {
-            print!("{msg}");
-        }
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }

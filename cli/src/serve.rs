@@ -113,6 +113,20 @@ pub fn run(dir: &Path, password_file: Option<&Path>, a: &ServeArgs) -> Result<Ex
         max_inflight: a.max_inflight.max(1),
         ..Limits::default()
     };
+    // Delegation receipts are signed with the anchoring key (the recorder id is its address);
+    // without it (an encrypted keystore and no passphrase) the delegation routes answer 503.
+    let receipt_signer = match anchoring::signer(dir, password_file) {
+        Ok(k) => Some(afr_server::ReceiptSigner(Arc::new(move |d: &[u8; 32]| {
+            afr_anchorer::sign_digest(&k, *d).map_err(|e| e.to_string())
+        }))),
+        Err(e) => {
+            eprintln!(
+                "afr serve: no receipt key, so /v1/delegations/* is off: {}",
+                esc(e.to_string())
+            );
+            None
+        }
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -127,6 +141,7 @@ pub fn run(dir: &Path, password_file: Option<&Path>, a: &ServeArgs) -> Result<Ex
                 tcp,
                 limits,
                 anchor,
+                receipt_signer,
             },
         )?;
         let b = s.bound();

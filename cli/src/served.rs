@@ -214,35 +214,10 @@ pub fn query(mut c: Client, a: &query::QueryArgs) -> Result<ExitCode> {
         decrypted: s["decrypted"].as_u64().unwrap_or_default(),
     };
     let took = Duration::from_micros(s["took_us"].as_u64().unwrap_or_default());
-    let text = query::summary(&res, took, shown);
-    if a.json {
-        eprint!("{text}");
-    } else {
-        print!("{text}");
-    }
-    if let Some(file) = &a.disclose {
-        if res.matches.is_empty() {
-            anyhow::bail!("no events matched: nothing to disclose");
-        }
-        let (bytes, events, _, _) = disclose_bundle(&mut c, &res.matches, a.with_keys)?;
-        std::fs::write(file, &bytes).with_context(|| format!("cannot write {}", file.display()))?;
-        let msg = format!(
-            "disclosed {events} events ({}) in {} bytes to {}\n",
-            if a.with_keys {
-                "with per-event keys"
-            } else {
-                "no keys"
-            },
-            bytes.len(),
-            esc(file.display())
-        );
-        if a.json {
-            eprint!("{msg}");
-        } else {
-            print!("{msg}");
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+    query::finish(a, &res, took, shown, |seqs| {
+        let (bytes, events, _, _) = disclose_bundle(&mut c, seqs, a.with_keys)?;
+        Ok((bytes, usize::try_from(events)?))
+    })
 }
 
 /// `afr record` through the server: lines are sent in NDJSON batches (at most

@@ -279,6 +279,25 @@ impl Statement {
     }
 }
 
+/// The address whose key signed the 32-byte `hash` with `sig` (`0x` + 130 hex digits,
+/// `r ‖ s ‖ v`, `v` in 0, 1, 27, 28; a high `s` is refused, EIP-2).
+pub fn recover(hash: &[u8; 32], sig: &str) -> Result<[u8; 20], String> {
+    let raw = sig
+        .strip_prefix("0x")
+        .and_then(|h| hex::decode(h).ok())
+        .filter(|b| b.len() == 65)
+        .ok_or("the EIP-712 signature is not 0x and 130 hex digits")?;
+    let s = Signature::from_raw(&raw)
+        .map_err(|e| format!("the EIP-712 signature is malformed: {e}"))?;
+    if s.normalize_s().is_some() {
+        return Err("the EIP-712 signature has a high s value (EIP-2); not accepted".into());
+    }
+    let a = s
+        .recover_address_from_prehash(&B256::from(*hash))
+        .map_err(|e| format!("no signer can be recovered: {e}"))?;
+    Ok(a.0.0)
+}
+
 /// The canonical form of a signer: `0x` + 40 lower-case hex digits for an Ethereum address,
 /// `<type> <base64>` (no comment) for an OpenSSH public key; `None` if `s` is neither.
 pub fn canonical_signer(s: &str) -> Option<String> {
@@ -333,23 +352,8 @@ pub fn signer_of(sig: &ApprovalSignature) -> Result<String, Problem> {
     match Scheme::from_name(&sig.scheme) {
         Some(Scheme::Eip712) => {
             let hash = sig.statement.eip712_signing_hash()?;
-            let raw = sig
-                .signature
-                .strip_prefix("0x")
-                .and_then(|h| hex::decode(h).ok())
-                .filter(|b| b.len() == 65)
-                .ok_or_else(|| bad("the EIP-712 signature is not 0x and 130 hex digits".into()))?;
-            let s = Signature::from_raw(&raw)
-                .map_err(|e| bad(format!("the EIP-712 signature is malformed: {e}")))?;
-            if s.normalize_s().is_some() {
-                return Err(bad(
-                    "the EIP-712 signature has a high s value (EIP-2); not accepted".into(),
-                ));
-            }
-            let a = s
-                .recover_address_from_prehash(&B256::from(hash))
-                .map_err(|e| bad(format!("no signer can be recovered: {e}")))?;
-            Ok(format!("0x{}", hex::encode(a.as_slice())))
+            let a = recover(&hash, &sig.signature).map_err(bad)?;
+            Ok(format!("0x{}", hex::encode(a)))
         }
         Some(Scheme::Ssh) => {
             let s = ssh_key::SshSig::from_pem(sig.signature.as_bytes())

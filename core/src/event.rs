@@ -349,7 +349,7 @@ pub struct CodeProvenance {
 }
 
 /// Who handed the work to this agent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DelegationProvenance {
     /// The event that delegated this one.
@@ -368,6 +368,14 @@ pub struct DelegationProvenance {
     /// On whose behalf the work is done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_behalf_of: Option<String>,
+    /// The events, in other recorders' logs, that accepted work this event's delegation
+    /// handed over: their receipts, recorded by the delegating side (`docs/spec/delegation.md`).
+    #[serde(
+        default,
+        deserialize_with = "object_vec",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub delegated_to: Vec<EventRef>,
 }
 
 /// A reference to an event, possibly in another recorder's log.
@@ -379,6 +387,47 @@ pub struct EventRef {
     pub recorder: Option<String>,
     /// Sequence number in that recorder's log.
     pub seq: u64,
+    /// The event's record leaf hash (64 hex digits), from the recorder's receipt: binds the
+    /// reference to that exact event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaf_hash: Option<String>,
+    /// That recorder's signature over the receipt (`docs/spec/delegation.md`), `0x` + 130 hex
+    /// digits: its word that the leaf sits at `seq` of its log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+impl EventRef {
+    /// Checks the shapes serde cannot: `recorder` 40 hex digits (0x optional), `leaf_hash` 64
+    /// hex, `signature` 0x + 130 hex.
+    fn validate(&self, path: &str) -> Result<(), InputError> {
+        let hex_of = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+        if let Some(r) = &self.recorder
+            && !hex_of(r.strip_prefix("0x").unwrap_or(r), 40)
+        {
+            return Err(InputError::new(
+                &format!("{path}.recorder"),
+                "must be 0x followed by 40 hex digits",
+            ));
+        }
+        if let Some(l) = &self.leaf_hash
+            && !hex_of(l, 64)
+        {
+            return Err(InputError::new(
+                &format!("{path}.leaf_hash"),
+                "must be 64 hex digits",
+            ));
+        }
+        if let Some(s) = &self.signature
+            && !s.strip_prefix("0x").is_some_and(|h| hex_of(h, 130))
+        {
+            return Err(InputError::new(
+                &format!("{path}.signature"),
+                "must be 0x followed by 130 hex digits",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Why an input line is not an acceptable event. `path` names the offending field.
@@ -464,18 +513,19 @@ impl EventInput {
                 "must be strictly increasing",
             ));
         }
-        if let Some(r) = self
-            .delegation_provenance
-            .as_ref()
-            .and_then(|d| d.parent_event.as_ref())
-            .and_then(|p| p.recorder.as_ref())
-        {
-            let h = r.strip_prefix("0x").unwrap_or(r);
-            if h.len() != 40 || hex::decode(h).is_err() {
-                return Err(InputError::new(
-                    "delegation_provenance.parent_event.recorder",
-                    "must be 0x followed by 40 hex digits",
-                ));
+        if let Some(d) = &self.delegation_provenance {
+            let refs = d
+                .parent_event
+                .iter()
+                .map(|r| ("delegation_provenance.parent_event".to_owned(), r))
+                .chain(
+                    d.delegated_to
+                        .iter()
+                        .enumerate()
+                        .map(|(i, r)| (format!("delegation_provenance.delegated_to[{i}]"), r)),
+                );
+            for (path, r) in refs {
+                r.validate(&path)?;
             }
         }
         Ok(())

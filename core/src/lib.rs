@@ -27,6 +27,7 @@ pub mod calendar;
 pub mod cbor;
 mod cbor_ser;
 pub mod crypto;
+pub mod delegation;
 pub mod deployment;
 pub mod epoch;
 pub mod event;

@@ -270,11 +270,14 @@ fn delegated(
     Some(DelegationProvenance {
         parent_event: parent.map(|seq| EventRef {
             recorder: None,
+            leaf_hash: None,
+            signature: None,
             seq,
         }),
         delegating_agent: Some(by.into()),
         organisation: Some(org.into()),
         on_behalf_of: Some(behalf.into()),
+        delegated_to: Vec::new(),
     })
 }
 

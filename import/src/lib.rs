@@ -361,6 +361,8 @@ fn step_event(
     let parent = match (opts.first_seq, i) {
         (Some(first), 1..) => Some(EventRef {
             recorder: None,
+            leaf_hash: None,
+            signature: None,
             seq: first
                 .checked_add(i as u64 - 1)
                 .ok_or_else(|| step_err(i, "sequence numbers past 2^64 - 1 (--first-seq)"))?,
@@ -372,6 +374,7 @@ fn step_event(
         delegating_agent: None,
         organisation: None,
         on_behalf_of: run.problem.as_ref().map(|p| p.uri.clone()),
+        delegated_to: Vec::new(),
     });
 
     Ok(EventInput {

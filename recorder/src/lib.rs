@@ -57,6 +57,7 @@ use store::{CF_EPOCHS, CF_INDEX, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS};
 #[cfg(feature = "raw-store")]
 pub use store::{Column, RawOp};
 
+pub mod delegation;
 mod disclose;
 mod export;
 pub mod index;
@@ -550,6 +551,20 @@ impl Recorder {
             self.wait_written(receipt.seq)?;
         }
         Ok(receipt)
+    }
+
+    /// [`Recorder::record_own`] under an idempotency key: once per key.
+    pub(crate) fn record_own_keyed(
+        &self,
+        key: &[u8],
+        event: EventInput,
+    ) -> Result<Receipt, RecordError> {
+        event.validate_limits()?;
+        let r = self.submit_inner(event, Some(key))?.receipt;
+        if self.shared.config.durability == Durability::Group {
+            self.wait_written(r.seq)?;
+        }
+        Ok(r)
     }
 
     fn submit_valid(&self, event: EventInput) -> Result<Receipt, RecordError> {

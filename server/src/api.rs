@@ -142,8 +142,23 @@ pub(crate) async fn handle(
         (&Method::GET, "/v1/export") => get_export(&state).await,
         (&Method::GET, "/metrics") => get_metrics(&state).await,
         (
+            &Method::POST,
+            p @ ("/v1/delegations/offer" | "/v1/delegations/accept" | "/v1/delegations/receipt"),
+        ) => {
+            let step = p.rsplit('/').next().unwrap_or_default().to_owned();
+            post_delegation(&state, req, &step).await
+        }
+        (
             _,
-            "/v1/events" | "/v1/status" | "/v1/seal" | "/v1/disclose" | "/v1/export" | "/metrics",
+            "/v1/events"
+            | "/v1/status"
+            | "/v1/seal"
+            | "/v1/disclose"
+            | "/v1/export"
+            | "/metrics"
+            | "/v1/delegations/offer"
+            | "/v1/delegations/accept"
+            | "/v1/delegations/receipt",
         ) => Err(Failure::new(
             StatusCode::METHOD_NOT_ALLOWED,
             format!("{} is not allowed here", req.method()),
@@ -411,6 +426,98 @@ async fn get_metrics(state: &Arc<AppState>) -> Result<Response<Body>, Failure> {
         StatusCode::OK,
         "text/plain; version=0.0.4",
         body::full(text),
+    ))
+}
+
+/// `POST /v1/delegations/{offer,accept,receipt}`: one step of the delegation handshake
+/// (`docs/api.md`, `docs/spec/delegation.md`), answered with this recorder's signed receipt.
+async fn post_delegation(
+    state: &Arc<AppState>,
+    req: Request<Incoming>,
+    step: &str,
+) -> Result<Response<Body>, Failure> {
+    use afr_core::delegation::Receipt;
+    use afr_recorder::delegation::DelegationError;
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Ask {
+        #[serde(default)]
+        event: Option<serde_json::Value>,
+        #[serde(default)]
+        idempotency_key: Option<String>,
+        #[serde(default)]
+        parent: Option<Receipt>,
+        #[serde(default)]
+        offer: Option<Receipt>,
+        #[serde(default)]
+        receipt: Option<Receipt>,
+    }
+    let Some(sign) = state.receipt_signer.clone() else {
+        return Err(Failure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this server holds no receipt key: start afr serve with the anchoring key (an encrypted keystore needs --password-file or AFR_KEYSTORE_PASSWORD)",
+        ));
+    };
+    if content_type(&req) != JSON {
+        return Err(Failure::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("Content-Type must be {JSON}"),
+        ));
+    }
+    let max = state.recorder.config().max_event_bytes + ingest::LINE_SLACK;
+    let b = body::read_all(req.into_body(), max, state.limits.body_timeout).await?;
+    let ask: Ask = serde_json::from_slice(&b)
+        .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, format!("body: {e}")))?;
+    let step = step.to_owned();
+    let missing = move |step: &str, what: &str| {
+        Failure::new(
+            StatusCode::BAD_REQUEST,
+            format!("the {step} step needs `{what}`"),
+        )
+    };
+    let event = match (&ask.event, step.as_str()) {
+        (Some(v), "offer" | "accept") => Some(
+            afr_core::EventInput::from_json(
+                v.to_string().as_bytes(),
+                state.recorder.config().max_event_bytes,
+            )
+            .map_err(|e| Failure::new(StatusCode::UNPROCESSABLE_ENTITY, format!("event: {e}")))?,
+        ),
+        (None, "offer" | "accept") => return Err(missing(&step, "event")),
+        _ => None,
+    };
+    let r = state.recorder.clone();
+    let receipt = blocking(move || {
+        let sign = |d: &[u8; 32]| (sign.0)(d);
+        let key = ask.idempotency_key.as_deref();
+        let out = match (step.as_str(), event) {
+            ("offer", Some(e)) => r.delegate_offer(e, key, &sign),
+            ("accept", Some(e)) => {
+                let parent = ask
+                    .parent
+                    .as_ref()
+                    .ok_or_else(|| missing(&step, "parent"))?;
+                r.delegate_accept(e, parent, key, &sign)
+            }
+            _ => {
+                let ours = ask.offer.as_ref().ok_or_else(|| missing(&step, "offer"))?;
+                let theirs = ask
+                    .receipt
+                    .as_ref()
+                    .ok_or_else(|| missing(&step, "receipt"))?;
+                r.delegate_receipt(ours, theirs, &sign)
+            }
+        };
+        out.map_err(|e| match e {
+            DelegationError::Invalid(m) => Failure::new(StatusCode::UNPROCESSABLE_ENTITY, m),
+            DelegationError::Record(e) => e.into(),
+            DelegationError::Sign(m) => Failure::new(StatusCode::INTERNAL_SERVER_ERROR, m),
+        })
+    })
+    .await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "receipt": receipt }),
     ))
 }
 

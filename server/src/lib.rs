@@ -156,6 +156,19 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// Anchoring inside the server.
     pub anchor: Option<AnchorConfig>,
+    /// Signs delegation receipts with the recorder's anchoring key (`/v1/delegations/*`);
+    /// without it those routes answer 503.
+    pub receipt_signer: Option<ReceiptSigner>,
+}
+
+/// Signs a 32-byte digest with the recorder's anchoring key: `r ‖ s ‖ v`.
+#[derive(Clone)]
+pub struct ReceiptSigner(pub Arc<dyn Fn(&[u8; 32]) -> Result<[u8; 65], String> + Send + Sync>);
+
+impl std::fmt::Debug for ReceiptSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReceiptSigner(..)")
+    }
 }
 
 /// Where a running server listens; returned by [`Server::bind`].
@@ -220,6 +233,7 @@ pub(crate) struct AppState {
     pub(crate) limits: Limits,
     pub(crate) inflight: Arc<Semaphore>,
     pub(crate) counters: Counters,
+    pub(crate) receipt_signer: Option<ReceiptSigner>,
 }
 
 /// A server bound to its sockets, not yet serving.
@@ -262,6 +276,7 @@ impl Server {
             inflight: Arc::new(Semaphore::new(config.limits.max_inflight.max(1))),
             limits: config.limits,
             counters: Counters::default(),
+            receipt_signer: config.receipt_signer,
         });
         Ok(Server {
             state,

@@ -111,11 +111,14 @@ pub fn generate(n: u64, seed: u64) -> Vec<EventInput> {
             Some(p) if p != i && rng.random_bool(0.5) => Some(DelegationProvenance {
                 parent_event: Some(EventRef {
                     recorder: None,
+                    leaf_hash: None,
+                    signature: None,
                     seq: p,
                 }),
                 delegating_agent: Some("planner".into()),
                 organisation: Some(ORGS[rng.random_range(0..ORGS.len())].into()),
                 on_behalf_of: None,
+                delegated_to: Vec::new(),
             }),
             _ => None,
         };

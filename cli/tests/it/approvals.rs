@@ -15,7 +15,10 @@ use serde_json::{Value, json};
 
 use super::{
     afr, initialised,
-    mcp::{Client, events, held_calls, query_lines, server_bin, write_policy},
+    mcp::{
+        Client, assert_not_approved, assert_text, events, held_calls, query_lines, server_bin,
+        write_policy,
+    },
     ok,
 };
 
@@ -156,12 +159,8 @@ signed_by = ["alice@acme.example", "bob@acme.example"]
         String::from_utf8_lossy(&out.stderr)
     );
     let r = c.response(&json!(4));
-    assert_eq!(r["error"]["code"], -32004, "{r}");
-    let msg = r["error"]["message"].as_str().unwrap();
-    assert!(
-        msg.contains("signature was refused") && msg.contains("approval-digest"),
-        "{msg}"
-    );
+    assert_not_approved(&r, "signature was refused");
+    assert_text(&r["error"]["message"], "approval-digest", &r);
     assert!(!x.exists(), "a call with a mismatched signature ran");
 
     // A valid signature by a key the policy does not name: refused.
@@ -172,14 +171,7 @@ signed_by = ["alice@acme.example", "bob@acme.example"]
         .args(["approve", &id, "--ssh-key"])
         .arg(&carol_key));
     let r = c.response(&json!(5));
-    assert_eq!(r["error"]["code"], -32004, "{r}");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("none of the approvers"),
-        "{r}"
-    );
+    assert_not_approved(&r, "none of the approvers");
     assert!(!y.exists());
     let (_, _, code) = c.finish();
     assert_eq!(code, Some(0));

@@ -249,6 +249,13 @@ pub(super) fn assert_text(v: &Value, needle: &str, whole: &Value) {
     );
 }
 
+/// Asserts that `r` is the JSON-RPC error -32004 of a call that was not approved (rejected,
+/// timed out, or its signature refused), with `needle` in its message.
+pub(super) fn assert_not_approved(r: &Value, needle: &str) {
+    assert_eq!(r["error"]["code"], -32004, "{r}");
+    assert_text(&r["error"]["message"], needle, r);
+}
+
 /// `kill <signal> <pid>`, which must succeed.
 pub(super) fn kill(pid: &str, signal: &str) {
     assert!(
@@ -635,13 +642,7 @@ fn mcp_wrap_escalated_calls_wait_for_afr_approve_or_reject() {
     let id = held[0]["id"].as_str().unwrap();
     afr_testkit::ok(afr(&dir).args(["reject", id, "--as", "bob", "--reason", "not today"]));
     let r = c.response(&json!(4));
-    assert_eq!(r["error"]["code"], -32004, "{r}");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("not today")
-    );
+    assert_not_approved(&r, "not today");
     let (_, _, code) = c.finish();
     assert_eq!(code, Some(0));
     assert!(!no.exists(), "the rejected write ran");

@@ -53,55 +53,67 @@ fn action_digests_match_cbor2() {
     }
 }
 
-#[test]
-fn eip712_hashes_and_signers_match_eth_account() {
+/// Checks every `scheme` case of the vectors (at least three): `check` for what the scheme
+/// hashes or signs, then that the signature verifies to its signer and that, over the
+/// statement changed by `alter`, it is refused (`approval-signature`).
+fn check_signatures(
+    scheme: &str,
+    alter: fn(&mut Statement),
+    check: impl Fn(&str, &Value, &ApprovalSignature),
+) {
     let v = vectors();
-    let cases = v["eip712"].as_array().unwrap();
+    let cases = v[scheme].as_array().unwrap();
     assert!(cases.len() >= 3);
     for c in cases {
         let name = c["name"].as_str().unwrap();
-        let st = statement(c);
-        assert_eq!(
-            format!("0x{}", hex::encode(st.eip712_signing_hash().unwrap())),
-            c["signing_hash"].as_str().unwrap(),
-            "{name}: signing hash"
-        );
-        let sig = signature(c, "eip712");
+        let sig = signature(c, scheme);
+        check(name, c, &sig);
         assert_eq!(
             approval::verify_signature(&sig).unwrap(),
             c["signer"].as_str().unwrap(),
             "{name}"
         );
-        // Any other statement recovers another address, which is not the named signer.
         let mut other = sig.clone();
-        other.statement.issued_at += 1;
+        alter(&mut other.statement);
         let e = approval::verify_signature(&other).unwrap_err();
         assert_eq!(e.check.name(), "approval-signature", "{name}: {}", e.detail);
     }
 }
 
 #[test]
+fn eip712_hashes_and_signers_match_eth_account() {
+    // Any other statement recovers another address, which is not the named signer.
+    check_signatures(
+        "eip712",
+        |st| st.issued_at += 1,
+        |name, c, sig| {
+            assert_eq!(
+                format!(
+                    "0x{}",
+                    hex::encode(sig.statement.eip712_signing_hash().unwrap())
+                ),
+                c["signing_hash"].as_str().unwrap(),
+                "{name}: signing hash"
+            );
+        },
+    );
+}
+
+#[test]
 fn ssh_messages_and_signatures_match_ssh_keygen() {
-    let v = vectors();
-    let cases = v["ssh"].as_array().unwrap();
-    assert!(cases.len() >= 3);
-    for c in cases {
-        let name = c["name"].as_str().unwrap();
-        let st = statement(c);
-        assert_eq!(st.ssh_message(), c["message"].as_str().unwrap(), "{name}");
-        let sig = signature(c, "ssh");
-        assert_eq!(
-            approval::verify_signature(&sig).unwrap(),
-            c["signer"].as_str().unwrap(),
-            "{name}"
-        );
-        let mut other = sig.clone();
-        other.statement.tool.push('x');
-        let e = approval::verify_signature(&other).unwrap_err();
-        assert_eq!(e.check.name(), "approval-signature", "{name}: {}", e.detail);
-        // The right signature under the wrong scheme name is refused too.
-        let mut wrong = sig.clone();
-        wrong.scheme = "eip712".into();
-        assert!(approval::verify_signature(&wrong).is_err(), "{name}");
-    }
+    check_signatures(
+        "ssh",
+        |st| st.tool.push('x'),
+        |name, c, sig| {
+            assert_eq!(
+                sig.statement.ssh_message(),
+                c["message"].as_str().unwrap(),
+                "{name}"
+            );
+            // The right signature under the wrong scheme name is refused too.
+            let mut wrong = sig.clone();
+            wrong.scheme = "eip712".into();
+            assert!(approval::verify_signature(&wrong).is_err(), "{name}");
+        },
+    );
 }

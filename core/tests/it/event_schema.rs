@@ -201,8 +201,12 @@ fn maximal() -> Value {
         "context_provenance": { "sources": [{ "uri": "u", "content_hash": "sha256:00", "kind": "web" }], "environment": "prod" },
         "code_provenance": { "agent": "a", "agent_version": "1", "tool_version": "2", "repository": "r", "commit": "c", "model": "m" },
         "delegation_provenance": {
-            "parent_event": { "recorder": "0x00000000000000000000000000000000000aF2Af", "seq": 3 },
-            "delegating_agent": "d", "organisation": "o", "on_behalf_of": "b"
+            "parent_event": {
+                "recorder": "0x00000000000000000000000000000000000aF2Af", "seq": 3,
+                "leaf_hash": "ab".repeat(32), "signature": format!("0x{}", "cd".repeat(65))
+            },
+            "delegating_agent": "d", "organisation": "o", "on_behalf_of": "b",
+            "delegated_to": [{ "recorder": "0x00000000000000000000000000000000000aF2Af", "seq": 4 }]
         }
     })
 }
@@ -261,13 +265,23 @@ impl Validator<'_> {
             "minimum" => as_i128(v).is_none_or(|n| n >= as_i128(arg).unwrap()),
             "maximum" => as_i128(v).is_none_or(|n| n <= as_i128(arg).unwrap()),
             "pattern" => {
-                assert_eq!(
-                    arg, "^(0x)?[0-9a-fA-F]{40}$",
-                    "the validator knows one pattern"
-                );
+                // The schema's three patterns: hex of a length, with a required, optional or
+                // no `0x`.
+                let (prefix, len) = match arg.as_str().unwrap() {
+                    "^(0x)?[0-9a-fA-F]{40}$" => (None, 40),
+                    "^[0-9a-fA-F]{64}$" => (Some(""), 64),
+                    "^0x[0-9a-fA-F]{130}$" => (Some("0x"), 130),
+                    other => panic!("the validator does not know the pattern {other}"),
+                };
                 v.as_str().is_none_or(|s| {
-                    let h = s.strip_prefix("0x").unwrap_or(s);
-                    h.len() == 40 && h.bytes().all(|b| b.is_ascii_hexdigit())
+                    let h = match prefix {
+                        None => s.strip_prefix("0x").unwrap_or(s),
+                        Some(p) => match s.strip_prefix(p) {
+                            Some(h) => h,
+                            None => return false,
+                        },
+                    };
+                    h.len() == len && h.bytes().all(|b| b.is_ascii_hexdigit())
                 })
             }
             other => panic!("keyword {other} is not checked by this validator"),
@@ -368,8 +382,9 @@ fn schema_and_parser_agree_on_variations_of_a_maximal_event() {
             }
         }
     }
-    // The maximal event names every property: 12 + 2 + 4 + 5 + 4 + 8 + 3 + 4 + 2 + 3 + 6 + 4 + 2.
-    assert_eq!(fields, 59);
+    // The maximal event names every property: 12 + 2 + 4 + 5 + 4 + 8 + 3 + 4 + 2 + 3 + 6 + 5 +
+    // 4 + 2 (parent_event and one delegated_to entry).
+    assert_eq!(fields, 64);
     // Enum values, limits and patterns.
     let edits: Vec<(&str, Value)> = Category::NAMES
         .iter()

@@ -480,13 +480,7 @@ fn fuzz_smoke_log_file() {
         afr_core::verify::verify_log(&seeds[2]).outcome,
         afr_core::verify::Outcome::Verified
     );
-    run_with(
-        "log_file",
-        seeds,
-        catalogue("afr"),
-        false,
-        oracles::log_file,
-    );
+    run_with_catalogue("log_file", seeds, "afr", oracles::log_file);
 }
 
 #[test]
@@ -497,13 +491,12 @@ fn fuzz_smoke_bundle_file() {
         afr_core::bundle::verify_bundle(&seeds[0]).outcome,
         afr_core::verify::Outcome::Verified
     );
-    run_with(
-        "bundle_file",
-        seeds,
-        catalogue("bundle"),
-        false,
-        oracles::bundle_file,
-    );
+    run_with_catalogue("bundle_file", seeds, "bundle", oracles::bundle_file);
+}
+
+/// [`run_with`] the files of the [`catalogue`] with extension `ext` as the extra seeds.
+fn run_with_catalogue(name: &str, seeds: Vec<Vec<u8>>, ext: &str, oracle: fn(&[u8]) -> bool) {
+    run_with(name, seeds, catalogue(ext), false, oracle);
 }
 
 /// The named negative vectors of `verifier/testdata/` with extension `ext`: honest controls and

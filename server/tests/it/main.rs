@@ -75,6 +75,7 @@ fn start(dir: &Path, limits: Limits, tcp: Option<TcpConfig>) -> Running {
                     tcp,
                     limits,
                     anchor: None,
+                    receipt_signer: None,
                 },
             )
             .unwrap();

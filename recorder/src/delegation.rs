@@ -1,0 +1,193 @@
+//! The delegation handshake (`docs/spec/delegation.md`): each side of a cross-recorder
+//! delegation records the other side's signed receipt.
+//!
+//! ```text
+//!  delegating recorder A                                receiving recorder B
+//!  offer(event)      ── records E_A, returns A's signed receipt ──►
+//!                                                       accept(event, A's receipt)
+//!                    ◄── records E_B with parent_event = A's receipt, returns B's ──
+//!  receipt(A's, B's) ── records afr.delegated with delegated_to = [B's receipt]
+//! ```
+//!
+//! A receipt is signed by the recorder's anchoring key (its address is the recorder id), so
+//! neither side can later deny the leaf it vouched for.
+
+use afr_core::{
+    Category, EventInput, Hash32,
+    delegation::Receipt,
+    event::{DelegationProvenance, Intent},
+};
+
+use crate::{RecordError, Recorder};
+
+/// The recorder's own event that holds the counterpart's receipt.
+pub const DELEGATED_TOOL: &str = "afr.delegated";
+
+/// Signs a 32-byte digest with the recorder's anchoring key: `r ‖ s ‖ v`.
+pub type SignFn<'a> = &'a (dyn Fn(&[u8; 32]) -> Result<[u8; 65], String> + Sync);
+
+/// Why a handshake step failed; nothing was recorded unless it says so.
+#[derive(Debug, thiserror::Error)]
+pub enum DelegationError {
+    /// The event or a receipt is not acceptable.
+    #[error("{0}")]
+    Invalid(String),
+    /// The store failed.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// The key could not sign, or is not this recorder's.
+    #[error("cannot sign the receipt: {0}")]
+    Sign(String),
+}
+
+fn invalid(m: impl Into<String>) -> DelegationError {
+    DelegationError::Invalid(m.into())
+}
+
+impl Recorder {
+    /// This recorder's signed receipt of its event `seq` with leaf hash `leaf`.
+    pub fn sign_receipt(
+        &self,
+        seq: u64,
+        leaf: &Hash32,
+        sign: SignFn<'_>,
+    ) -> Result<Receipt, DelegationError> {
+        let me = self.recorder_id();
+        let digest = afr_core::delegation::signing_hash(&me, seq, leaf);
+        let sig = sign(&digest).map_err(DelegationError::Sign)?;
+        let r = Receipt::new(&me, seq, leaf, &sig);
+        r.verify().map_err(|e| {
+            DelegationError::Sign(format!(
+                "the key given is not this recorder's anchoring key ({e})"
+            ))
+        })?;
+        Ok(r)
+    }
+
+    fn record_keyed(
+        &self,
+        event: EventInput,
+        key: Option<&str>,
+    ) -> Result<crate::Receipt, RecordError> {
+        match key {
+            Some(k) => self
+                .record_idempotent(k.as_bytes(), event)
+                .map(|r| r.receipt),
+            None => self.record(event),
+        }
+    }
+
+    /// The delegating side's first step: records `event` (the call that hands work to another
+    /// recorder's agent) and returns its signed receipt, to give to the receiving side.
+    pub fn delegate_offer(
+        &self,
+        event: EventInput,
+        idempotency_key: Option<&str>,
+        sign: SignFn<'_>,
+    ) -> Result<Receipt, DelegationError> {
+        let r = self.record_keyed(event, idempotency_key)?;
+        self.sign_receipt(r.seq, &r.leaf_hash, sign)
+    }
+
+    /// The receiving side's one step: checks `parent` (the delegating recorder's signed
+    /// receipt), records `event` with `delegation_provenance.parent_event` = `parent`, and
+    /// returns this recorder's signed receipt of it, to give back.
+    pub fn delegate_accept(
+        &self,
+        mut event: EventInput,
+        parent: &Receipt,
+        idempotency_key: Option<&str>,
+        sign: SignFn<'_>,
+    ) -> Result<Receipt, DelegationError> {
+        parent
+            .verify()
+            .map_err(|e| invalid(format!("the delegating side's receipt does not hold: {e}")))?;
+        let (from, _) = parent.parts().map_err(invalid)?;
+        if from == self.recorder_id() {
+            return Err(invalid(
+                "the receipt is this recorder's own: a delegation is between two recorders",
+            ));
+        }
+        let d = event
+            .delegation_provenance
+            .get_or_insert_with(DelegationProvenance::default);
+        if d.parent_event.as_ref().is_some_and(|p| {
+            p.seq != parent.seq
+                || p.recorder.as_deref().map(str::to_ascii_lowercase)
+                    != Some(parent.recorder.to_ascii_lowercase())
+        }) {
+            return Err(invalid(
+                "the event's delegation_provenance.parent_event names another event than the receipt",
+            ));
+        }
+        d.parent_event = Some(parent.to_ref());
+        let r = self.record_keyed(event, idempotency_key)?;
+        self.sign_receipt(r.seq, &r.leaf_hash, sign)
+    }
+
+    /// The delegating side's last step: checks that `ours` is this recorder's receipt of an
+    /// event in its log and `theirs` the receiving recorder's signed receipt, and records them
+    /// as this recorder's own `afr.delegated` event (once: a retry returns the first).
+    pub fn delegate_receipt(
+        &self,
+        ours: &Receipt,
+        theirs: &Receipt,
+        sign: SignFn<'_>,
+    ) -> Result<Receipt, DelegationError> {
+        let (me, leaf) = ours.parts().map_err(invalid)?;
+        if me != self.recorder_id() {
+            return Err(invalid(format!(
+                "the offer is recorder {}'s, not this recorder's (0x{})",
+                ours.recorder,
+                hex::encode(self.recorder_id())
+            )));
+        }
+        let stored = self
+            .store()
+            .record(ours.seq)?
+            .ok_or_else(|| invalid(format!("no event {} in this log", ours.seq)))?;
+        if stored.leaf_hash() != leaf {
+            return Err(invalid(format!(
+                "event {} of this log has another leaf hash than the offer",
+                ours.seq
+            )));
+        }
+        theirs
+            .verify()
+            .map_err(|e| invalid(format!("the receiving side's receipt does not hold: {e}")))?;
+        let (them, _) = theirs.parts().map_err(invalid)?;
+        if them == me {
+            return Err(invalid(
+                "the receipt is this recorder's own: a delegation is between two recorders",
+            ));
+        }
+        let event = EventInput {
+            category: Category::Delegation,
+            timestamp_us: None,
+            lane: stored.lane.clone(),
+            concurrent_with: Vec::new(),
+            intent: Intent {
+                tool: DELEGATED_TOOL.into(),
+                args: serde_json::json!({ "offer": { "seq": ours.seq, "leaf_hash": ours.leaf_hash } }),
+            },
+            policy_evaluation: Vec::new(),
+            human_approval: None,
+            execution: None,
+            effects: None,
+            context_provenance: None,
+            code_provenance: None,
+            delegation_provenance: Some(DelegationProvenance {
+                delegated_to: vec![theirs.to_ref()],
+                ..DelegationProvenance::default()
+            }),
+        };
+        let key = format!(
+            "{DELEGATED_TOOL}:{}:{}:{}",
+            ours.seq,
+            theirs.recorder.to_ascii_lowercase(),
+            theirs.seq
+        );
+        let r = self.record_own_keyed(key.as_bytes(), event)?;
+        self.sign_receipt(r.seq, &r.leaf_hash, sign)
+    }
+}
