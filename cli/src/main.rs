@@ -23,6 +23,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod anchoring;
 mod approve;
+mod chain;
 mod delegate;
 mod import;
 mod mcp;
@@ -169,8 +170,13 @@ enum Cmd {
     /// Write a disclosure bundle of chosen events (records, proofs, headers; keys on request).
     Disclose {
         /// Sequence numbers and ranges, e.g. `17,42,100-120`.
-        #[arg(long)]
-        seq: String,
+        #[arg(long, required_unless_present = "chain", conflicts_with = "chain")]
+        seq: Option<String>,
+        /// Disclose the delegation chain of this event instead: it, its ancestors and
+        /// descendants, and the afr.delegated events holding the other recorders' receipts
+        /// for them (this recorder's half of a cross-party case).
+        #[arg(long, value_name = "SEQ")]
+        chain: Option<u64>,
         /// Include the sealed payloads and per-event keys (never epoch or master keys).
         #[arg(long)]
         with_keys: bool,
@@ -322,9 +328,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::VerifyExport { file, json } => verify_export(&file, json),
         Cmd::Disclose {
             seq,
+            chain,
             with_keys,
             out,
-        } => disclose(&cli.dir, &seq, with_keys, &out),
+        } => {
+            let seqs = match (seq, chain) {
+                (Some(spec), _) => parse_seqs(&spec)?,
+                (None, Some(c)) => chain::seqs(&cli.dir, c)?,
+                (None, None) => anyhow::bail!("give --seq or --chain"),
+            };
+            disclose(&cli.dir, &seqs, with_keys, &out)
+        }
         Cmd::Erase { epoch, by } => {
             let r = Recorder::open(&cli.dir, Config::default())?;
             r.erase_epoch_by(epoch, by.as_deref())?;
@@ -585,8 +599,8 @@ fn parse_seqs(spec: &str) -> Result<Vec<u64>> {
     Ok(out)
 }
 
-fn disclose(dir: &Path, spec: &str, with_keys: bool, out: &Path) -> Result<ExitCode> {
-    let seqs = parse_seqs(spec)?;
+fn disclose(dir: &Path, seqs: &[u64], with_keys: bool, out: &Path) -> Result<ExitCode> {
+    let seqs = seqs.to_vec();
     if let Some(c) = afr_server::client::Client::running(dir) {
         return served::disclose(c, &seqs, with_keys, out);
     }
