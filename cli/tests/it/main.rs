@@ -18,6 +18,7 @@ use afr_recorder::{Config, Recorder, export_log};
 
 mod anchoring;
 mod approvals;
+mod delegate;
 mod escape;
 mod import;
 mod mcp;

@@ -1,0 +1,164 @@
+//! The delegation handshake between two recorders (`docs/spec/delegation.md`): `afr delegate
+//! offer|accept|receipt` on the stores directly and through a running `afr serve`; each side
+//! ends up holding the other's signed receipt, and forged or foreign receipts are refused
+//! before anything is recorded.
+
+use std::path::Path;
+
+use afr_core::delegation::Receipt;
+use serde_json::{Value, json};
+
+use super::{
+    afr, initialised,
+    mcp::query_lines,
+    ok,
+    serve::{serve, terminate},
+};
+
+fn write(dir: &Path, name: &str, v: &Value) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, v.to_string()).unwrap();
+    p.to_str().unwrap().to_owned()
+}
+
+fn receipt(out: &std::process::Output) -> Receipt {
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn failure(dir: &Path, args: &[&str]) -> String {
+    let out = afr(dir).args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn each_side_records_the_others_signed_receipt() {
+    let (tmp, a) = initialised();
+    let b = tmp.path().join("b");
+    ok(afr(&b).arg("init"));
+    let t = tmp.path();
+    let ea = write(
+        t,
+        "ea.json",
+        &json!({"category": "delegation", "intent": {"tool": "delegate", "args": {"task": "rotate keys", "to": "globex"}}}),
+    );
+    let eb = write(
+        t,
+        "eb.json",
+        &json!({"category": "delegation", "intent": {"tool": "accept_task", "args": {"task": "rotate keys"}}}),
+    );
+
+    // A offers (directly on its store); B accepts through its running afr serve.
+    let offer = receipt(&ok(afr(&a).args(["delegate", "offer", &ea])));
+    offer.verify().unwrap();
+    assert_eq!(offer.seq, 0);
+    let offer_file = write(t, "offer.json", &serde_json::to_value(&offer).unwrap());
+    let server = serve(&b, &[]);
+    let accepted = receipt(&ok(afr(&b).args([
+        "delegate",
+        "accept",
+        &eb,
+        "--parent",
+        &offer_file,
+    ])));
+    accepted.verify().unwrap();
+    assert_ne!(accepted.recorder, offer.recorder);
+
+    // B refuses a forged offer (one hex digit of the leaf changed) and its own receipt.
+    let mut forged = offer.clone();
+    forged.leaf_hash.replace_range(
+        0..1,
+        if forged.leaf_hash.starts_with('0') {
+            "1"
+        } else {
+            "0"
+        },
+    );
+    let forged_file = write(t, "forged.json", &serde_json::to_value(&forged).unwrap());
+    let err = failure(&b, &["delegate", "accept", &eb, "--parent", &forged_file]);
+    assert!(err.contains("does not hold"), "{err}");
+    let own_file = write(t, "own.json", &serde_json::to_value(&accepted).unwrap());
+    let err = failure(&b, &["delegate", "accept", &eb, "--parent", &own_file]);
+    assert!(err.contains("this recorder's own"), "{err}");
+    let (code, _) = terminate(server);
+    assert_eq!(code, Some(0));
+    let b_events = query_lines(&b);
+    assert_eq!(b_events.len(), 1, "only the accepted event: {b_events:#?}");
+    let parent = &b_events[0]["event"]["delegation_provenance"]["parent_event"];
+    assert_eq!(parent["recorder"], offer.recorder.as_str());
+    assert_eq!(parent["seq"], 0);
+    assert_eq!(parent["leaf_hash"], offer.leaf_hash.as_str());
+    assert_eq!(parent["signature"], offer.signature.as_str());
+
+    // A records B's receipt; a retry records nothing new; a forged receipt is refused.
+    let accepted_file = write(
+        t,
+        "accepted.json",
+        &serde_json::to_value(&accepted).unwrap(),
+    );
+    let args = [
+        "delegate",
+        "receipt",
+        "--offer",
+        &offer_file,
+        "--receipt",
+        &accepted_file,
+    ];
+    let first = receipt(&ok(afr(&a).args(args)));
+    let again = receipt(&ok(afr(&a).args(args)));
+    assert_eq!(first, again);
+    let mut bad = accepted.clone();
+    bad.seq += 1;
+    let bad_file = write(t, "bad.json", &serde_json::to_value(&bad).unwrap());
+    let err = failure(
+        &a,
+        &[
+            "delegate",
+            "receipt",
+            "--offer",
+            &offer_file,
+            "--receipt",
+            &bad_file,
+        ],
+    );
+    assert!(err.contains("does not hold"), "{err}");
+    // An offer that is not this log's event at that position.
+    let err = failure(
+        &a,
+        &[
+            "delegate",
+            "receipt",
+            "--offer",
+            &forged_file,
+            "--receipt",
+            &accepted_file,
+        ],
+    );
+    assert!(err.contains("another leaf hash"), "{err}");
+    let a_events = query_lines(&a);
+    assert_eq!(a_events.len(), 2, "{a_events:#?}");
+    let held = &a_events[1]["event"];
+    assert_eq!(held["intent"]["tool"], "afr.delegated");
+    assert_eq!(held["intent"]["args"]["offer"]["seq"], 0);
+    let to = &held["delegation_provenance"]["delegated_to"][0];
+    assert_eq!(to["recorder"], accepted.recorder.as_str());
+    assert_eq!(to["leaf_hash"], accepted.leaf_hash.as_str());
+
+    // Clients cannot write the recorder's own afr.delegated events.
+    let fake = write(
+        t,
+        "fake.json",
+        &json!({"category": "delegation", "intent": {"tool": "afr.delegated"}}),
+    );
+    let err = failure(&a, &["delegate", "offer", &fake]);
+    assert!(err.contains("reserved"), "{err}");
+
+    // A's half of the case: the delegating event and the receipt it holds.
+    ok(afr(&a).arg("seal"));
+    let bundle = t.join("a.bundle");
+    ok(afr(&a)
+        .args(["disclose", "--chain", "0", "--with-keys", "--out"])
+        .arg(&bundle));
+    let rep = afr_core::bundle::verify_bundle(&std::fs::read(&bundle).unwrap());
+    assert_eq!(rep.events, vec![0, 1]);
+}
