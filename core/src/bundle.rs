@@ -149,6 +149,9 @@ pub struct BundleReport {
     /// The record timestamp (µs) of every opened event, by sequence number: when it ran, for
     /// the validity window of its approval.
     pub opened_at: std::collections::BTreeMap<u64, u64>,
+    /// `(leaf hash, timestamp_us, epoch)` of every record that checked out (opened or not),
+    /// by sequence number: what cross-recorder links are compared with.
+    pub leaves: std::collections::BTreeMap<u64, (Hash32, u64, u64)>,
     /// Sequence numbers whose payloads were erased, by a proven erasure.
     pub erased: Vec<u64>,
     /// Erased epochs with their proof: `(epoch, seq of its afr.erase event)`.
@@ -176,6 +179,7 @@ pub fn verify_bundle(bytes: &[u8]) -> BundleReport {
         events: Vec::new(),
         opened: Vec::new(),
         opened_at: Default::default(),
+        leaves: Default::default(),
         erased: Vec::new(),
         erasures: Vec::new(),
     };
@@ -372,6 +376,8 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                 }
                 *rep.checks.entry("inclusion-proof").or_default() += 1;
                 rep.events.push(seq);
+                rep.leaves
+                    .insert(seq, (leaf, record.timestamp_us, record.epoch));
                 match (payload, key) {
                     (Some(p), key) => {
                         if p.commitment() != record.payload_commitment {
