@@ -11,14 +11,22 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 /// Where events are read: the store, or the server running on it.
-enum Events {
+pub(crate) enum Events {
     Local(LogReader),
     Served(Client),
 }
 
 impl Events {
+    /// The log of `dir`: through `afr serve` when it runs, else the store read-only.
+    pub(crate) fn open(dir: &Path) -> Result<Events> {
+        Ok(match Client::running(dir) {
+            Some(c) => Events::Served(c),
+            None => Events::Local(LogReader::open(dir)?),
+        })
+    }
+
     /// `(seq, event)` of every event matching `expr` (the event `None` if erased).
-    fn find(&mut self, expr: &str) -> Result<Vec<(u64, Option<Value>)>> {
+    pub(crate) fn find(&mut self, expr: &str) -> Result<Vec<(u64, Option<Value>)>> {
         match self {
             Events::Local(r) => {
                 let q = Query::parse(expr).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -53,10 +61,7 @@ impl Events {
 
 /// The chain of `seq` in the log of `dir`, ascending.
 pub fn seqs(dir: &Path, seq: u64) -> Result<Vec<u64>> {
-    let mut events = match Client::running(dir) {
-        Some(c) => Events::Served(c),
-        None => Events::Local(LogReader::open(dir)?),
-    };
+    let mut events = Events::open(dir)?;
     let chain: BTreeSet<u64> = events
         .find(&format!(
             "seq = {seq} or ancestors({seq}) or descendants({seq})"

@@ -8,7 +8,10 @@ use std::{
 };
 
 use afr_core::{EventInput, delegation::Receipt};
-use afr_recorder::{Config, Recorder, delegation::DelegationError};
+use afr_recorder::{
+    Config, Recorder,
+    delegation::{DelegationError, SignFn},
+};
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use serde_json::{Value, json};
@@ -75,9 +78,12 @@ fn event_arg(p: &Path) -> Result<(Value, EventInput)> {
     Ok((serde_json::from_str(&text)?, ev))
 }
 
+/// One step run on the store opened here.
+type Step = dyn FnOnce(&Recorder, SignFn<'_>) -> Result<Receipt, DelegationError>;
+
 /// Runs one step.
 pub fn run(dir: &Path, password_file: Option<&Path>, cmd: DelegateCmd) -> Result<ExitCode> {
-    let (step, body, local): (&str, Value, Box<dyn FnOnce(&Recorder, _) -> _>) = match cmd {
+    let (step, body, local): (&str, Value, Box<Step>) = match cmd {
         DelegateCmd::Offer {
             event,
             idempotency_key,

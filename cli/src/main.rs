@@ -24,6 +24,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod anchoring;
 mod approve;
 mod chain;
+mod crossq;
 mod delegate;
 mod import;
 mod mcp;

@@ -40,10 +40,34 @@ pub struct QueryArgs {
     /// Show at most this many events (the bundle still holds every match).
     #[arg(long)]
     pub(crate) limit: Option<usize>,
+    /// Another recorder's disclosure bundle (with keys), repeatable: `ancestors(N)` and
+    /// `descendants(N)` are followed into it across delegation links (docs/spec/delegation.md).
+    #[arg(long = "bundle", value_name = "FILE")]
+    pub(crate) bundles: Vec<PathBuf>,
 }
 
-/// Runs `afr query`.
+/// Runs `afr query`, then follows its relations into `--bundle`s.
 pub fn run(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
+    let code = run_local(dir, a)?;
+    if !a.bundles.is_empty()
+        && let Ok(q) = Query::parse(&a.expr)
+    {
+        let own = match afr_server::client::Client::running(dir) {
+            Some(c) => {
+                let v = crate::served::status(c)?;
+                v["recorder"]
+                    .as_str()
+                    .and_then(afr_core::delegation::parse_recorder)
+                    .context("afr serve answered without a recorder id")?
+            }
+            None => LogReader::open(dir)?.recorder_id(),
+        };
+        crate::crossq::print(dir, own, &q, &a.bundles, a.json)?;
+    }
+    Ok(code)
+}
+
+fn run_local(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
     let q = match Query::parse(&a.expr) {
         Ok(q) => q,
         Err(e) => {

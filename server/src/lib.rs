@@ -161,9 +161,12 @@ pub struct ServerConfig {
     pub receipt_signer: Option<ReceiptSigner>,
 }
 
+/// A function signing a 32-byte digest: `r ‖ s ‖ v`, or why not.
+pub type SignDigest = dyn Fn(&[u8; 32]) -> Result<[u8; 65], String> + Send + Sync;
+
 /// Signs a 32-byte digest with the recorder's anchoring key: `r ‖ s ‖ v`.
 #[derive(Clone)]
-pub struct ReceiptSigner(pub Arc<dyn Fn(&[u8; 32]) -> Result<[u8; 65], String> + Send + Sync>);
+pub struct ReceiptSigner(pub Arc<SignDigest>);
 
 impl std::fmt::Debug for ReceiptSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -161,4 +161,45 @@ fn each_side_records_the_others_signed_receipt() {
         .arg(&bundle));
     let rep = afr_core::bundle::verify_bundle(&std::fs::read(&bundle).unwrap());
     assert_eq!(rep.events, vec![0, 1]);
+
+    // B's agent goes on under the accepted task; B discloses its chain. A's query follows the
+    // delegation into it, and B's follows it back into A's bundle.
+    let child = write(
+        t,
+        "child.json",
+        &json!({"category": "database", "intent": {"tool": "psql", "args": {"sql": "DELETE FROM sessions"}},
+            "delegation_provenance": {"parent_event": {"seq": accepted.seq}}}),
+    );
+    ok(afr(&b).args(["record", &child]));
+    ok(afr(&b).arg("seal"));
+    let b_bundle = t.join("b.bundle");
+    ok(afr(&b)
+        .args(["disclose", "--chain", "1", "--with-keys", "--out"])
+        .arg(&b_bundle));
+    let lines = |out: std::process::Output| -> Vec<Value> {
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let down = lines(ok(afr(&a)
+        .args(["query", "descendants(0)", "--json", "--bundle"])
+        .arg(&b_bundle)));
+    let across: Vec<&Value> = down
+        .iter()
+        .filter(|v| v.get("recorder").is_some())
+        .collect();
+    assert_eq!(across.len(), 2, "{down:#?}");
+    assert_eq!(across[0]["recorder"], accepted.recorder.as_str());
+    assert_eq!(across[0]["seq"], accepted.seq);
+    assert_eq!(across[0]["link"], "leaf hash matches");
+    assert_eq!(across[1]["event"]["intent"]["tool"], "psql");
+    let up = lines(ok(afr(&b)
+        .args(["query", "ancestors(1)", "--json", "--bundle"])
+        .arg(&bundle)));
+    let top = up.iter().find(|v| v.get("recorder").is_some()).unwrap();
+    assert_eq!(top["recorder"], offer.recorder.as_str());
+    assert_eq!(top["event"]["intent"]["tool"], "delegate");
+    assert_eq!(top["link"], "leaf hash matches");
 }

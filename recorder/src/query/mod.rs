@@ -122,6 +122,22 @@ impl Query {
     pub fn text(&self) -> &str {
         &self.text
     }
+
+    /// Every relation call in the query (`ancestors(5)` gives `(Ancestors, 5)`), in order:
+    /// what `afr query --case` follows into other recorders' bundles.
+    pub fn relations(&self) -> Vec<(Relation, u64)> {
+        fn walk(e: &parse::Expr, out: &mut Vec<(Relation, u64)>) {
+            match e {
+                parse::Expr::And(v) | parse::Expr::Or(v) => v.iter().for_each(|x| walk(x, out)),
+                parse::Expr::Not(x) => walk(x, out),
+                parse::Expr::Rel(r, s) => out.push((*r, *s)),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.expr, &mut out);
+        out
+    }
 }
 
 /// Why a parsed query could not be answered.
