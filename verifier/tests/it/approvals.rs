@@ -104,34 +104,39 @@ pub(crate) enum Signer {
     Ssh([u8; 32]),
 }
 
-/// A psql call on the production database, numbered `n` so that two calls differ.
-pub(crate) fn psql(n: u64) -> (Intent, Execution) {
-    let sql = format!("UPDATE accounts SET credit_limit = 5000 WHERE id = {n}");
+/// A call of `tool` with `args` that ran `command` against `target`.
+fn call(tool: &str, args: Value, command: String, target: &str) -> (Intent, Execution) {
     (
         Intent {
-            tool: "psql".into(),
-            args: json!({"database": "prod", "query": sql}),
+            tool: tool.into(),
+            args,
         },
         Execution {
-            command: format!("psql -d prod -c '{sql}'"),
-            target: Some("db.prod.internal".into()),
+            command,
+            target: Some(target.into()),
             mutation: Value::Null,
         },
     )
 }
 
+/// A psql call on the production database, numbered `n` so that two calls differ.
+pub(crate) fn psql(n: u64) -> (Intent, Execution) {
+    let sql = format!("UPDATE accounts SET credit_limit = 5000 WHERE id = {n}");
+    call(
+        "psql",
+        json!({"database": "prod", "query": sql}),
+        format!("psql -d prod -c '{sql}'"),
+        "db.prod.internal",
+    )
+}
+
 /// A `git push` of `branch`.
 pub(crate) fn git_push(branch: &str) -> (Intent, Execution) {
-    (
-        Intent {
-            tool: "git.push".into(),
-            args: json!({"remote": "origin", "ref": branch}),
-        },
-        Execution {
-            command: format!("git push origin {branch}"),
-            target: Some("github.com/acme/billing".into()),
-            mutation: Value::Null,
-        },
+    call(
+        "git.push",
+        json!({"remote": "origin", "ref": branch}),
+        format!("git push origin {branch}"),
+        "github.com/acme/billing",
     )
 }
 
@@ -169,6 +174,17 @@ pub(crate) fn approved(
         signature,
     });
     p
+}
+
+/// The payload of [`psql`] call `n` approved by [`J_DOE`] (as recorded), signed by `signer`
+/// over a statement for `recorder` valid over `window` with nonce `[n; 32]`.
+pub(crate) fn psql_approved(
+    n: u64,
+    signer: Signer,
+    recorder: &RecorderId,
+    window: (u64, u64),
+) -> Payload {
+    approved(psql(n), J_DOE, signer, recorder, window, n as u8)
 }
 
 /// The event at flat position `i` (its sequence number) of a history not yet sealed.
@@ -304,6 +320,28 @@ fn row(
         "check": check})
 }
 
+/// The report line of an approval signed with `scheme` by `signer`, which verified: by the key
+/// of `pinned` (party, name) where approvers are pinned.
+fn signed(
+    seq: u64,
+    approver: &str,
+    scheme: &str,
+    signer: &str,
+    pinned: Option<(&str, &str)>,
+) -> Value {
+    let (party, name) = pinned.unzip();
+    row(
+        seq,
+        approver,
+        "signed",
+        Some(scheme),
+        Some(signer),
+        party,
+        name,
+        None,
+    )
+}
+
 /// The approvals of a JSON report without their `detail`, which is prose.
 fn rows(v: &Value) -> Vec<Value> {
     v["approvals"]
@@ -321,7 +359,7 @@ fn rows(v: &Value) -> Vec<Value> {
 #[test]
 fn each_approval_is_reported_and_attributed_to_a_pinned_approver() {
     let mut h = history(31, RECORDER, 4);
-    event(&mut h, 1).payload = approved(psql(1), J_DOE, Signer::Eth(ETH_KEY), &RECORDER, WINDOW, 1);
+    event(&mut h, 1).payload = psql_approved(1, Signer::Eth(ETH_KEY), &RECORDER, WINDOW);
     // The operator records the SSH approver under another name: a note, not a failure.
     event(&mut h, 2).payload = approved(
         git_push("main"),
@@ -345,31 +383,13 @@ fn each_approval_is_reported_and_attributed_to_a_pinned_approver() {
     assert_eq!(v["events"], json!([0, 1, 2, 3]));
     let eth = eth_address(ETH_KEY);
     let ssh = ssh_public(SSH_SEED);
-    let acme = Some("Acme Corp (operator)");
-    let globex = Some("Globex (customer)");
+    let acme = "Acme Corp (operator)";
+    let globex = "Globex (customer)";
     assert_eq!(
         rows(&v),
         [
-            row(
-                1,
-                J_DOE,
-                "signed",
-                Some("eip712"),
-                Some(&eth),
-                acme,
-                Some(J_DOE),
-                None
-            ),
-            row(
-                2,
-                "Richard Roe",
-                "signed",
-                Some("ssh"),
-                Some(&ssh),
-                globex,
-                Some(R_ROE),
-                None
-            ),
+            signed(1, J_DOE, "eip712", &eth, Some((acme, J_DOE))),
+            signed(2, "Richard Roe", "ssh", &ssh, Some((globex, R_ROE))),
             row(3, "ops-oncall", "unsigned", None, None, None, None, None),
         ]
     );
@@ -424,26 +444,8 @@ fn each_approval_is_reported_and_attributed_to_a_pinned_approver() {
     assert_eq!(
         rows(&v)[..2],
         [
-            row(
-                1,
-                J_DOE,
-                "signed",
-                Some("eip712"),
-                Some(&eth),
-                None,
-                None,
-                None
-            ),
-            row(
-                2,
-                "Richard Roe",
-                "signed",
-                Some("ssh"),
-                Some(&ssh),
-                None,
-                None,
-                None
-            ),
+            signed(1, J_DOE, "eip712", &eth, None),
+            signed(2, "Richard Roe", "ssh", &ssh, None),
         ]
     );
     assert_eq!(
@@ -462,28 +464,26 @@ fn each_approval_is_reported_and_attributed_to_a_pinned_approver() {
 #[test]
 fn every_failed_approval_is_reported_and_the_first_decides() {
     let mut h = history(32, RECORDER, 7);
-    let sign = |n: u64, signer, nonce| approved(psql(n), J_DOE, signer, &RECORDER, WINDOW, nonce);
+    let sign = |n: u64, signer| psql_approved(n, signer, &RECORDER, WINDOW);
     // 1: signed, then the arguments were edited (and the log re-sealed).
-    let mut edited = sign(1, Signer::Eth(ETH_KEY), 1);
+    let mut edited = sign(1, Signer::Eth(ETH_KEY));
     edited.intent.args["query"] = json!("UPDATE accounts SET credit_limit = 500000 WHERE id = 1");
     event(&mut h, 1).payload = edited;
     // 2: signed by a key no one pinned.
-    event(&mut h, 2).payload = sign(2, Signer::Eth(OTHER_ETH_KEY), 2);
+    event(&mut h, 2).payload = sign(2, Signer::Eth(OTHER_ETH_KEY));
     // 3 and 4: one approval, two identical calls.
-    let once = sign(3, Signer::Ssh(SSH_SEED), 3);
+    let once = sign(3, Signer::Ssh(SSH_SEED));
     event(&mut h, 3).payload = once.clone();
     event(&mut h, 4).payload = once;
     // 5: expired over an hour before the call ran.
-    event(&mut h, 5).payload = approved(
-        psql(5),
-        J_DOE,
+    event(&mut h, 5).payload = psql_approved(
+        5,
         Signer::Eth(ETH_KEY),
         &RECORDER,
         (RUN_AT - 7200, RUN_AT - 3600),
-        5,
     );
     // 6: a signature altered in transit.
-    let mut forged = sign(6, Signer::Eth(ETH_KEY), 6);
+    let mut forged = sign(6, Signer::Eth(ETH_KEY));
     if let Some(s) = forged
         .human_approval
         .as_mut()
@@ -507,64 +507,32 @@ fn every_failed_approval_is_reported_and_the_first_decides() {
     let eth = eth_address(ETH_KEY);
     let other = eth_address(OTHER_ETH_KEY);
     let ssh = ssh_public(SSH_SEED);
-    let acme = Some("Acme Corp (operator)");
-    let globex = Some("Globex (customer)");
-    let (e, s) = (Some("eip712"), Some("ssh"));
+    let acme = Some(("Acme Corp (operator)", J_DOE));
+    let globex = Some(("Globex (customer)", R_ROE));
+    // Every approval is recorded as J. Doe's.
+    let invalid = |seq, scheme, signer: Option<&str>, pinned: Option<(&str, &str)>, check| {
+        let (party, name) = pinned.unzip();
+        row(
+            seq,
+            J_DOE,
+            "invalid",
+            Some(scheme),
+            signer,
+            party,
+            name,
+            Some(check),
+        )
+    };
     assert_eq!(
         rows(&v),
         [
             // The signature is J. Doe's, genuinely, but over other arguments.
-            row(
-                1,
-                J_DOE,
-                "invalid",
-                e,
-                Some(&eth),
-                acme,
-                Some(J_DOE),
-                Some("approval-digest")
-            ),
-            row(
-                2,
-                J_DOE,
-                "invalid",
-                e,
-                Some(&other),
-                None,
-                None,
-                Some("approval-signer")
-            ),
-            row(3, J_DOE, "signed", s, Some(&ssh), globex, Some(R_ROE), None),
-            row(
-                4,
-                J_DOE,
-                "invalid",
-                s,
-                Some(&ssh),
-                globex,
-                Some(R_ROE),
-                Some("approval-nonce")
-            ),
-            row(
-                5,
-                J_DOE,
-                "invalid",
-                e,
-                Some(&eth),
-                acme,
-                Some(J_DOE),
-                Some("approval-window")
-            ),
-            row(
-                6,
-                J_DOE,
-                "invalid",
-                e,
-                None,
-                None,
-                None,
-                Some("approval-signature")
-            ),
+            invalid(1, "eip712", Some(&eth), acme, "approval-digest"),
+            invalid(2, "eip712", Some(&other), None, "approval-signer"),
+            signed(3, J_DOE, "ssh", &ssh, globex),
+            invalid(4, "ssh", Some(&ssh), globex, "approval-nonce"),
+            invalid(5, "eip712", Some(&eth), acme, "approval-window"),
+            invalid(6, "eip712", None, None, "approval-signature"),
         ]
     );
     let detail = |i: usize| v["approvals"][i]["detail"].as_str().unwrap().to_owned();
@@ -653,16 +621,7 @@ fn a_signature_made_by_ssh_keygen_verifies() {
     let canonical = public.rsplit_once(' ').unwrap().0;
     assert_eq!(
         rows(&v),
-        [row(
-            1,
-            R_ROE,
-            "signed",
-            Some("ssh"),
-            Some(canonical),
-            Some("Globex"),
-            Some(R_ROE),
-            None
-        )]
+        [signed(1, R_ROE, "ssh", canonical, Some(("Globex", R_ROE)))]
     );
 
     // The same signature over a statement with another expiry does not verify.
@@ -704,16 +663,7 @@ fn log_payload(log: &SealedLog, seq: usize) -> Payload {
 #[test]
 fn hostile_approvals_are_refused_without_panic_and_print_escaped() {
     let mut h = history(34, RECORDER, 10);
-    let base = |n: u64| {
-        approved(
-            psql(n),
-            J_DOE,
-            Signer::Eth(ETH_KEY),
-            &RECORDER,
-            WINDOW,
-            n as u8,
-        )
-    };
+    let base = |n: u64| psql_approved(n, Signer::Eth(ETH_KEY), &RECORDER, WINDOW);
     let mut cases: Vec<(Payload, &str)> = Vec::new();
     let mut p = base(1);
     sig_of(&mut p).scheme = "rsa".into();

@@ -17,8 +17,8 @@ use afr_eval::tamper::{self, Attack, Evidence, History, Rng};
 use afr_verify::{Kind, Source, Trust, anchors::Anchors};
 
 use crate::approvals::{
-    ETH_KEY, J_DOE, OTHER_ETH_KEY, R_ROE, RUN_AT, SSH_SEED, Signer, WINDOW, anchored, approved,
-    bundle, event, git_push, history, psql, trust_toml,
+    ETH_KEY, OTHER_ETH_KEY, R_ROE, RUN_AT, SSH_SEED, Signer, WINDOW, anchored, approved, bundle,
+    event, git_push, history, psql_approved, trust_toml,
 };
 
 const OPERATOR: [u8; 20] = [0xa1; 20];
@@ -284,8 +284,7 @@ fn json_file(v: &impl serde::Serialize) -> String {
 /// approval checks can catch it.
 fn approval_cases() -> (Vec<Case>, Vec<(String, String)>) {
     let mut base = history(41, OPERATOR, 6);
-    event(&mut base, 1).payload =
-        approved(psql(1), J_DOE, Signer::Eth(ETH_KEY), &OPERATOR, WINDOW, 1);
+    event(&mut base, 1).payload = psql_approved(1, Signer::Eth(ETH_KEY), &OPERATOR, WINDOW);
     event(&mut base, 3).payload = approved(
         git_push("main"),
         R_ROE,
@@ -338,22 +337,6 @@ fn approval_cases() -> (Vec<Case>, Vec<(String, String)>) {
         signed,
     );
     let mut h = base.clone();
-    event(&mut h, 1).payload = approved(
-        psql(1),
-        J_DOE,
-        Signer::Eth(OTHER_ETH_KEY),
-        &OPERATOR,
-        WINDOW,
-        1,
-    );
-    case(
-        "approval-unlisted-signer",
-        "an approval recorded as j.doe's, validly signed over the action, but by a key no pinned approver holds",
-        &h,
-        &[1],
-        signed,
-    );
-    let mut h = base.clone();
     let once = event(&mut h, 1).payload.clone();
     event(&mut h, 2).payload = once;
     case(
@@ -363,31 +346,34 @@ fn approval_cases() -> (Vec<Case>, Vec<(String, String)>) {
         &[1, 2],
         signed,
     );
-    let mut h = base.clone();
-    event(&mut h, 1).payload = approved(
-        psql(1),
-        J_DOE,
-        Signer::Eth(ETH_KEY),
-        &OPERATOR,
-        (RUN_AT - 900, RUN_AT - 120),
-        1,
-    );
-    case(
-        "approval-expired",
-        "an approval that lapsed two minutes before the call ran: outside its window even with 60 s of clock skew",
-        &h,
-        &[1],
-        signed,
-    );
-    let mut h = base.clone();
-    event(&mut h, 1).payload = approved(psql(1), J_DOE, Signer::Nobody, &OPERATOR, WINDOW, 1);
-    case(
-        "approval-unsigned-required",
-        "an unsigned approval (the operator's word) under a trust file that requires signed approvals",
-        &h,
-        &[1],
-        required,
-    );
+    // Event 1 approved anew: by an unpinned key, over a window that has lapsed, unsigned.
+    for (name, why, signer, window, trust) in [
+        (
+            "approval-unlisted-signer",
+            "an approval recorded as j.doe's, validly signed over the action, but by a key no pinned approver holds",
+            Signer::Eth(OTHER_ETH_KEY),
+            WINDOW,
+            signed,
+        ),
+        (
+            "approval-expired",
+            "an approval that lapsed two minutes before the call ran: outside its window even with 60 s of clock skew",
+            Signer::Eth(ETH_KEY),
+            (RUN_AT - 900, RUN_AT - 120),
+            signed,
+        ),
+        (
+            "approval-unsigned-required",
+            "an unsigned approval (the operator's word) under a trust file that requires signed approvals",
+            Signer::Nobody,
+            WINDOW,
+            required,
+        ),
+    ] {
+        let mut h = base.clone();
+        event(&mut h, 1).payload = psql_approved(1, signer, &OPERATOR, window);
+        case(name, why, &h, &[1], trust);
+    }
     (cases, files)
 }
 
