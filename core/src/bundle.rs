@@ -127,6 +127,17 @@ impl Bundle {
     }
 }
 
+/// A disclosed record as a reference to it is checked: its leaf hash, time and epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DisclosedLeaf {
+    /// The record's leaf hash (`SHA-256(0x00 ‖ record)`).
+    pub leaf: Hash32,
+    /// The record's timestamp, microseconds since the Unix epoch.
+    pub timestamp_us: u64,
+    /// The record's epoch.
+    pub epoch: u64,
+}
+
 /// What checking a bundle found.
 #[derive(Debug, Clone)]
 pub struct BundleReport {
@@ -149,11 +160,12 @@ pub struct BundleReport {
     /// The record timestamp (µs) of every opened event, by sequence number: when it ran, for
     /// the validity window of its approval.
     pub opened_at: std::collections::BTreeMap<u64, u64>,
-    /// `(leaf hash, timestamp_us, epoch)` of every record that checked out (opened or not),
-    /// by sequence number: what cross-recorder links are compared with.
-    pub leaves: std::collections::BTreeMap<u64, (Hash32, u64, u64)>,
     /// Sequence numbers whose payloads were erased, by a proven erasure.
     pub erased: Vec<u64>,
+    /// Every record whose inclusion proof checked out (opened, withheld or erased), by
+    /// sequence number: what a reference from another log is compared with
+    /// (`docs/spec/delegation.md`).
+    pub leaves: std::collections::BTreeMap<u64, DisclosedLeaf>,
     /// Erased epochs with their proof: `(epoch, seq of its afr.erase event)`.
     pub erasures: Vec<(u64, u64)>,
 }
@@ -376,8 +388,14 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                 }
                 *rep.checks.entry("inclusion-proof").or_default() += 1;
                 rep.events.push(seq);
-                rep.leaves
-                    .insert(seq, (leaf, record.timestamp_us, record.epoch));
+                rep.leaves.insert(
+                    seq,
+                    DisclosedLeaf {
+                        leaf,
+                        timestamp_us: record.timestamp_us,
+                        epoch: record.epoch,
+                    },
+                );
                 match (payload, key) {
                     (Some(p), key) => {
                         if p.commitment() != record.payload_commitment {

@@ -129,6 +129,12 @@ pub enum Check {
     ApprovalWindow,
     /// `approval-nonce`: consistent with an approval replayed on another event.
     ApprovalNonce,
+    /// `delegation-link`: consistent with a rewritten or invented delegation.
+    DelegationLink,
+    /// `delegation-time`: consistent with a back- or post-dated delegation.
+    DelegationTime,
+    /// `fork`: consistent with two histories from one recorder.
+    Fork,
 }
 
 impl Check {
@@ -175,6 +181,9 @@ impl Check {
             Check::ApprovalSigner => "approval-signer",
             Check::ApprovalWindow => "approval-window",
             Check::ApprovalNonce => "approval-nonce",
+            Check::DelegationLink => "delegation-link",
+            Check::DelegationTime => "delegation-time",
+            Check::Fork => "fork",
         }
     }
 
@@ -221,6 +230,9 @@ impl Check {
             Check::ApprovalSigner => "an approval signed by a key not on the allowlist",
             Check::ApprovalWindow => "an expired or post-dated approval",
             Check::ApprovalNonce => "an approval replayed on another event",
+            Check::DelegationLink => "a rewritten or invented delegation",
+            Check::DelegationTime => "a back- or post-dated delegation",
+            Check::Fork => "two histories from one recorder",
         }
     }
 }

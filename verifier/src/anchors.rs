@@ -95,6 +95,11 @@ pub struct AnchorProof {
     pub block: u64,
     /// Index of the `Anchored` log in that block.
     pub log_index: u64,
+    /// The block's timestamp (seconds since the Unix epoch), when it was read: an upper bound
+    /// on when the root existed, for the time rules of case files (`docs/spec/delegation.md`).
+    /// Absent in files written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_time: Option<u64>,
 }
 
 /// The roots anchored by one recorder, each proven by its transaction, and where they came
@@ -165,6 +170,7 @@ impl Anchors {
                         tx: format!("0x{:064x}", e + 1),
                         block,
                         log_index: e,
+                        block_time: None,
                     };
                     (e, proof)
                 })
@@ -503,6 +509,7 @@ impl Rpc {
                 tx: c.tx.clone(),
                 block: c.block,
                 log_index: c.log_index,
+                block_time: None,
             };
             if let Some(prev) = roots.get(&c.epoch)
                 && *prev != proof
@@ -518,27 +525,41 @@ impl Rpc {
             roots.insert(c.epoch, proof);
         }
         // The code must have been the genuine contract's when each anchor was made, not only
-        // at the pinned block (on a chain where code can still be replaced).
+        // at the pinned block (on a chain where code can still be replaced); each block's time
+        // is read in the same batch.
         let mut blocks: Vec<u64> = roots.values().map(|p| p.block).collect();
         blocks.sort_unstable();
         blocks.dedup();
-        let code_calls: Vec<(&str, serde_json::Value)> = blocks
+        let calls: Vec<(&str, serde_json::Value)> = blocks
             .iter()
-            .map(|b| {
-                (
-                    "eth_getCode",
-                    serde_json::json!([contract, format!("0x{b:x}")]),
-                )
+            .flat_map(|b| {
+                let at = format!("0x{b:x}");
+                [
+                    ("eth_getCode", serde_json::json!([contract, at])),
+                    ("eth_getBlockByNumber", serde_json::json!([at, false])),
+                ]
             })
             .collect();
+        let answers = self.call_batch(&calls)?;
         let genuine = deployed_code()?;
         let mut bad_blocks = std::collections::BTreeSet::new();
-        for (b, code) in blocks.iter().zip(self.call_batch(&code_calls)?) {
+        let mut times: BTreeMap<u64, u64> = BTreeMap::new();
+        for (b, pair) in blocks.iter().zip(answers.chunks(2)) {
+            let [code, header] = pair else {
+                return Err(Malformed::MissingResult.into());
+            };
             if !code
                 .as_str()
                 .is_some_and(|c| c.eq_ignore_ascii_case(&genuine))
             {
                 bad_blocks.insert(*b);
+            }
+            // A block the endpoint cannot describe is no reason to doubt its logs: the time is
+            // left out and only the rules that need no block time run.
+            if quantity(&header["number"], "number").ok() == Some(*b)
+                && let Ok(t) = quantity(&header["timestamp"], "timestamp")
+            {
+                times.insert(*b, t);
             }
         }
         roots.retain(|e, p| {
@@ -551,6 +572,9 @@ impl Rpc {
             }
             ok
         });
+        for p in roots.values_mut() {
+            p.block_time = times.get(&p.block).copied();
+        }
         Ok(Fetched {
             anchors: Anchors {
                 version: ANCHORS_FILE_VERSION,

@@ -14,6 +14,7 @@
 //!  TooManyLogCalls,            the endpoint's answers are too large, or contradict each other
 //!  TooManyAnchors,
 //!  InconsistentAnchors
+//!  Read                        a file to verify (a bundle, a case file) cannot be read
 //!  AnchorsRead, AnchorsParse,  an anchors file cannot be read, or is not one
 //!  AnchorsVersion,
 //!  AnchorsRecorder
@@ -99,6 +100,15 @@ pub enum VerifyError {
         first: String,
         /// The other.
         second: String,
+    },
+    /// A file given to verify (a bundle or a case file) cannot be read.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
     },
     /// An anchors file cannot be read.
     #[error("cannot read {}", path.display())]
@@ -243,6 +253,37 @@ pub enum UsageError {
         first: Box<ApproverName>,
         /// The trust file.
         name: String,
+    },
+    /// A trust file whose party names bundles or anchors files: a case file, given where a
+    /// trust file is expected.
+    #[error(
+        "party {party:?} in {name} names bundles or anchors: that is a case file; verify it with `afr-verify case {name}`"
+    )]
+    EvidenceInTrustFile {
+        /// The party.
+        party: String,
+        /// The file.
+        name: String,
+    },
+    /// A case that names no bundle at all.
+    #[error(
+        "the case names no bundle: list them under each party's `bundles`, or after the trust file"
+    )]
+    NoBundle,
+    /// Two anchors files for one recorder: which one to trust is the user's choice to make.
+    #[error(
+        "two anchors files for recorder 0x{}: {} and {}",
+        hex::encode(recorder),
+        first.display(),
+        second.display()
+    )]
+    AnchorsTwice {
+        /// The recorder.
+        recorder: RecorderId,
+        /// The first file.
+        first: PathBuf,
+        /// The second.
+        second: PathBuf,
     },
     /// `--recorder` names a recorder the trust file does not.
     #[error(

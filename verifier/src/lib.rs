@@ -2,7 +2,8 @@
 //! recorder's own transactions ([`anchors`]), the verdict that combines a file's own checks
 //! with both ([`verdict`]), and the signed human approvals of a bundle's opened events checked
 //! against the pinned approvers ([`approvals`]); what stops it deciding is a [`VerifyError`]
-//! ([`error`]).
+//! ([`error`]). A case file ([`case`]) verifies the bundles of several parties together, with
+//! the delegation links between their recorders.
 //!
 //! The binary, the named negative vectors (`testdata/`) and the evaluation's tamper matrix
 //! (`afr-eval`, not shipped here) share one implementation ([`verify`]), so what is tested is
@@ -10,6 +11,7 @@
 
 pub mod anchors;
 pub mod approvals;
+pub mod case;
 pub mod error;
 pub mod trust;
 pub mod verdict;
@@ -61,6 +63,28 @@ pub fn verify(
     trust: &Trust,
     src: Source<'_>,
 ) -> Result<Verdict, VerifyError> {
+    verify_full(kind, bytes, trust, src).map(|c| c.verdict)
+}
+
+/// What [`verify`] decided, with what it decided from: a bundle's own report and the anchors
+/// it compared (what a case file's links are checked against: [`case`]).
+#[derive(Debug)]
+pub(crate) struct Checked {
+    /// The verdict, as [`verify`] returns it.
+    pub verdict: Verdict,
+    /// A bundle's report (`None` for a log).
+    pub bundle: Option<afr_core::bundle::BundleReport>,
+    /// The anchors compared with the file's roots, if any were.
+    pub anchors: Option<Anchors>,
+}
+
+/// [`verify`], keeping the bundle's report and the anchors.
+pub(crate) fn verify_full(
+    kind: Kind,
+    bytes: &[u8],
+    trust: &Trust,
+    src: Source<'_>,
+) -> Result<Checked, VerifyError> {
     let flag = match src {
         Source::Rpc { .. } => Some("--rpc"),
         Source::File(_) => Some("--anchors"),
@@ -77,7 +101,11 @@ pub fn verify(
     };
     check_recorder(&mut v, trust);
     if v.outcome == Outcome::Tampered {
-        return Ok(v);
+        return Ok(Checked {
+            verdict: v,
+            bundle,
+            anchors: None,
+        });
     }
     if v.epochs == Some(0) {
         v.missing
@@ -177,8 +205,8 @@ pub fn verify(
             None
         }
     };
-    if let Some(a) = anchors {
-        check_anchors(&mut v, &a, kind == Kind::Log)?;
+    if let Some(a) = &anchors {
+        check_anchors(&mut v, a, kind == Kind::Log)?;
     }
     // Approvals are judged on content the file's own checks, the recorder and the anchored
     // roots have let through: a failure here is about the approval, not the file.
@@ -188,5 +216,9 @@ pub fn verify(
         approvals::check(&mut v, rep, trust);
     }
     v.settle();
-    Ok(v)
+    Ok(Checked {
+        verdict: v,
+        bundle,
+        anchors,
+    })
 }

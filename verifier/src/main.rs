@@ -7,8 +7,10 @@
 //! chain (`--rpc`), each proven by a successful transaction the recorder itself sent, or, on an
 //! air-gapped machine, from a file fetched once with `afr-verify anchors` (`--anchors`), which
 //! the report then says it trusted. In a bundle with keys, each signed human approval is checked
-//! against the approvers a trust file pins. The answer is one of verified (exit 0), tampered (1)
-//! or incomplete (2); usage errors exit 64, I/O and RPC errors 74.
+//! against the approvers a trust file pins. `afr-verify case` verifies several parties' bundles
+//! together with the delegation links between their recorders (`afr_verify::case`). The
+//! answer is one of verified (exit 0), tampered (1) or incomplete (2); usage errors exit 64,
+//! I/O and RPC errors 74.
 
 use std::{
     path::{Path, PathBuf},
@@ -26,6 +28,7 @@ Pin what you trust, then verify:
   afr-verify bundle case.bundle --trust trust.toml --rpc URL
   afr-verify anchors --rpc URL --chain-id 10 --recorder 0xREC --out anchors.json   # online, once
   afr-verify bundle case.bundle --anchors anchors.json --chain-id 10 --recorder 0xREC   # air-gapped
+  afr-verify case case.toml --rpc URL        # several parties' bundles and the links between them
 
 The contract is the canonical AfrAnchor address unless --contract names another (the report
 says so). Exit codes: 0 verified, 1 tampered, 2 incomplete, 64 usage error, 74 I/O or RPC error.
@@ -61,6 +64,10 @@ enum Cmd {
         #[command(flatten)]
         src: AnchorSource,
     },
+    /// Verify a case: several parties' bundles, and every delegation link between their
+    /// recorders (docs/spec/delegation.md). Give a case file, or --trust and the bundles.
+    #[command(before_help = PINNED)]
+    Case(CaseArgs),
     /// Fetch a recorder's proven anchored roots once, for air-gapped verification.
     Anchors {
         /// JSON-RPC endpoint.
@@ -115,6 +122,39 @@ struct AnchorSource {
     /// A file written by `afr-verify anchors`, trusted as is.
     #[arg(long)]
     anchors: Option<PathBuf>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct CaseArgs {
+    /// A case file (a trust file whose parties list their `bundles`), then any more bundles;
+    /// with --trust, bundles only. Each bundle given here counts for the party of its recorder.
+    #[arg(required = true, value_name = "CASE_OR_BUNDLE")]
+    files: Vec<PathBuf>,
+    /// A trust file: the files are then bundles, each assigned to its recorder's party.
+    #[arg(long)]
+    trust: Option<PathBuf>,
+    /// The chain you trust, by id (else the case or trust file's chain_id).
+    #[arg(long)]
+    chain_id: Option<u64>,
+    /// The anchor contract (default: the canonical AfrAnchor address).
+    #[arg(long)]
+    contract: Option<String>,
+    /// JSON-RPC endpoint of the chain holding the anchors; every bundle is read at one block.
+    #[arg(long, conflicts_with = "anchors")]
+    rpc: Option<String>,
+    /// Block to read at (default: latest).
+    #[arg(long, requires = "rpc")]
+    block: Option<u64>,
+    /// First block searched for anchoring transactions (default: 0).
+    #[arg(long, requires = "rpc", default_value_t = 0)]
+    from_block: u64,
+    /// An anchors file written by `afr-verify anchors`, trusted as is; one per recorder, as
+    /// many times as needed (beside the case file's `anchors`).
+    #[arg(long)]
+    anchors: Vec<PathBuf>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -268,7 +308,57 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Log { file, pins, src } => check(Kind::Log, &file, &pins, &src),
         Cmd::Bundle { file, pins, src } => check(Kind::Bundle, &file, &pins, &src),
+        Cmd::Case(a) => case(a),
     }
+}
+
+fn case(a: CaseArgs) -> Result<ExitCode> {
+    use afr_verify::case::{Case, verify_case};
+    let mut files = a.files.into_iter();
+    let mut c = match &a.trust {
+        Some(_) => {
+            let pins = Pins {
+                chain_id: a.chain_id,
+                contract: a.contract.clone(),
+                recorder: None,
+                trust: a.trust.clone(),
+            };
+            Case::with_bundles(pins.trust()?, Vec::new())
+        }
+        None => match files.next() {
+            Some(f) => Case::load(&f, a.chain_id, a.contract.as_deref())?,
+            None => {
+                return Err(Error::Usage(
+                    "afr-verify case needs a case file, or --trust and bundles",
+                ));
+            }
+        },
+    };
+    c.loose.extend(files);
+    c.anchors.extend(a.anchors);
+    let source = match &a.rpc {
+        Some(url) => Source::Rpc {
+            url,
+            block: a.block,
+            from_block: a.from_block,
+        },
+        None => Source::None,
+    };
+    let r = verify_case(&c, source)?;
+    if a.json {
+        println!("{}", afr_core::text::escape_json(&r.to_json().to_string()));
+    } else {
+        print!("{}", r.to_text());
+    }
+    Ok(exit(r.outcome))
+}
+
+fn exit(o: Outcome) -> ExitCode {
+    ExitCode::from(match o {
+        Outcome::Verified => 0,
+        Outcome::Tampered => 1,
+        Outcome::Incomplete => 2,
+    })
 }
 
 fn check(kind: Kind, file: &Path, pins: &Pins, src: &AnchorSource) -> Result<ExitCode> {
@@ -300,9 +390,5 @@ fn check(kind: Kind, file: &Path, pins: &Pins, src: &AnchorSource) -> Result<Exi
     } else {
         print!("{}", v.to_text(Some(&trust)));
     }
-    Ok(ExitCode::from(match v.outcome {
-        Outcome::Verified => 0,
-        Outcome::Tampered => 1,
-        Outcome::Incomplete => 2,
-    }))
+    Ok(exit(v.outcome))
 }

@@ -34,6 +34,9 @@
 //! keys = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI…", "0x70997970c51812dc3a010c7d01b50e0d17dc79c8"]
 //! ```
 //!
+//! A case file (`afr-verify case`, [`crate::case`]) is a trust file whose parties also list
+//! their `bundles` and `anchors` files ([`Trust::case`]); a plain trust file must not.
+//!
 //! Keys are kept in their canonical form ([`afr_core::approval::canonical_signer`]): an address
 //! in lower case, an OpenSSH key without its comment. One key belongs to one approver.
 
@@ -106,6 +109,20 @@ struct PartyFile {
     recorders: Vec<String>,
     #[serde(default)]
     approver: Vec<ApproverFile>,
+    /// A case file's: the party's bundles ([`Evidence`]).
+    bundles: Option<Vec<String>>,
+    /// A case file's: the party's anchors files ([`Evidence`]).
+    anchors: Option<Vec<String>>,
+}
+
+/// What a party of a case file (`afr-verify case`, [`crate::case`]) names as its evidence,
+/// paths as written (relative to the case file).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Evidence {
+    /// Its disclosure bundles.
+    pub bundles: Vec<String>,
+    /// Its anchors files (`afr-verify anchors`), for offline verification.
+    pub anchors: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -133,6 +150,28 @@ impl Trust {
         contract: Option<&str>,
         recorder: Option<&str>,
     ) -> Result<Trust, VerifyError> {
+        Trust::parse(file, chain_id, contract, recorder, false).map(|(t, _)| t)
+    }
+
+    /// Builds the trust from a case file's text (with its name) and the command-line pins, as
+    /// [`Trust::new`] does, and returns each party's [`Evidence`], in the order of
+    /// [`Trust::parties`]. Every error is [`VerifyError::Usage`].
+    pub fn case(
+        file: (&str, &str),
+        chain_id: Option<u64>,
+        contract: Option<&str>,
+    ) -> Result<(Trust, Vec<Evidence>), VerifyError> {
+        Trust::parse(Some(file), chain_id, contract, None, true)
+    }
+
+    fn parse(
+        file: Option<(&str, &str)>,
+        chain_id: Option<u64>,
+        contract: Option<&str>,
+        recorder: Option<&str>,
+        case: bool,
+    ) -> Result<(Trust, Vec<Evidence>), VerifyError> {
+        let mut evidence = Vec::new();
         let mut t = Trust {
             chain_id,
             contract: match contract {
@@ -173,6 +212,17 @@ impl Trust {
                 return Err(UsageError::NoParty { name }.into());
             }
             for p in f.party {
+                if !case && (p.bundles.is_some() || p.anchors.is_some()) {
+                    return Err(UsageError::EvidenceInTrustFile {
+                        party: p.name,
+                        name,
+                    }
+                    .into());
+                }
+                evidence.push(Evidence {
+                    bundles: p.bundles.unwrap_or_default(),
+                    anchors: p.anchors.unwrap_or_default(),
+                });
                 if p.recorders.is_empty() {
                     return Err(UsageError::PartyWithoutRecorders {
                         party: p.name,
@@ -211,7 +261,7 @@ impl Trust {
                 }],
             };
         }
-        Ok(t)
+        Ok((t, evidence))
     }
 
     /// Pins approver `a` of `party` (trust file `name`): every key canonical, none pinned

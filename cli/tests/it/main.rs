@@ -18,6 +18,7 @@ use afr_recorder::{Config, Recorder, export_log};
 
 mod anchoring;
 mod approvals;
+mod case;
 mod delegate;
 mod escape;
 mod import;

@@ -8,6 +8,7 @@
 
 mod anvil;
 mod approvals;
+mod case;
 mod testdata;
 
 use std::process::Command;

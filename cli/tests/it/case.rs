@@ -1,0 +1,663 @@
+//! `afr-verify case` on a real anvil: two recorders (two anchoring keys, one contract) that
+//! delegate to each other through `afr delegate`, and the denials a case exposes
+//! (`docs/spec/delegation.md`, section 4). The bundles come from the real `afr` binary; the
+//! verdict from the `afr_verify` library behind `afr-verify`.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use afr_core::{delegation::Receipt, verify::Outcome};
+use afr_testkit::{DEV_ADDR, DEV_KEY, anvil};
+use afr_verify::{
+    Source, Trust,
+    case::{Blame, Case, CaseReport, verify_case},
+};
+use serde_json::{Value, json};
+
+use super::{afr, ok};
+
+/// Anvil's second dev account: the receiving organisation's anchoring key.
+const KEY_B: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+const ADDR_B: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+
+/// One organisation's recorder: its directory and anchoring key.
+struct Org {
+    dir: PathBuf,
+    key: &'static str,
+}
+
+impl Org {
+    /// `afr --dir DIR` signing and anchoring with this organisation's key.
+    fn afr(&self) -> Command {
+        let mut c = afr(&self.dir);
+        c.env("AFR_ANCHOR_KEY", self.key)
+            .env_remove("AFR_KEYSTORE_PASSWORD")
+            .env_remove("AFR_KEYSTORE_PASSWORD_FILE")
+            .env_remove("AFR_RPC_URL");
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        ok(self.afr().args(args))
+    }
+
+    /// Records `event` (JSON) with `afr record`.
+    fn record(&self, event: &Value) {
+        let f = self
+            .dir
+            .with_extension(format!("{}.json", rand_name(event)));
+        std::fs::write(&f, format!("{event}\n")).unwrap();
+        ok(self.afr().arg("record").arg(&f));
+    }
+
+    fn seal(&self) {
+        self.run(&["seal"]);
+    }
+
+    fn anchor(&self, chain: &Chain) {
+        self.run(&["anchor", "--rpc", &chain.url, "--contract", &chain.contract]);
+    }
+
+    /// `afr disclose [--with-keys] --seq SEQS` into `name` beside the recorders.
+    fn disclose(&self, seqs: &str, keys: bool, name: &str) -> PathBuf {
+        let out = self.dir.parent().unwrap().join(name);
+        let mut c = self.afr();
+        c.args(["disclose", "--seq", seqs, "--out"]).arg(&out);
+        if keys {
+            c.arg("--with-keys");
+        }
+        ok(&mut c);
+        out
+    }
+}
+
+/// A file name for an event (its hash: distinct events, distinct files).
+fn rand_name(v: &Value) -> String {
+    use sha2::Digest as _;
+    hex::encode(&sha2::Sha256::digest(v.to_string().as_bytes())[..6])
+}
+
+/// A chain with the contract deployed.
+struct Chain {
+    _anvil: afr_testkit::Anvil,
+    url: String,
+    contract: String,
+}
+
+/// Anvil, the contract deployed from A's key, and the two organisations' recorders (A with
+/// the first dev key, B with the second) in `tmp`.
+fn setup(tmp: &Path) -> (Chain, Org, Org) {
+    let node = anvil();
+    let a = Org {
+        dir: tmp.join("acme"),
+        key: DEV_KEY,
+    };
+    let b = Org {
+        dir: tmp.join("globex"),
+        key: KEY_B,
+    };
+    a.run(&["init"]);
+    b.run(&["init"]);
+    let out = a.run(&["deploy", "--json", "--rpc", &node.url]);
+    let contract = serde_json::from_slice::<Value>(&out.stdout).unwrap()["contract"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let url = node.url.clone();
+    (
+        Chain {
+            _anvil: node,
+            url,
+            contract,
+        },
+        a,
+        b,
+    )
+}
+
+fn write_json(path: &Path, v: &Value) -> String {
+    std::fs::write(path, v.to_string()).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// The handshake: A offers `ea`, B accepts it with `eb`, A records B's receipt. Returns A's
+/// and B's receipts.
+fn delegate(tmp: &Path, a: &Org, b: &Org, ea: &Value, eb: &Value) -> (Receipt, Receipt) {
+    let n = rand_name(ea);
+    let ea = write_json(&tmp.join(format!("ea-{n}.json")), ea);
+    let eb = write_json(&tmp.join(format!("eb-{n}.json")), eb);
+    let offer: Receipt =
+        serde_json::from_slice(&a.run(&["delegate", "offer", &ea]).stdout).unwrap();
+    let offer_file = write_json(
+        &tmp.join(format!("offer-{n}.json")),
+        &serde_json::to_value(&offer).unwrap(),
+    );
+    let accepted: Receipt = serde_json::from_slice(
+        &b.run(&["delegate", "accept", &eb, "--parent", &offer_file])
+            .stdout,
+    )
+    .unwrap();
+    let accepted_file = write_json(
+        &tmp.join(format!("accepted-{n}.json")),
+        &serde_json::to_value(&accepted).unwrap(),
+    );
+    a.run(&[
+        "delegate",
+        "receipt",
+        "--offer",
+        &offer_file,
+        "--receipt",
+        &accepted_file,
+    ]);
+    (offer, accepted)
+}
+
+fn event(tool: &str, extra: Value) -> Value {
+    let mut v = json!({"category": "delegation", "intent": {"tool": tool, "args": {"task": "rotate keys"}}});
+    if let (Value::Object(m), Value::Object(x)) = (&mut v, extra) {
+        m.extend(x);
+    }
+    v
+}
+
+/// Writes a case file beside the bundles: Acme (recorder A) and Globex (recorder B) with
+/// their bundles (file names relative to `tmp`).
+fn case_file(tmp: &Path, name: &str, acme: &[&Path], globex: &[&Path]) -> PathBuf {
+    let list = |b: &[&Path]| {
+        b.iter()
+            .map(|p| format!("{:?}", p.file_name().unwrap().to_str().unwrap()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let text = format!(
+        "chain_id = 31337\n\
+         [[party]]\nname = \"Acme\"\nrecorders = [\"{DEV_ADDR}\"]\nbundles = [{}]\n\
+         [[party]]\nname = \"Globex\"\nrecorders = [\"{ADDR_B}\"]\nbundles = [{}]\n",
+        list(acme),
+        list(globex)
+    );
+    let p = tmp.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn rpc(chain: &Chain) -> Source<'_> {
+    Source::Rpc {
+        url: &chain.url,
+        block: None,
+        from_block: 0,
+    }
+}
+
+fn verify(case: &Path, chain: &Chain) -> CaseReport {
+    verify_case(&Case::load(case, None, None).unwrap(), rpc(chain)).unwrap()
+}
+
+/// The verdict of the party named `name`.
+fn party<'a>(r: &'a CaseReport, name: &str) -> &'a afr_verify::case::PartyVerdict {
+    r.parties
+        .iter()
+        .find(|p| p.name.as_deref() == Some(name))
+        .unwrap()
+}
+
+/// Asserts the case's and each named party's outcome, with the report in the message.
+fn assert_outcomes(r: &CaseReport, case: Outcome, parties: &[(&str, Outcome)]) {
+    let text = r.to_text();
+    assert_eq!(r.outcome, case, "{text}");
+    for (name, o) in parties {
+        assert_eq!(party(r, name).outcome, *o, "{name}: {text}");
+    }
+}
+
+/// The first failure of party `name`: its check and location.
+fn failure(r: &CaseReport, name: &str) -> (String, String) {
+    let (f, _) = party(r, name)
+        .first_failure
+        .as_ref()
+        .unwrap_or_else(|| panic!("{}", r.to_text()));
+    (f.check.name().to_owned(), f.location.to_string())
+}
+
+#[test]
+fn an_honest_case_verifies_and_withheld_or_foreign_evidence_does_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (chain, a, b) = setup(t);
+    // A 0 hand_off, A 1 afr.delegated; B 0 run_job (parent A 0), B 1 an unrelated event.
+    let (offer, accepted) = delegate(
+        t,
+        &a,
+        &b,
+        &event("hand_off", json!({})),
+        &event("run_job", json!({})),
+    );
+    assert_eq!((offer.seq, accepted.seq), (0, 0));
+    b.record(&json!({"category": "shell", "intent": {"tool": "cleanup"}}));
+    for o in [&a, &b] {
+        o.seal();
+        o.anchor(&chain);
+    }
+    let ab = a.disclose("0-1", true, "acme.bundle");
+    let bb = b.disclose("0", true, "globex.bundle");
+
+    // Honest: both parties verified, both links verified, one chain across the two.
+    let case = case_file(t, "case.toml", &[&ab], &[&bb]);
+    let r = verify(&case, &chain);
+    assert_outcomes(
+        &r,
+        Outcome::Verified,
+        &[("Acme", Outcome::Verified), ("Globex", Outcome::Verified)],
+    );
+    assert_eq!(r.links.len(), 2, "{}", r.to_text());
+    assert!(r.links.iter().all(|l| l.status == Outcome::Verified));
+    let j = r.to_json();
+    assert_eq!(j["outcome"], "verified");
+    let kinds: Vec<&str> = j["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["delegated_to", "parent_event"], "{j}");
+    assert_eq!(
+        j["links"][0]["from"],
+        json!({"party": "Acme", "recorder": DEV_ADDR, "seq": 1})
+    );
+    assert_eq!(
+        j["links"][0]["to"],
+        json!({"party": "Globex", "recorder": ADDR_B, "seq": 0})
+    );
+    assert_eq!(j["links"][0]["receipt"], "signed");
+    assert_eq!(
+        j["chains"],
+        json!([[
+            {"party": "Acme", "recorder": DEV_ADDR, "seq": 0, "tool": "hand_off", "via": null, "status": null},
+            {"party": "Globex", "recorder": ADDR_B, "seq": 0, "tool": "run_job", "via": "delegated_to+parent_event", "status": "verified"},
+        ]]),
+        "{j}"
+    );
+    let text = r.to_text();
+    assert!(text.starts_with("CASE VERIFIED\n"), "{text}");
+    assert!(
+        text.contains(
+            "chain: \"Acme\" 0 hand_off -[delegated_to+parent_event]-> \"Globex\" 0 run_job"
+        ),
+        "{text}"
+    );
+
+    // The same bundles under a trust file, each assigned by its recorder.
+    let trust_file = t.join("trust.toml");
+    std::fs::write(
+        &trust_file,
+        format!(
+            "chain_id = 31337\n[[party]]\nname = \"Acme\"\nrecorders = [\"{DEV_ADDR}\"]\n\
+             [[party]]\nname = \"Globex\"\nrecorders = [\"{ADDR_B}\"]\n"
+        ),
+    )
+    .unwrap();
+    let trust_text = std::fs::read_to_string(&trust_file).unwrap();
+    let trust = Trust::new(Some(("trust.toml", &trust_text)), None, None, None).unwrap();
+    let loose = |bundles: Vec<PathBuf>| {
+        verify_case(&Case::with_bundles(trust.clone(), bundles), rpc(&chain)).unwrap()
+    };
+    let r = loose(vec![bb.clone(), ab.clone()]);
+    assert_outcomes(
+        &r,
+        Outcome::Verified,
+        &[("Acme", Outcome::Verified), ("Globex", Outcome::Verified)],
+    );
+
+    // Offline, from anchors files fetched once: each keeps its blocks' times.
+    let mut anchors = Vec::new();
+    for rec in [DEV_ADDR, ADDR_B] {
+        let (rpc, block) = afr_verify::anchors::Rpc::pinned(&chain.url, 31337, None).unwrap();
+        let f = rpc
+            .fetch(
+                31337,
+                &chain.contract,
+                &afr_verify::parse_addr(rec, "recorder").unwrap(),
+                (0, block),
+                None,
+            )
+            .unwrap();
+        assert!(
+            f.anchors.roots.values().all(|p| p.block_time.is_some()),
+            "{:?}",
+            f.anchors
+        );
+        let p = t.join(format!("{rec}.anchors.json"));
+        std::fs::write(&p, serde_json::to_string(&f.anchors).unwrap()).unwrap();
+        anchors.push(p);
+    }
+    let mut offline = Case::load(&case, None, None).unwrap();
+    offline.anchors = anchors.clone();
+    let r = verify_case(&offline, Source::None).unwrap();
+    assert_outcomes(
+        &r,
+        Outcome::Verified,
+        &[("Acme", Outcome::Verified), ("Globex", Outcome::Verified)],
+    );
+    for p in r.involved() {
+        let notes = &p.bundles[0].verdict.notes;
+        assert!(
+            notes.iter().any(|n| n.contains("TRUSTED the anchors file")),
+            "{notes:?}"
+        );
+    }
+
+    // B withholds the delegated event: it discloses only its other one.
+    let withheld = b.disclose("1", true, "globex-withheld.bundle");
+    let r = verify(&case_file(t, "withheld.toml", &[&ab], &[&withheld]), &chain);
+    assert_outcomes(
+        &r,
+        Outcome::Incomplete,
+        &[("Acme", Outcome::Verified), ("Globex", Outcome::Incomplete)],
+    );
+    let l = &r.links[0];
+    assert_eq!(
+        (l.status, l.blame),
+        (Outcome::Incomplete, Some(Blame::Linked))
+    );
+    assert!(l.why.contains("is not disclosed"), "{}", l.why);
+    // No bundle of B at all: the same.
+    let r = verify(&case_file(t, "absent.toml", &[&ab], &[]), &chain);
+    assert_outcomes(
+        &r,
+        Outcome::Incomplete,
+        &[("Acme", Outcome::Verified), ("Globex", Outcome::Incomplete)],
+    );
+    assert!(
+        party(&r, "Globex")
+            .missing
+            .iter()
+            .any(|m| m.contains("no bundle")),
+        "{}",
+        r.to_text()
+    );
+
+    // A linked recorder that is no party: the case, not a party, is incomplete.
+    let only_a = Trust::new(
+        Some((
+            "a.toml",
+            &format!(
+                "chain_id = 31337\n[[party]]\nname = \"Acme\"\nrecorders = [\"{DEV_ADDR}\"]\n"
+            ),
+        )),
+        None,
+        None,
+        None,
+    )
+    .unwrap();
+    let r = verify_case(&Case::with_bundles(only_a, vec![ab.clone()]), rpc(&chain)).unwrap();
+    assert_outcomes(&r, Outcome::Incomplete, &[("Acme", Outcome::Verified)]);
+    assert!(
+        r.missing[0].contains("is no party of the case"),
+        "{}",
+        r.to_text()
+    );
+
+    // A third recorder's bundle slipped in: tampered (recorder-id), under a party or loose.
+    let c = Org {
+        dir: t.join("initech"),
+        key: "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+    };
+    c.run(&["init"]);
+    c.record(&event("run_job", json!({})));
+    c.seal();
+    let cb = c.disclose("0", true, "initech.bundle");
+    let r = verify(&case_file(t, "slipped.toml", &[&ab], &[&bb, &cb]), &chain);
+    assert_outcomes(
+        &r,
+        Outcome::Tampered,
+        &[("Acme", Outcome::Verified), ("Globex", Outcome::Tampered)],
+    );
+    assert_eq!(failure(&r, "Globex"), ("recorder-id".into(), "file".into()));
+    let r = loose(vec![ab.clone(), bb.clone(), cb.clone()]);
+    assert_eq!(r.outcome, Outcome::Tampered, "{}", r.to_text());
+    let stray = r.parties.iter().find(|p| p.name.is_none()).unwrap();
+    assert_eq!(stray.outcome, Outcome::Tampered);
+    assert_eq!(
+        stray.first_failure.as_ref().unwrap().0.check.name(),
+        "recorder-id"
+    );
+    assert!(
+        r.to_text().contains("bundles of no pinned party: TAMPERED"),
+        "{}",
+        r.to_text()
+    );
+}
+
+#[test]
+fn a_rewritten_delegated_event_is_the_tampering_of_the_recorder_that_signed_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (chain, a, b) = setup(t);
+    delegate(
+        t,
+        &a,
+        &b,
+        &event("hand_off", json!({})),
+        &event("run_job", json!({})),
+    );
+    // B's key anchors another history: a second store whose event 0 is something else.
+    let b2 = Org {
+        dir: t.join("globex-rewritten"),
+        key: KEY_B,
+    };
+    b2.run(&["init"]);
+    b2.record(&event("did_nothing", json!({})));
+    for o in [&a, &b2] {
+        o.seal();
+        o.anchor(&chain);
+    }
+    let ab = a.disclose("0-1", true, "acme.bundle");
+    let bb = b2.disclose("0", true, "globex.bundle");
+    let r = verify(&case_file(t, "case.toml", &[&ab], &[&bb]), &chain);
+    assert_outcomes(
+        &r,
+        Outcome::Tampered,
+        &[("Acme", Outcome::Verified), ("Globex", Outcome::Tampered)],
+    );
+    assert_eq!(
+        failure(&r, "Globex"),
+        ("delegation-link".into(), "event 0".into())
+    );
+    let [l] = r.links.as_slice() else {
+        panic!("{}", r.to_text())
+    };
+    assert_eq!(
+        (l.status, l.blame, l.from_seq, l.to_seq),
+        (Outcome::Tampered, Some(Blame::Linked), 1, 0)
+    );
+    assert!(l.why.contains("signed a receipt"), "{}", l.why);
+    let text = r.to_text();
+    assert!(
+        text.contains("consistent with: a rewritten or invented delegation"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_delegation_the_other_side_never_received_is_the_tampering_of_its_citer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (chain, a, b) = setup(t);
+    // B's event 0 is its own work; A claims to have delegated it, once without a receipt
+    // signature and once with B's genuine signature of another receipt.
+    b.record(&event("run_job", json!({})));
+    let (_, genuine) = {
+        // A genuine receipt of B, for a signature to reuse: B's event 1.
+        let c = Org {
+            dir: t.join("acme-other"),
+            key: "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+        };
+        c.run(&["init"]);
+        delegate(
+            t,
+            &c,
+            &b,
+            &event("hand_off", json!({})),
+            &event("other_job", json!({})),
+        )
+    };
+    assert_eq!(genuine.seq, 1);
+    let invented = "ab".repeat(32);
+    a.record(&event(
+        "claimed_handoff",
+        json!({"delegation_provenance": {"delegated_to": [
+            {"recorder": ADDR_B, "seq": 0, "leaf_hash": invented}
+        ]}}),
+    ));
+    a.record(&event(
+        "claimed_handoff",
+        json!({"delegation_provenance": {"delegated_to": [
+            {"recorder": ADDR_B, "seq": 0, "leaf_hash": invented, "signature": genuine.signature}
+        ]}}),
+    ));
+    for o in [&a, &b] {
+        o.seal();
+        o.anchor(&chain);
+    }
+    let ab = a.disclose("0-1", true, "acme.bundle");
+    let bb = b.disclose("0", true, "globex.bundle");
+    let r = verify(&case_file(t, "case.toml", &[&ab], &[&bb]), &chain);
+    assert_outcomes(
+        &r,
+        Outcome::Tampered,
+        &[("Acme", Outcome::Tampered), ("Globex", Outcome::Verified)],
+    );
+    assert_eq!(
+        failure(&r, "Acme"),
+        ("delegation-link".into(), "event 0".into())
+    );
+    let backing: Vec<(&str, Outcome, Option<Blame>)> = r
+        .links
+        .iter()
+        .map(|l| (l.backing.name(), l.status, l.blame))
+        .collect();
+    assert_eq!(
+        backing,
+        [
+            ("unsigned", Outcome::Tampered, Some(Blame::Citing)),
+            ("bad-signature", Outcome::Tampered, Some(Blame::Citing)),
+        ],
+        "{}",
+        r.to_text()
+    );
+}
+
+#[test]
+fn links_to_erased_events_stay_verifiable_only_with_a_proven_erasure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (chain, a, b) = setup(t);
+    delegate(
+        t,
+        &a,
+        &b,
+        &event("hand_off", json!({})),
+        &event("run_job", json!({})),
+    );
+    // B seals its epoch 0 (the accepted event) and erases it: afr.erase is its event 1.
+    b.seal();
+    b.run(&["erase", "--epoch", "0"]);
+    for o in [&a, &b] {
+        o.seal();
+        o.anchor(&chain);
+    }
+    let ab = a.disclose("0-1", true, "acme.bundle");
+    // With keys: the erasure is proven by the afr.erase event the bundle carries.
+    let proven = b.disclose("0", true, "globex.bundle");
+    let r = verify(&case_file(t, "case.toml", &[&ab], &[&proven]), &chain);
+    assert_outcomes(
+        &r,
+        Outcome::Verified,
+        &[("Acme", Outcome::Verified), ("Globex", Outcome::Verified)],
+    );
+    let [l] = r.links.as_slice() else {
+        panic!("{}", r.to_text())
+    };
+    assert_eq!((l.status, l.to_seq), (Outcome::Verified, 0));
+    assert!(l.why.contains("erased"), "{}", l.why);
+    // Without keys, the erasure is unproven: the payload is withheld, the answer incomplete.
+    let unproven = b.disclose("0", false, "globex-nokeys.bundle");
+    let r = verify(&case_file(t, "unproven.toml", &[&ab], &[&unproven]), &chain);
+    assert_outcomes(
+        &r,
+        Outcome::Incomplete,
+        &[("Acme", Outcome::Verified), ("Globex", Outcome::Incomplete)],
+    );
+    let [l] = r.links.as_slice() else {
+        panic!("{}", r.to_text())
+    };
+    assert_eq!(
+        (l.status, l.blame),
+        (Outcome::Incomplete, Some(Blame::Linked))
+    );
+    assert!(l.why.contains("no erasure of it is proven"), "{}", l.why);
+}
+
+#[test]
+fn dates_out_of_anchoring_order_are_the_tampering_of_the_clock_that_lies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (chain, a, b) = setup(t);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let hours = |h: i64| json!({"timestamp_us": now.saturating_add_signed(h * 3_600_000_000)});
+    // A dates its delegating event 0 two hours ahead; B accepts it now (B 0, A 1 afr.delegated).
+    delegate(
+        t,
+        &a,
+        &b,
+        &event("hand_off", hours(2)),
+        &event("run_job", json!({})),
+    );
+    // A delegates now (A 2, afr.delegated A 3); B dates its accepting event 1 two hours back.
+    delegate(
+        t,
+        &a,
+        &b,
+        &event("hand_off", json!({})),
+        &event("run_job", hours(-2)),
+    );
+    for o in [&a, &b] {
+        o.seal();
+        o.anchor(&chain);
+    }
+    // A's event 0 is dated after the block that anchored B's epoch citing it: A lies.
+    let ab = a.disclose("0-1", true, "acme-1.bundle");
+    let bb = b.disclose("0", true, "globex-1.bundle");
+    let r = verify(&case_file(t, "post-dated.toml", &[&ab], &[&bb]), &chain);
+    assert_outcomes(
+        &r,
+        Outcome::Tampered,
+        &[("Acme", Outcome::Tampered), ("Globex", Outcome::Verified)],
+    );
+    assert_eq!(
+        failure(&r, "Acme"),
+        ("delegation-time".into(), "event 0".into())
+    );
+    // B's event 1 is dated two hours before the event it accepts: B lies.
+    let ab = a.disclose("2-3", true, "acme-2.bundle");
+    let bb = b.disclose("1", true, "globex-2.bundle");
+    let r = verify(&case_file(t, "back-dated.toml", &[&ab], &[&bb]), &chain);
+    assert_outcomes(
+        &r,
+        Outcome::Tampered,
+        &[("Acme", Outcome::Verified), ("Globex", Outcome::Tampered)],
+    );
+    assert_eq!(
+        failure(&r, "Globex"),
+        ("delegation-time".into(), "event 1".into())
+    );
+    assert!(
+        r.to_text()
+            .contains("consistent with: a back- or post-dated delegation")
+    );
+}
