@@ -6,7 +6,8 @@
 # tests/mcp/ (the MCP gateway's tests), and the pinned OpenTelemetry JS SDK and OTLP/HTTP exporter
 # from npm in tests/otlp/ (the OTLP receiver's tests), and pinned eth-account and cbor2 from PyPI
 # in .venv/ with OpenSSH's ssh-keygen from Debian (tests/approvals/: the signed-approval test
-# vectors). Idempotent and quick when done.
+# vectors), and Debian's headless Chromium (the evidence report's tests). Idempotent and quick
+# when done.
 #
 # libclang detection asks what bindgen (clang-sys) would load, not whether some library with
 # "clang" in its name exists: Debian images often carry libclang-cpp (the C++ API, useless to
@@ -123,15 +124,26 @@ if [[ -d "$root/clients/python" || -f "$mcp_reqs" || -f "$otlp_reqs" || -f "$roo
     echo "$python_want" >"$venv/.installed"
 fi
 
+# Installs Debian package $1 (what it is for: $2) with apt-get, as root or through sudo.
+apt_install() {
+    command -v apt-get >/dev/null || { echo "setup: $2 needs Debian's $1 (or its equivalent); install it and re-run" >&2; exit 1; }
+    local sudo_cmd=()
+    [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+    echo "setup: installing $1 from Debian ($2)" >&2
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "$1" >/dev/null
+}
+
 # OpenSSH's ssh-keygen (Debian's openssh-client) signs and verifies the SSH test vectors of signed
 # approvals (scripts/approval-vectors.py, tests/approvals/).
 if [[ -f "$root/tests/approvals/requirements.txt" ]] && ! command -v ssh-keygen >/dev/null; then
-    echo "setup: installing openssh-client from Debian (ssh-keygen, for tests/approvals/)" >&2
-    command -v apt-get >/dev/null || { echo "setup: ssh-keygen (OpenSSH) is required for tests/approvals/; install it and re-run" >&2; exit 1; }
-    sudo_cmd=()
-    [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
-    "${sudo_cmd[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq openssh-client >/dev/null
+    apt_install openssh-client "ssh-keygen, for tests/approvals/"
+fi
+
+# Headless Chromium (Debian's chromium) renders the evidence report in its tests (screenshots,
+# the DOM as a reader sees it) and prints it to PDF (`afr-verify ... --pdf`).
+if ! command -v chromium >/dev/null; then
+    apt_install chromium "headless Chromium, for the evidence report's tests and --pdf"
 fi
 
 # npm peers, each pinned exactly in its package-lock.json and installed with `npm ci` into its
