@@ -897,3 +897,58 @@ fn proxy_client_disconnect_mid_call_records_outcome_unknown() {
     assert!(ev.get("delegation_provenance").is_none(), "{ev}");
     journal_settles(&dir);
 }
+
+#[test]
+fn proxy_signed_approval_is_never_elicited_and_carries_the_signature() {
+    let (tmp, dir) = initialised();
+    // Anvil's second dev key: the approver's Ethereum key.
+    let key = tmp.path().join("approver.key");
+    std::fs::write(
+        &key,
+        "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+    )
+    .unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let policy = write_policy(
+        &tmp.path().join("policy.toml"),
+        "[[approver]]\nname = \"dana@example.org\"\nkeys = [\"0x70997970c51812dc3a010c7d01b50e0d17dc79c8\"]\n\
+         [[rule]]\nid = \"echo-signed\"\ntool = \"echo\"\nverdict = \"escalate\"\n\
+         signed_by = [\"dana@example.org\"]\n",
+    );
+    let (_server, upstream) = start_everything();
+    let (_proxy, url) = start_proxy(
+        &dir,
+        &upstream,
+        &["--policy", &policy, "--approval-timeout", "30"],
+    );
+    // The client would accept an elicitation, but an elicitation cannot carry a signature:
+    // the call waits for a signed `afr approve`.
+    let waiting = spawn_client(
+        py_client()
+            .args(["http", &url, "--protocol", "2025-11-25"])
+            .args(["--elicitation", "accept"])
+            .args(["--call", "echo", r#"{"message":"signed"}"#]),
+    );
+    let held = held_calls(&dir, 1);
+    assert_eq!(held[0]["signed_by"], json!(["dana@example.org"]));
+    let id = held[0]["id"].as_str().unwrap();
+    afr_testkit::ok(afr(&dir).args(["approve", id, "--eth-key"]).arg(&key));
+    let out = finish_client(waiting);
+    assert_eq!(
+        out["calls"][0]["content"][0]["text"], "Echo: signed",
+        "{out}"
+    );
+    assert_eq!(out["elicitations"], json!([]), "{out}");
+    let evs = exactly_events(&dir, 1);
+    let a = &evs[0]["human_approval"];
+    assert_eq!(a["approver"], "dana@example.org");
+    assert_eq!(a["signature"]["scheme"], "eip712");
+    assert_eq!(
+        a["signature"]["signer"],
+        "0x70997970c51812dc3a010c7d01b50e0d17dc79c8"
+    );
+    assert_eq!(
+        a["signature"]["statement"]["action"], held[0]["action"],
+        "the signed digest is the one the queue showed"
+    );
+}
