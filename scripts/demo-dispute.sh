@@ -9,25 +9,16 @@
 # organisations. Then Globex tries to deny: it withholds the event Acme holds its receipt for
 # (incomplete), and it hands over a rewritten history (tampered). Does its own set-up.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
-bin="$root/.tools/bin"
-step() { printf '\n\033[1m[%s] %s\033[0m\n' "$1" "$2"; }
+# shellcheck source=scripts/lib/demo-common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/demo-common.sh"
 show() { printf '\n$ %s\n' "$*" >&2; "$@"; }
 
 step 1/9 "set-up and build (release; quick when already done)"
 scripts/setup.sh
 cargo build --release --quiet -p afr-cli -p afr-verify
-target="${CARGO_TARGET_DIR:-$root/target}"
-afr="$target/release/afr"
-verify="$target/release/afr-verify"
+release_binaries
 
-work="$(mktemp -d)"
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-rpc="http://127.0.0.1:$port"
-"$bin/anvil" --port "$port" --silent &
-anvil_pid=$!
-trap 'kill "$anvil_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+start_anvil
 # Anvil's first two dev accounts: Acme's and Globex's anchoring keys (on this local chain only).
 acme_key=0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80
 globex_key=0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d
@@ -70,7 +61,7 @@ acme seal
 globex seal
 
 step 5/9 "both anchor on one contract, each with its own key"
-for _ in $(seq 100); do "$bin/cast" chain-id --rpc-url "$rpc" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_for_anvil
 contract="$(acme deploy --rpc "$rpc" --json | json '["contract"]')"
 acme anchor --rpc "$rpc" --contract "$contract"
 globex anchor --rpc "$rpc" --contract "$contract"

@@ -10,26 +10,17 @@
 # against the chain, then tampers a copy of the log and shows the verifier catching it. Does
 # its own set-up on a fresh machine.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
-bin="$root/.tools/bin"
-step() { printf '\n\033[1m[%s] %s\033[0m\n' "$1" "$2"; }
+# shellcheck source=scripts/lib/demo-common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/demo-common.sh"
 
 step 1/10 "set-up (libclang, pinned Foundry from npm; quick when already done)"
 scripts/setup.sh
 step 2/10 "build (release; a cold first build compiles RocksDB's C++ and takes about 14 minutes on 2 cores, later runs seconds)"
 cargo build --release --quiet -p afr-cli -p afr-verify -p afr-eval
-target="${CARGO_TARGET_DIR:-$root/target}"
-afr="$target/release/afr"
-verify="$target/release/afr-verify"
+release_binaries
 "$bin/forge" build --quiet
 
-work="$(mktemp -d)"
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-rpc="http://127.0.0.1:$port"
-"$bin/anvil" --port "$port" --silent &
-anvil_pid=$!
-trap 'kill "$anvil_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+start_anvil
 # Anvil's first dev account: the recorder's anchoring identity on this local chain only.
 pk=0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80
 
@@ -44,7 +35,7 @@ step 4/10 "export the log"
 "$afr" --dir "$work/afr" export --out "$work/log.afr"
 
 step 5/10 "deploy AfrAnchor on a local anvil ($rpc) at its canonical CREATE2 address"
-for _ in $(seq 100); do "$bin/cast" chain-id --rpc-url "$rpc" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_for_anvil
 contract="$("$afr" --dir "$work/afr" deploy --rpc "$rpc" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["contract"])')"
 echo "contract $contract"
 

@@ -152,22 +152,7 @@ mod tests {
     /// gives it, and decodes to its own variant with its fields.
     #[test]
     fn every_contract_error_of_the_artifact_decodes() {
-        let v: serde_json::Value = serde_json::from_str(crate::ARTIFACT).unwrap();
-        let mut sigs: Vec<String> = v["abi"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|i| i["type"] == "error")
-            .map(|i| {
-                let args: Vec<&str> = i["inputs"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|a| a["type"].as_str().unwrap())
-                    .collect();
-                format!("{}({})", i["name"].as_str().unwrap(), args.join(","))
-            })
-            .collect();
+        let mut sigs = afr_testkit::abi_signatures(crate::ARTIFACT, "error");
         sigs.sort();
         let (a, b) = (FixedBytes([0xaa; 32]), FixedBytes([0xbb; 32]));
         let (ha, hb) = (Hash32([0xaa; 32]), Hash32([0xbb; 32]));

@@ -136,14 +136,7 @@ pub fn signer_from_keystore(
     path: &Path,
     passphrase: &[u8],
 ) -> Result<PrivateKeySigner, AnchorError> {
-    let meta = std::fs::metadata(path).map_err(|e| err(path, format!("cannot read: {e}")))?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(err(
-            path,
-            format!("mode is {mode:o}; it must be 600 (chmod 600 it)"),
-        ));
-    }
+    afr_recorder::check_private(path).map_err(|m| err(path, m))?;
     let secret = Zeroizing::new(eth_keystore::decrypt_key(path, passphrase).map_err(|e| {
         err(
             path,

@@ -127,8 +127,9 @@ impl Bundle {
     }
 }
 
-/// A disclosed record as a reference to it is checked: its leaf hash, time and epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A disclosed record as a reference to it is checked (its leaf hash, time and epoch) and as
+/// a report shows it (its category and lane).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DisclosedLeaf {
     /// The record's leaf hash (`SHA-256(0x00 ‖ record)`).
     pub leaf: Hash32,
@@ -136,6 +137,10 @@ pub struct DisclosedLeaf {
     pub timestamp_us: u64,
     /// The record's epoch.
     pub epoch: u64,
+    /// The record's category.
+    pub category: crate::Category,
+    /// The record's lane, if any.
+    pub lane: Option<String>,
 }
 
 /// What checking a bundle found.
@@ -394,6 +399,8 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                         leaf,
                         timestamp_us: record.timestamp_us,
                         epoch: record.epoch,
+                        category: record.category,
+                        lane: record.lane.clone(),
                     },
                 );
                 match (payload, key) {

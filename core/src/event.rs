@@ -551,6 +551,38 @@ impl EventInput {
         };
         (env, p)
     }
+
+    /// Joins an envelope and a payload: the inverse of [`EventInput::into_payload`].
+    pub fn from_parts(env: Envelope, p: Payload) -> EventInput {
+        EventInput {
+            category: env.category,
+            timestamp_us: env.timestamp_us,
+            lane: env.lane,
+            concurrent_with: env.concurrent_with,
+            intent: p.intent,
+            policy_evaluation: p.policy_evaluation,
+            human_approval: p.human_approval,
+            execution: p.execution,
+            effects: p.effects,
+            context_provenance: p.context_provenance,
+            code_provenance: p.code_provenance,
+            delegation_provenance: p.delegation_provenance,
+        }
+    }
+
+    /// An event of `category` holding only its intent, `tool` called with `args`: every other
+    /// field absent.
+    pub fn intent_only(category: Category, tool: impl Into<String>, args: Json) -> EventInput {
+        EventInput::from_parts(
+            Envelope {
+                category,
+                timestamp_us: None,
+                lane: None,
+                concurrent_with: Vec::new(),
+            },
+            Payload::intent_only(tool, args),
+        )
+    }
 }
 
 /// The envelope fields a caller supplies; the recorder adds the rest.

@@ -12,11 +12,7 @@
 //! A receipt is signed by the recorder's anchoring key (its address is the recorder id), so
 //! neither side can later deny the leaf it vouched for.
 
-use afr_core::{
-    Category, EventInput, Hash32,
-    delegation::Receipt,
-    event::{DelegationProvenance, Intent},
-};
+use afr_core::{Category, EventInput, Hash32, delegation::Receipt, event::DelegationProvenance};
 
 use crate::{RecordError, Recorder};
 
@@ -162,24 +158,16 @@ impl Recorder {
             ));
         }
         let event = EventInput {
-            category: Category::Delegation,
-            timestamp_us: None,
             lane: stored.lane.clone(),
-            concurrent_with: Vec::new(),
-            intent: Intent {
-                tool: DELEGATED_TOOL.into(),
-                args: serde_json::json!({ "offer": { "seq": ours.seq, "leaf_hash": ours.leaf_hash } }),
-            },
-            policy_evaluation: Vec::new(),
-            human_approval: None,
-            execution: None,
-            effects: None,
-            context_provenance: None,
-            code_provenance: None,
             delegation_provenance: Some(DelegationProvenance {
                 delegated_to: vec![theirs.to_ref()],
                 ..DelegationProvenance::default()
             }),
+            ..EventInput::intent_only(
+                Category::Delegation,
+                DELEGATED_TOOL,
+                serde_json::json!({ "offer": { "seq": ours.seq, "leaf_hash": ours.leaf_hash } }),
+            )
         };
         let key = format!(
             "{DELEGATED_TOOL}:{}:{}:{}",

@@ -6,7 +6,6 @@ use afr_core::{
     Category, EventInput, Hash32,
     bundle::{Bundle, DisclosedEvent},
     crypto::MasterKey,
-    event::Intent,
     hash::leaf_hash,
     merkle,
 };
@@ -202,25 +201,16 @@ impl Recorder {
             None => format!("recorder 0x{}", hex::encode(self.recorder_id())),
         };
         let ev = EventInput {
-            category: Category::Other,
-            timestamp_us: None,
-            lane: None,
-            concurrent_with: Vec::new(),
-            intent: Intent {
-                tool: afr_core::bundle::ERASE_TOOL.into(),
-                args: serde_json::json!({ "epoch": epoch, "erased_at_us": now_us(), "by": by }),
-            },
-            policy_evaluation: Vec::new(),
-            human_approval: None,
             execution: Some(afr_core::event::Execution {
                 command: format!("destroy key material of epoch {epoch}"),
                 target: None,
                 mutation: serde_json::Value::Null,
             }),
-            effects: None,
-            context_provenance: None,
-            code_provenance: None,
-            delegation_provenance: None,
+            ..EventInput::intent_only(
+                Category::Other,
+                afr_core::bundle::ERASE_TOOL,
+                serde_json::json!({ "epoch": epoch, "erased_at_us": now_us(), "by": by }),
+            )
         };
         let receipt = self.record_own(ev)?;
         self.flush()?;

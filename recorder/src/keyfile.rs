@@ -27,17 +27,21 @@ pub fn write_key_file(path: &Path, secret: &[u8]) -> Result<(), RecordError> {
         .map_err(|e| key_err(path, format!("cannot sync: {e}")))
 }
 
-/// Reads a 32-byte secret; refuses a file that group or others may read or write.
-pub fn read_key_file(path: &Path) -> Result<Zeroizing<[u8; 32]>, RecordError> {
+/// Refuses a secret file that group or others may read or write (or that cannot be read):
+/// why, in words.
+pub fn check_private(path: &Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path).map_err(|e| key_err(path, format!("cannot read: {e}")))?;
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(key_err(
-            path,
-            format!("mode is {mode:o}; it must be 600 (chmod 600 it)"),
-        ));
+        return Err(format!("mode is {mode:o}; it must be 600 (chmod 600 it)"));
     }
+    Ok(())
+}
+
+/// Reads a 32-byte secret; refuses a file that group or others may read or write.
+pub fn read_key_file(path: &Path) -> Result<Zeroizing<[u8; 32]>, RecordError> {
+    check_private(path).map_err(|m| key_err(path, m))?;
     let bytes = Zeroizing::new(
         std::fs::read(path).map_err(|e| key_err(path, format!("cannot read: {e}")))?,
     );

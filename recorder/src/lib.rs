@@ -66,7 +66,7 @@ pub mod query;
 mod reader;
 pub use disclose::{META_ERASED, META_SCRUB_PENDING};
 pub use export::{ExportSummary, export_log};
-pub use keyfile::{read_key_file, write_key_file};
+pub use keyfile::{check_private, read_key_file, write_key_file};
 pub use reader::LogReader;
 
 /// Name of the master key file inside a recorder directory.

@@ -152,6 +152,27 @@ pub fn anchored_logs(url: &str, contract: &str, recorder: &str) -> Vec<(u64, Str
     out
 }
 
+/// The signatures (`Name(type,...)`) of the ABI items of `kind` (`error`, `event`, ...) in a
+/// contract artifact (Foundry's JSON output), in the artifact's order.
+pub fn abi_signatures(artifact: &str, kind: &str) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(artifact).unwrap();
+    let types = |item: &serde_json::Value| -> Vec<String> {
+        item["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["type"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    v["abi"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["type"] == kind)
+        .map(|i| format!("{}({})", i["name"].as_str().unwrap(), types(i).join(",")))
+        .collect()
+}
+
 /// A `shell` event calling `tool`, with nothing else filled in.
 pub fn shell_event(tool: &str) -> afr_core::EventInput {
     let line = serde_json::json!({"category": "shell", "intent": {"tool": tool}}).to_string();

@@ -787,30 +787,27 @@ fn link(citing: &Site, kind: LinkKind, r: &EventRef, cx: &Ctx<'_>) -> Option<Lin
             None => "no party".into(),
         }
     };
+    let from = format!(
+        "event {} of recorder {}",
+        citing.seq,
+        hex_id(&citing.recorder)
+    );
     let (rec, proof) = match check_ref(r, &citing.recorder) {
         Ok(x) => x,
         Err(why) => {
             // A reference that names no event cites nothing; whether it is the citing party's
             // word depends on its event being anchored.
             l.backing = Backing::Malformed(why.clone());
+            l.blame = Some(Blame::Citing);
+            let reference = format!("{from} makes a {} reference", kind.name());
             let own = cx.known.get(&(citing.recorder, citing.seq));
             if own.is_some_and(|k| k.anchored) {
                 l.status = Outcome::Tampered;
-                l.blame = Some(Blame::Citing);
                 l.check = Some(Check::DelegationLink);
-                l.why = format!(
-                    "event {} of recorder {} makes a {} reference that names no event: {why}",
-                    citing.seq,
-                    hex_id(&citing.recorder),
-                    kind.name()
-                );
+                l.why = format!("{reference} that names no event: {why}");
             } else {
-                l.blame = Some(Blame::Citing);
                 l.why = format!(
-                    "event {} of recorder {} makes a {} reference that does not parse ({why}), and its epoch is not anchored",
-                    citing.seq,
-                    hex_id(&citing.recorder),
-                    kind.name()
+                    "{reference} that does not parse ({why}), and its epoch is not anchored"
                 );
             }
             return Some(l);
@@ -821,11 +818,6 @@ fn link(citing: &Site, kind: LinkKind, r: &EventRef, cx: &Ctx<'_>) -> Option<Lin
     }
     l.to_recorder = Some(rec);
     let to = format!("event {} of recorder {}", r.seq, hex_id(&rec));
-    let from = format!(
-        "event {} of recorder {}",
-        citing.seq,
-        hex_id(&citing.recorder)
-    );
     let leaf = match &proof {
         RefProof::Unbound => None,
         RefProof::Bound(h) | RefProof::Signed(h) | RefProof::BadSignature(h, _) => Some(*h),

@@ -13,6 +13,7 @@ pub mod anchors;
 pub mod approvals;
 pub mod case;
 pub mod error;
+pub mod report;
 pub mod trust;
 pub mod verdict;
 

@@ -53,6 +53,8 @@ enum Cmd {
         pins: Pins,
         #[command(flatten)]
         src: AnchorSource,
+        #[command(flatten)]
+        report: ReportArgs,
     },
     /// Verify a disclosure bundle (`afr disclose`).
     #[command(before_help = PINNED)]
@@ -63,10 +65,11 @@ enum Cmd {
         pins: Pins,
         #[command(flatten)]
         src: AnchorSource,
+        #[command(flatten)]
+        report: ReportArgs,
     },
     /// Verify a case: several parties' bundles, and every delegation link between their
     /// recorders (docs/spec/delegation.md). Give a case file, or --trust and the bundles.
-    #[command(before_help = PINNED)]
     Case(CaseArgs),
     /// Fetch a recorder's proven anchored roots once, for air-gapped verification.
     Anchors {
@@ -108,8 +111,9 @@ struct Pins {
     trust: Option<PathBuf>,
 }
 
+/// A chain to read the anchored roots from (or none).
 #[derive(Args, Debug)]
-struct AnchorSource {
+struct Endpoint {
     /// JSON-RPC endpoint of the chain holding the anchors.
     #[arg(long, conflicts_with = "anchors")]
     rpc: Option<String>,
@@ -119,6 +123,23 @@ struct AnchorSource {
     /// First block searched for anchoring transactions (default: 0).
     #[arg(long, requires = "rpc", default_value_t = 0)]
     from_block: u64,
+}
+
+impl Endpoint {
+    /// The chain as the source of anchored roots, if `--rpc` names one.
+    fn source(&self) -> Option<Source<'_>> {
+        self.rpc.as_deref().map(|url| Source::Rpc {
+            url,
+            block: self.block,
+            from_block: self.from_block,
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+struct AnchorSource {
+    #[command(flatten)]
+    chain: Endpoint,
     /// A file written by `afr-verify anchors`, trusted as is.
     #[arg(long)]
     anchors: Option<PathBuf>,
@@ -127,7 +148,14 @@ struct AnchorSource {
     json: bool,
 }
 
+// `afr-verify case`: its help opens with PINNED, and its --rpc reads every bundle at one block.
 #[derive(Args, Debug)]
+#[command(
+    before_help = PINNED,
+    mut_arg("rpc", |a| a.help(
+        "JSON-RPC endpoint of the chain holding the anchors; every bundle is read at one block"
+    )),
+)]
 struct CaseArgs {
     /// A case file (a trust file whose parties list their `bundles`), then any more bundles;
     /// with --trust, bundles only. Each bundle given here counts for the party of its recorder.
@@ -142,15 +170,8 @@ struct CaseArgs {
     /// The anchor contract (default: the canonical AfrAnchor address).
     #[arg(long)]
     contract: Option<String>,
-    /// JSON-RPC endpoint of the chain holding the anchors; every bundle is read at one block.
-    #[arg(long, conflicts_with = "anchors")]
-    rpc: Option<String>,
-    /// Block to read at (default: latest).
-    #[arg(long, requires = "rpc")]
-    block: Option<u64>,
-    /// First block searched for anchoring transactions (default: 0).
-    #[arg(long, requires = "rpc", default_value_t = 0)]
-    from_block: u64,
+    #[command(flatten)]
+    chain: Endpoint,
     /// An anchors file written by `afr-verify anchors`, trusted as is; one per recorder, as
     /// many times as needed (beside the case file's `anchors`).
     #[arg(long)]
@@ -158,6 +179,53 @@ struct CaseArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    report: ReportArgs,
+}
+
+/// The evidence report, beside what is printed (`afr_verify::report`).
+#[derive(Args, Debug)]
+struct ReportArgs {
+    /// Also write the evidence report to FILE: one self-contained HTML document (inline CSS
+    /// and SVG, no script, nothing loaded), readable on screen and in print.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Also write the evidence report to FILE as PDF, printed by a headless Chromium
+    /// (AFR_CHROMIUM, else chromium, chromium-browser or google-chrome on PATH).
+    #[arg(long, value_name = "FILE")]
+    pdf: Option<PathBuf>,
+}
+
+impl ReportArgs {
+    /// Writes the requested reports of `html()` and says where on stderr.
+    fn write(&self, html: impl FnOnce() -> String) -> Result<()> {
+        if self.html.is_none() && self.pdf.is_none() {
+            return Ok(());
+        }
+        let doc = html();
+        if let Some(path) = &self.html {
+            std::fs::write(path, &doc).map_err(|source| Error::Write {
+                path: path.clone(),
+                source,
+            })?;
+            eprintln!("afr-verify: report written to {}", path.display());
+        }
+        if let Some(path) = &self.pdf {
+            afr_verify::report::print_pdf(&doc, path)?.map_err(|source| Error::Write {
+                path: path.clone(),
+                source,
+            })?;
+            eprintln!("afr-verify: report written to {}", path.display());
+        }
+        Ok(())
+    }
+}
+
+/// Now, in µs since the Unix epoch: when the report says the evidence was checked.
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }
 
 impl Pins {
@@ -202,6 +270,9 @@ enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The PDF report could not be printed.
+    #[error(transparent)]
+    Pdf(#[from] afr_verify::report::PdfError),
     /// `afr-verify anchors` was pointed at code that is not AfrAnchor's.
     #[error(
         "the code at {contract} (block {block}) is not the AfrAnchor contract; refusing to write anchors from it"
@@ -306,14 +377,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Log { file, pins, src } => check(Kind::Log, &file, &pins, &src),
-        Cmd::Bundle { file, pins, src } => check(Kind::Bundle, &file, &pins, &src),
+        Cmd::Log {
+            file,
+            pins,
+            src,
+            report,
+        } => check(Kind::Log, &file, &pins, &src, &report),
+        Cmd::Bundle {
+            file,
+            pins,
+            src,
+            report,
+        } => check(Kind::Bundle, &file, &pins, &src, &report),
         Cmd::Case(a) => case(a),
     }
 }
 
 fn case(a: CaseArgs) -> Result<ExitCode> {
     use afr_verify::case::{Case, verify_case};
+    let given: Vec<PathBuf> = a.files.clone();
     let mut files = a.files.into_iter();
     let mut c = match &a.trust {
         Some(_) => {
@@ -335,21 +417,40 @@ fn case(a: CaseArgs) -> Result<ExitCode> {
         },
     };
     c.loose.extend(files);
-    c.anchors.extend(a.anchors);
-    let source = match &a.rpc {
-        Some(url) => Source::Rpc {
-            url,
-            block: a.block,
-            from_block: a.from_block,
-        },
-        None => Source::None,
-    };
-    let r = verify_case(&c, source)?;
+    c.anchors.extend(a.anchors.iter().cloned());
+    let r = verify_case(&c, a.chain.source().unwrap_or(Source::None))?;
+    let checked_at = now_us();
     if a.json {
         println!("{}", afr_core::text::escape_json(&r.to_json().to_string()));
     } else {
         print!("{}", r.to_text());
     }
+    a.report.write(|| {
+        let show = |p: &Path| p.display().to_string();
+        let mut digests = Vec::new();
+        if a.trust.is_none()
+            && let Some(f) = given.first()
+        {
+            digests.extend(afr_verify::report::Invocation::digest(&show(f), f));
+        }
+        for b in c.bundles.iter().flatten().chain(&c.loose) {
+            digests.extend(afr_verify::report::Invocation::digest(&show(b), b));
+        }
+        let inv = afr_verify::report::Invocation {
+            command: "case",
+            files: given.iter().map(|p| show(p)).collect(),
+            trust: a.trust.as_deref().map(show),
+            chain_id: a.chain_id,
+            contract: a.contract.clone(),
+            recorder: None,
+            rpc: a.chain.rpc.clone(),
+            block: a.chain.block,
+            from_block: a.chain.from_block,
+            anchors: a.anchors.iter().map(|p| show(p)).collect(),
+            digests,
+        };
+        afr_verify::report::case_html(&r, &inv, checked_at)
+    })?;
     Ok(exit(r.outcome))
 }
 
@@ -361,9 +462,15 @@ fn exit(o: Outcome) -> ExitCode {
     })
 }
 
-fn check(kind: Kind, file: &Path, pins: &Pins, src: &AnchorSource) -> Result<ExitCode> {
+fn check(
+    kind: Kind,
+    file: &Path,
+    pins: &Pins,
+    src: &AnchorSource,
+    report: &ReportArgs,
+) -> Result<ExitCode> {
     let trust = pins.trust()?;
-    if (src.rpc.is_some() || src.anchors.is_some()) && trust.chain_id.is_none() {
+    if (src.chain.rpc.is_some() || src.anchors.is_some()) && trust.chain_id.is_none() {
         return Err(Error::Usage(
             "--rpc and --anchors need a pinned chain: give --chain-id (or a trust file with chain_id)",
         ));
@@ -372,16 +479,13 @@ fn check(kind: Kind, file: &Path, pins: &Pins, src: &AnchorSource) -> Result<Exi
         path: file.to_owned(),
         source,
     })?;
-    let source = match (&src.rpc, &src.anchors) {
-        (Some(url), _) => Source::Rpc {
-            url,
-            block: src.block,
-            from_block: src.from_block,
-        },
+    let source = match (src.chain.source(), &src.anchors) {
+        (Some(chain), _) => chain,
         (None, Some(p)) => Source::File(p),
         (None, None) => Source::None,
     };
     let v = afr_verify::verify(kind, &bytes, &trust, source)?;
+    let checked_at = now_us();
     if src.json {
         println!(
             "{}",
@@ -390,5 +494,33 @@ fn check(kind: Kind, file: &Path, pins: &Pins, src: &AnchorSource) -> Result<Exi
     } else {
         print!("{}", v.to_text(Some(&trust)));
     }
+    report.write(|| {
+        let name = file.display().to_string();
+        let inv = afr_verify::report::Invocation {
+            command: match kind {
+                Kind::Log => "log",
+                Kind::Bundle => "bundle",
+            },
+            files: vec![name.clone()],
+            trust: pins.trust.as_ref().map(|p| p.display().to_string()),
+            chain_id: pins.chain_id,
+            contract: pins.contract.clone(),
+            recorder: pins.recorder.clone(),
+            rpc: src.chain.rpc.clone(),
+            block: src.chain.block,
+            from_block: src.chain.from_block,
+            anchors: src
+                .anchors
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            digests: vec![(
+                name,
+                bytes.len() as u64,
+                afr_core::hash::sha256(&[&bytes]),
+            )],
+        };
+        afr_verify::report::verdict_html(kind, &v, &trust, &inv, checked_at)
+    })?;
     Ok(exit(v.outcome))
 }

@@ -50,6 +50,9 @@ pub struct Verdict {
     pub anchors: Vec<(u64, String, u64, u64)>,
     /// The approval of every opened event that carries one ([`crate::approvals`]).
     pub approvals: Vec<Approval>,
+    /// Every disclosed record whose inclusion proof checked out, by sequence number: its leaf
+    /// hash, time, epoch, category and lane (empty for a log, whose payloads are never opened).
+    pub records: std::collections::BTreeMap<u64, afr_core::bundle::DisclosedLeaf>,
 }
 
 fn checks_vec(checks: &std::collections::BTreeMap<&'static str, u64>) -> Vec<(String, u64)> {
@@ -77,6 +80,7 @@ impl Verdict {
             party: None,
             anchors: Vec::new(),
             approvals: Vec::new(),
+            records: Default::default(),
         }
     }
 
@@ -123,6 +127,7 @@ impl Verdict {
             party: None,
             anchors: Vec::new(),
             approvals: Vec::new(),
+            records: rep.leaves.clone(),
         }
     }
 
@@ -165,6 +170,14 @@ impl Verdict {
             "anchors": self.anchors.iter().map(|(e, tx, b, i)| serde_json::json!({"epoch": e, "tx": tx, "block": b, "log_index": i})).collect::<Vec<_>>(),
             "opened": self.opened,
             "approvals": self.approvals.iter().map(Approval::to_json).collect::<Vec<_>>(),
+            "records": self.records.iter().map(|(seq, r)| serde_json::json!({
+                "seq": seq,
+                "epoch": r.epoch,
+                "timestamp_us": r.timestamp_us,
+                "category": r.category.name(),
+                "lane": r.lane,
+                "leaf_hash": r.leaf.to_hex(),
+            })).collect::<Vec<_>>(),
         })
     }
 

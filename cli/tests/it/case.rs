@@ -8,19 +8,28 @@ use std::{
     process::Command,
 };
 
-use afr_core::{delegation::Receipt, verify::Outcome};
+use afr_core::{
+    delegation::Receipt,
+    verify::Outcome::{self, Incomplete, Tampered, Verified},
+};
 use afr_testkit::{DEV_ADDR, DEV_KEY, anvil};
 use afr_verify::{
     Source, Trust,
-    case::{Blame, Case, CaseReport, verify_case},
+    case::{Blame, Case, CaseReport, Link, verify_case},
 };
 use serde_json::{Value, json};
 
-use super::{afr, ok};
+use super::{
+    afr,
+    delegate::{receipt_args, write},
+    ok,
+};
 
 /// Anvil's second dev account: the receiving organisation's anchoring key.
 const KEY_B: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
 const ADDR_B: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+/// Anvil's third dev account: a recorder of neither organisation.
+const KEY_C: &str = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
 
 /// One organisation's recorder: its directory and anchoring key.
 struct Org {
@@ -29,6 +38,13 @@ struct Org {
 }
 
 impl Org {
+    /// A fresh recorder (`afr init`) in `dir`, anchoring with `key`.
+    fn init(dir: PathBuf, key: &'static str) -> Org {
+        let o = Org { dir, key };
+        o.run(&["init"]);
+        o
+    }
+
     /// `afr --dir DIR` signing and anchoring with this organisation's key.
     fn afr(&self) -> Command {
         let mut c = afr(&self.dir);
@@ -86,20 +102,30 @@ struct Chain {
     contract: String,
 }
 
-/// Anvil, the contract deployed from A's key, and the two organisations' recorders (A with
-/// the first dev key, B with the second) in `tmp`.
-fn setup(tmp: &Path) -> (Chain, Org, Org) {
+/// Seals and anchors A's and B's open epochs on `chain`, then each discloses its events
+/// `seqs` with keys (`acme.bundle`, `globex.bundle`).
+fn anchor_and_disclose(
+    chain: &Chain,
+    (a, a_seqs): (&Org, &str),
+    (b, b_seqs): (&Org, &str),
+) -> (PathBuf, PathBuf) {
+    for o in [a, b] {
+        o.seal();
+        o.anchor(chain);
+    }
+    (
+        a.disclose(a_seqs, true, "acme.bundle"),
+        b.disclose(b_seqs, true, "globex.bundle"),
+    )
+}
+
+/// A temporary directory, anvil, the contract deployed from A's key, and the two
+/// organisations' recorders (A with the first dev key, B with the second) in the directory.
+fn setup() -> (tempfile::TempDir, Chain, Org, Org) {
+    let tmp = tempfile::tempdir().unwrap();
     let node = anvil();
-    let a = Org {
-        dir: tmp.join("acme"),
-        key: DEV_KEY,
-    };
-    let b = Org {
-        dir: tmp.join("globex"),
-        key: KEY_B,
-    };
-    a.run(&["init"]);
-    b.run(&["init"]);
+    let a = Org::init(tmp.path().join("acme"), DEV_KEY);
+    let b = Org::init(tmp.path().join("globex"), KEY_B);
     let out = a.run(&["deploy", "--json", "--rpc", &node.url]);
     let contract = serde_json::from_slice::<Value>(&out.stdout).unwrap()["contract"]
         .as_str()
@@ -107,6 +133,7 @@ fn setup(tmp: &Path) -> (Chain, Org, Org) {
         .to_owned();
     let url = node.url.clone();
     (
+        tmp,
         Chain {
             _anvil: node,
             url,
@@ -117,21 +144,17 @@ fn setup(tmp: &Path) -> (Chain, Org, Org) {
     )
 }
 
-fn write_json(path: &Path, v: &Value) -> String {
-    std::fs::write(path, v.to_string()).unwrap();
-    path.to_str().unwrap().to_owned()
-}
-
 /// The handshake: A offers `ea`, B accepts it with `eb`, A records B's receipt. Returns A's
 /// and B's receipts.
 fn delegate(tmp: &Path, a: &Org, b: &Org, ea: &Value, eb: &Value) -> (Receipt, Receipt) {
     let n = rand_name(ea);
-    let ea = write_json(&tmp.join(format!("ea-{n}.json")), ea);
-    let eb = write_json(&tmp.join(format!("eb-{n}.json")), eb);
+    let ea = write(tmp, &format!("ea-{n}.json"), ea);
+    let eb = write(tmp, &format!("eb-{n}.json"), eb);
     let offer: Receipt =
         serde_json::from_slice(&a.run(&["delegate", "offer", &ea]).stdout).unwrap();
-    let offer_file = write_json(
-        &tmp.join(format!("offer-{n}.json")),
+    let offer_file = write(
+        tmp,
+        &format!("offer-{n}.json"),
         &serde_json::to_value(&offer).unwrap(),
     );
     let accepted: Receipt = serde_json::from_slice(
@@ -139,22 +162,27 @@ fn delegate(tmp: &Path, a: &Org, b: &Org, ea: &Value, eb: &Value) -> (Receipt, R
             .stdout,
     )
     .unwrap();
-    let accepted_file = write_json(
-        &tmp.join(format!("accepted-{n}.json")),
+    let accepted_file = write(
+        tmp,
+        &format!("accepted-{n}.json"),
         &serde_json::to_value(&accepted).unwrap(),
     );
-    a.run(&[
-        "delegate",
-        "receipt",
-        "--offer",
-        &offer_file,
-        "--receipt",
-        &accepted_file,
-    ]);
+    a.run(&receipt_args(&offer_file, &accepted_file));
     (offer, accepted)
 }
 
-fn event(tool: &str, extra: Value) -> Value {
+/// The handshake with plain events: A's `hand_off` delegated to B's `run_job`.
+fn hand_off(tmp: &Path, a: &Org, b: &Org) -> (Receipt, Receipt) {
+    delegate(tmp, a, b, &event("hand_off"), &event("run_job"))
+}
+
+/// A delegation event calling `tool`.
+fn event(tool: &str) -> Value {
+    event_with(tool, json!({}))
+}
+
+/// A delegation event calling `tool`, with the fields of `extra` besides.
+fn event_with(tool: &str, extra: Value) -> Value {
     let mut v = json!({"category": "delegation", "intent": {"tool": tool, "args": {"task": "rotate keys"}}});
     if let (Value::Object(m), Value::Object(x)) = (&mut v, extra) {
         m.extend(x);
@@ -212,56 +240,58 @@ fn assert_outcomes(r: &CaseReport, case: Outcome, parties: &[(&str, Outcome)]) {
     }
 }
 
-/// The first failure of party `name`: its check and location.
-fn failure(r: &CaseReport, name: &str) -> (String, String) {
+/// Asserts the case incomplete for want of Globex's evidence: Acme verified, Globex incomplete.
+fn assert_globex_incomplete(r: &CaseReport) {
+    assert_outcomes(r, Incomplete, &[("Acme", Verified), ("Globex", Incomplete)]);
+}
+
+/// Asserts the first failure of party `name`: its check and location.
+fn assert_failure(r: &CaseReport, name: &str, check: &str, location: &str) {
     let (f, _) = party(r, name)
         .first_failure
         .as_ref()
         .unwrap_or_else(|| panic!("{}", r.to_text()));
-    (f.check.name().to_owned(), f.location.to_string())
+    assert_eq!(
+        (f.check.name(), f.location.to_string().as_str()),
+        (check, location)
+    );
+}
+
+/// Asserts the text report holds `s`, with the report in the message.
+fn assert_reports(r: &CaseReport, s: &str) {
+    let text = r.to_text();
+    assert!(text.contains(s), "{text}");
+}
+
+/// The case's one link.
+fn only_link(r: &CaseReport) -> &Link {
+    let [l] = r.links.as_slice() else {
+        panic!("{}", r.to_text())
+    };
+    l
 }
 
 #[test]
 fn an_honest_case_verifies_and_withheld_or_foreign_evidence_does_not() {
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, chain, a, b) = setup();
     let t = tmp.path();
-    let (chain, a, b) = setup(t);
     // A 0 hand_off, A 1 afr.delegated; B 0 run_job (parent A 0), B 1 an unrelated event.
-    let (offer, accepted) = delegate(
-        t,
-        &a,
-        &b,
-        &event("hand_off", json!({})),
-        &event("run_job", json!({})),
-    );
+    let (offer, accepted) = hand_off(t, &a, &b);
     assert_eq!((offer.seq, accepted.seq), (0, 0));
     b.record(&json!({"category": "shell", "intent": {"tool": "cleanup"}}));
-    for o in [&a, &b] {
-        o.seal();
-        o.anchor(&chain);
-    }
-    let ab = a.disclose("0-1", true, "acme.bundle");
-    let bb = b.disclose("0", true, "globex.bundle");
+    let (ab, bb) = anchor_and_disclose(&chain, (&a, "0-1"), (&b, "0"));
 
     // Honest: both parties verified, both links verified, one chain across the two.
     let case = case_file(t, "case.toml", &[&ab], &[&bb]);
     let r = verify(&case, &chain);
-    assert_outcomes(
-        &r,
-        Outcome::Verified,
-        &[("Acme", Outcome::Verified), ("Globex", Outcome::Verified)],
-    );
+    assert_outcomes(&r, Verified, &[("Acme", Verified), ("Globex", Verified)]);
     assert_eq!(r.links.len(), 2, "{}", r.to_text());
-    assert!(r.links.iter().all(|l| l.status == Outcome::Verified));
+    assert!(r.links.iter().all(|l| l.status == Verified));
     let j = r.to_json();
     assert_eq!(j["outcome"], "verified");
-    let kinds: Vec<&str> = j["links"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["kind"].as_str().unwrap())
-        .collect();
-    assert_eq!(kinds, ["delegated_to", "parent_event"], "{j}");
+    assert_eq!(j["links"].as_array().map(Vec::len), Some(2), "{j}");
+    assert_eq!(j["links"][0]["kind"], "delegated_to", "{j}");
+    assert_eq!(j["links"][1]["kind"], "parent_event", "{j}");
     assert_eq!(
         j["links"][0]["from"],
         json!({"party": "Acme", "recorder": DEV_ADDR, "seq": 1})
@@ -281,11 +311,9 @@ fn an_honest_case_verifies_and_withheld_or_foreign_evidence_does_not() {
     );
     let text = r.to_text();
     assert!(text.starts_with("CASE VERIFIED\n"), "{text}");
-    assert!(
-        text.contains(
-            "chain: \"Acme\" 0 hand_off -[delegated_to+parent_event]-> \"Globex\" 0 run_job"
-        ),
-        "{text}"
+    assert_reports(
+        &r,
+        "chain: \"Acme\" 0 hand_off -[delegated_to+parent_event]-> \"Globex\" 0 run_job",
     );
 
     // The same bundles under a trust file, each assigned by its recorder.
@@ -304,11 +332,7 @@ fn an_honest_case_verifies_and_withheld_or_foreign_evidence_does_not() {
         verify_case(&Case::with_bundles(trust.clone(), bundles), rpc(&chain)).unwrap()
     };
     let r = loose(vec![bb.clone(), ab.clone()]);
-    assert_outcomes(
-        &r,
-        Outcome::Verified,
-        &[("Acme", Outcome::Verified), ("Globex", Outcome::Verified)],
-    );
+    assert_outcomes(&r, Verified, &[("Acme", Verified), ("Globex", Verified)]);
 
     // Offline, from anchors files fetched once: each keeps its blocks' times.
     let mut anchors = Vec::new();
@@ -335,11 +359,7 @@ fn an_honest_case_verifies_and_withheld_or_foreign_evidence_does_not() {
     let mut offline = Case::load(&case, None, None).unwrap();
     offline.anchors = anchors.clone();
     let r = verify_case(&offline, Source::None).unwrap();
-    assert_outcomes(
-        &r,
-        Outcome::Verified,
-        &[("Acme", Outcome::Verified), ("Globex", Outcome::Verified)],
-    );
+    assert_outcomes(&r, Verified, &[("Acme", Verified), ("Globex", Verified)]);
     for p in r.involved() {
         let notes = &p.bundles[0].verdict.notes;
         assert!(
@@ -351,24 +371,13 @@ fn an_honest_case_verifies_and_withheld_or_foreign_evidence_does_not() {
     // B withholds the delegated event: it discloses only its other one.
     let withheld = b.disclose("1", true, "globex-withheld.bundle");
     let r = verify(&case_file(t, "withheld.toml", &[&ab], &[&withheld]), &chain);
-    assert_outcomes(
-        &r,
-        Outcome::Incomplete,
-        &[("Acme", Outcome::Verified), ("Globex", Outcome::Incomplete)],
-    );
+    assert_globex_incomplete(&r);
     let l = &r.links[0];
-    assert_eq!(
-        (l.status, l.blame),
-        (Outcome::Incomplete, Some(Blame::Linked))
-    );
+    assert_eq!((l.status, l.blame), (Incomplete, Some(Blame::Linked)));
     assert!(l.why.contains("is not disclosed"), "{}", l.why);
     // No bundle of B at all: the same.
     let r = verify(&case_file(t, "absent.toml", &[&ab], &[]), &chain);
-    assert_outcomes(
-        &r,
-        Outcome::Incomplete,
-        &[("Acme", Outcome::Verified), ("Globex", Outcome::Incomplete)],
-    );
+    assert_globex_incomplete(&r);
     assert!(
         party(&r, "Globex")
             .missing
@@ -392,7 +401,7 @@ fn an_honest_case_verifies_and_withheld_or_foreign_evidence_does_not() {
     )
     .unwrap();
     let r = verify_case(&Case::with_bundles(only_a, vec![ab.clone()]), rpc(&chain)).unwrap();
-    assert_outcomes(&r, Outcome::Incomplete, &[("Acme", Outcome::Verified)]);
+    assert_outcomes(&r, Incomplete, &[("Acme", Verified)]);
     assert!(
         r.missing[0].contains("is no party of the case"),
         "{}",
@@ -400,139 +409,73 @@ fn an_honest_case_verifies_and_withheld_or_foreign_evidence_does_not() {
     );
 
     // A third recorder's bundle slipped in: tampered (recorder-id), under a party or loose.
-    let c = Org {
-        dir: t.join("initech"),
-        key: "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
-    };
-    c.run(&["init"]);
-    c.record(&event("run_job", json!({})));
+    let c = Org::init(t.join("initech"), KEY_C);
+    c.record(&event("run_job"));
     c.seal();
     let cb = c.disclose("0", true, "initech.bundle");
     let r = verify(&case_file(t, "slipped.toml", &[&ab], &[&bb, &cb]), &chain);
-    assert_outcomes(
-        &r,
-        Outcome::Tampered,
-        &[("Acme", Outcome::Verified), ("Globex", Outcome::Tampered)],
-    );
-    assert_eq!(failure(&r, "Globex"), ("recorder-id".into(), "file".into()));
+    assert_outcomes(&r, Tampered, &[("Acme", Verified), ("Globex", Tampered)]);
+    assert_failure(&r, "Globex", "recorder-id", "file");
     let r = loose(vec![ab.clone(), bb.clone(), cb.clone()]);
-    assert_eq!(r.outcome, Outcome::Tampered, "{}", r.to_text());
+    assert_eq!(r.outcome, Tampered, "{}", r.to_text());
     let stray = r.parties.iter().find(|p| p.name.is_none()).unwrap();
-    assert_eq!(stray.outcome, Outcome::Tampered);
+    assert_eq!(stray.outcome, Tampered);
     assert_eq!(
         stray.first_failure.as_ref().unwrap().0.check.name(),
         "recorder-id"
     );
-    assert!(
-        r.to_text().contains("bundles of no pinned party: TAMPERED"),
-        "{}",
-        r.to_text()
-    );
+    assert_reports(&r, "bundles of no pinned party: TAMPERED");
 }
 
 #[test]
 fn a_rewritten_delegated_event_is_the_tampering_of_the_recorder_that_signed_it() {
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, chain, a, b) = setup();
     let t = tmp.path();
-    let (chain, a, b) = setup(t);
-    delegate(
-        t,
-        &a,
-        &b,
-        &event("hand_off", json!({})),
-        &event("run_job", json!({})),
-    );
+    hand_off(t, &a, &b);
     // B's key anchors another history: a second store whose event 0 is something else.
-    let b2 = Org {
-        dir: t.join("globex-rewritten"),
-        key: KEY_B,
-    };
-    b2.run(&["init"]);
-    b2.record(&event("did_nothing", json!({})));
-    for o in [&a, &b2] {
-        o.seal();
-        o.anchor(&chain);
-    }
-    let ab = a.disclose("0-1", true, "acme.bundle");
-    let bb = b2.disclose("0", true, "globex.bundle");
+    let b2 = Org::init(t.join("globex-rewritten"), KEY_B);
+    b2.record(&event("did_nothing"));
+    let (ab, bb) = anchor_and_disclose(&chain, (&a, "0-1"), (&b2, "0"));
     let r = verify(&case_file(t, "case.toml", &[&ab], &[&bb]), &chain);
-    assert_outcomes(
-        &r,
-        Outcome::Tampered,
-        &[("Acme", Outcome::Verified), ("Globex", Outcome::Tampered)],
-    );
-    assert_eq!(
-        failure(&r, "Globex"),
-        ("delegation-link".into(), "event 0".into())
-    );
-    let [l] = r.links.as_slice() else {
-        panic!("{}", r.to_text())
-    };
+    assert_outcomes(&r, Tampered, &[("Acme", Verified), ("Globex", Tampered)]);
+    assert_failure(&r, "Globex", "delegation-link", "event 0");
+    let l = only_link(&r);
     assert_eq!(
         (l.status, l.blame, l.from_seq, l.to_seq),
-        (Outcome::Tampered, Some(Blame::Linked), 1, 0)
+        (Tampered, Some(Blame::Linked), 1, 0)
     );
     assert!(l.why.contains("signed a receipt"), "{}", l.why);
-    let text = r.to_text();
-    assert!(
-        text.contains("consistent with: a rewritten or invented delegation"),
-        "{text}"
-    );
+    assert_reports(&r, "consistent with: a rewritten or invented delegation");
 }
 
 #[test]
 fn a_delegation_the_other_side_never_received_is_the_tampering_of_its_citer() {
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, chain, a, b) = setup();
     let t = tmp.path();
-    let (chain, a, b) = setup(t);
     // B's event 0 is its own work; A claims to have delegated it, once without a receipt
     // signature and once with B's genuine signature of another receipt.
-    b.record(&event("run_job", json!({})));
-    let (_, genuine) = {
-        // A genuine receipt of B, for a signature to reuse: B's event 1.
-        let c = Org {
-            dir: t.join("acme-other"),
-            key: "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
-        };
-        c.run(&["init"]);
-        delegate(
-            t,
-            &c,
-            &b,
-            &event("hand_off", json!({})),
-            &event("other_job", json!({})),
-        )
-    };
+    b.record(&event("run_job"));
+    // A genuine receipt of B, for a signature to reuse: B's event 1.
+    let c = Org::init(t.join("acme-other"), KEY_C);
+    let (_, genuine) = delegate(t, &c, &b, &event("hand_off"), &event("other_job"));
     assert_eq!(genuine.seq, 1);
     let invented = "ab".repeat(32);
-    a.record(&event(
-        "claimed_handoff",
-        json!({"delegation_provenance": {"delegated_to": [
-            {"recorder": ADDR_B, "seq": 0, "leaf_hash": invented}
-        ]}}),
+    let claim = |to: Value| {
+        event_with(
+            "claimed_handoff",
+            json!({"delegation_provenance": {"delegated_to": [to]}}),
+        )
+    };
+    a.record(&claim(
+        json!({"recorder": ADDR_B, "seq": 0, "leaf_hash": invented}),
     ));
-    a.record(&event(
-        "claimed_handoff",
-        json!({"delegation_provenance": {"delegated_to": [
-            {"recorder": ADDR_B, "seq": 0, "leaf_hash": invented, "signature": genuine.signature}
-        ]}}),
+    a.record(&claim(
+        json!({"recorder": ADDR_B, "seq": 0, "leaf_hash": invented, "signature": genuine.signature}),
     ));
-    for o in [&a, &b] {
-        o.seal();
-        o.anchor(&chain);
-    }
-    let ab = a.disclose("0-1", true, "acme.bundle");
-    let bb = b.disclose("0", true, "globex.bundle");
+    let (ab, bb) = anchor_and_disclose(&chain, (&a, "0-1"), (&b, "0"));
     let r = verify(&case_file(t, "case.toml", &[&ab], &[&bb]), &chain);
-    assert_outcomes(
-        &r,
-        Outcome::Tampered,
-        &[("Acme", Outcome::Tampered), ("Globex", Outcome::Verified)],
-    );
-    assert_eq!(
-        failure(&r, "Acme"),
-        ("delegation-link".into(), "event 0".into())
-    );
+    assert_outcomes(&r, Tampered, &[("Acme", Tampered), ("Globex", Verified)]);
+    assert_failure(&r, "Acme", "delegation-link", "event 0");
     let backing: Vec<(&str, Outcome, Option<Blame>)> = r
         .links
         .iter()
@@ -541,8 +484,8 @@ fn a_delegation_the_other_side_never_received_is_the_tampering_of_its_citer() {
     assert_eq!(
         backing,
         [
-            ("unsigned", Outcome::Tampered, Some(Blame::Citing)),
-            ("bad-signature", Outcome::Tampered, Some(Blame::Citing)),
+            ("unsigned", Tampered, Some(Blame::Citing)),
+            ("bad-signature", Tampered, Some(Blame::Citing)),
         ],
         "{}",
         r.to_text()
@@ -551,113 +494,56 @@ fn a_delegation_the_other_side_never_received_is_the_tampering_of_its_citer() {
 
 #[test]
 fn links_to_erased_events_stay_verifiable_only_with_a_proven_erasure() {
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, chain, a, b) = setup();
     let t = tmp.path();
-    let (chain, a, b) = setup(t);
-    delegate(
-        t,
-        &a,
-        &b,
-        &event("hand_off", json!({})),
-        &event("run_job", json!({})),
-    );
+    hand_off(t, &a, &b);
     // B seals its epoch 0 (the accepted event) and erases it: afr.erase is its event 1.
     b.seal();
     b.run(&["erase", "--epoch", "0"]);
-    for o in [&a, &b] {
-        o.seal();
-        o.anchor(&chain);
-    }
-    let ab = a.disclose("0-1", true, "acme.bundle");
     // With keys: the erasure is proven by the afr.erase event the bundle carries.
-    let proven = b.disclose("0", true, "globex.bundle");
+    let (ab, proven) = anchor_and_disclose(&chain, (&a, "0-1"), (&b, "0"));
     let r = verify(&case_file(t, "case.toml", &[&ab], &[&proven]), &chain);
-    assert_outcomes(
-        &r,
-        Outcome::Verified,
-        &[("Acme", Outcome::Verified), ("Globex", Outcome::Verified)],
-    );
-    let [l] = r.links.as_slice() else {
-        panic!("{}", r.to_text())
-    };
-    assert_eq!((l.status, l.to_seq), (Outcome::Verified, 0));
+    assert_outcomes(&r, Verified, &[("Acme", Verified), ("Globex", Verified)]);
+    let l = only_link(&r);
+    assert_eq!((l.status, l.to_seq), (Verified, 0));
     assert!(l.why.contains("erased"), "{}", l.why);
     // Without keys, the erasure is unproven: the payload is withheld, the answer incomplete.
     let unproven = b.disclose("0", false, "globex-nokeys.bundle");
     let r = verify(&case_file(t, "unproven.toml", &[&ab], &[&unproven]), &chain);
-    assert_outcomes(
-        &r,
-        Outcome::Incomplete,
-        &[("Acme", Outcome::Verified), ("Globex", Outcome::Incomplete)],
-    );
-    let [l] = r.links.as_slice() else {
-        panic!("{}", r.to_text())
-    };
-    assert_eq!(
-        (l.status, l.blame),
-        (Outcome::Incomplete, Some(Blame::Linked))
-    );
+    assert_globex_incomplete(&r);
+    let l = only_link(&r);
+    assert_eq!((l.status, l.blame), (Incomplete, Some(Blame::Linked)));
     assert!(l.why.contains("no erasure of it is proven"), "{}", l.why);
 }
 
 #[test]
 fn dates_out_of_anchoring_order_are_the_tampering_of_the_clock_that_lies() {
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, chain, a, b) = setup();
     let t = tmp.path();
-    let (chain, a, b) = setup(t);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_micros() as u64;
-    let hours = |h: i64| json!({"timestamp_us": now.saturating_add_signed(h * 3_600_000_000)});
+    let dated = |tool: &str, h: i64| {
+        event_with(
+            tool,
+            json!({"timestamp_us": now.saturating_add_signed(h * 3_600_000_000)}),
+        )
+    };
     // A dates its delegating event 0 two hours ahead; B accepts it now (B 0, A 1 afr.delegated).
-    delegate(
-        t,
-        &a,
-        &b,
-        &event("hand_off", hours(2)),
-        &event("run_job", json!({})),
-    );
+    delegate(t, &a, &b, &dated("hand_off", 2), &event("run_job"));
     // A delegates now (A 2, afr.delegated A 3); B dates its accepting event 1 two hours back.
-    delegate(
-        t,
-        &a,
-        &b,
-        &event("hand_off", json!({})),
-        &event("run_job", hours(-2)),
-    );
-    for o in [&a, &b] {
-        o.seal();
-        o.anchor(&chain);
-    }
+    delegate(t, &a, &b, &event("hand_off"), &dated("run_job", -2));
     // A's event 0 is dated after the block that anchored B's epoch citing it: A lies.
-    let ab = a.disclose("0-1", true, "acme-1.bundle");
-    let bb = b.disclose("0", true, "globex-1.bundle");
+    let (ab, bb) = anchor_and_disclose(&chain, (&a, "0-1"), (&b, "0"));
     let r = verify(&case_file(t, "post-dated.toml", &[&ab], &[&bb]), &chain);
-    assert_outcomes(
-        &r,
-        Outcome::Tampered,
-        &[("Acme", Outcome::Tampered), ("Globex", Outcome::Verified)],
-    );
-    assert_eq!(
-        failure(&r, "Acme"),
-        ("delegation-time".into(), "event 0".into())
-    );
+    assert_outcomes(&r, Tampered, &[("Acme", Tampered), ("Globex", Verified)]);
+    assert_failure(&r, "Acme", "delegation-time", "event 0");
     // B's event 1 is dated two hours before the event it accepts: B lies.
     let ab = a.disclose("2-3", true, "acme-2.bundle");
     let bb = b.disclose("1", true, "globex-2.bundle");
     let r = verify(&case_file(t, "back-dated.toml", &[&ab], &[&bb]), &chain);
-    assert_outcomes(
-        &r,
-        Outcome::Tampered,
-        &[("Acme", Outcome::Verified), ("Globex", Outcome::Tampered)],
-    );
-    assert_eq!(
-        failure(&r, "Globex"),
-        ("delegation-time".into(), "event 1".into())
-    );
-    assert!(
-        r.to_text()
-            .contains("consistent with: a back- or post-dated delegation")
-    );
+    assert_outcomes(&r, Tampered, &[("Acme", Verified), ("Globex", Tampered)]);
+    assert_failure(&r, "Globex", "delegation-time", "event 1");
+    assert_reports(&r, "consistent with: a back- or post-dated delegation");
 }

@@ -15,10 +15,24 @@ use super::{
     serve::{serve, terminate},
 };
 
-fn write(dir: &Path, name: &str, v: &Value) -> String {
+/// Writes `v` to `dir/name`; the file's path.
+pub(super) fn write(dir: &Path, name: &str, v: &Value) -> String {
     let p = dir.join(name);
     std::fs::write(&p, v.to_string()).unwrap();
     p.to_str().unwrap().to_owned()
+}
+
+/// `delegate receipt --offer OFFER --receipt RECEIPT`: the delegating side records the
+/// receiving side's receipt.
+pub(super) fn receipt_args<'a>(offer: &'a str, receipt: &'a str) -> [&'a str; 6] {
+    [
+        "delegate",
+        "receipt",
+        "--offer",
+        offer,
+        "--receipt",
+        receipt,
+    ]
 }
 
 fn receipt(out: &std::process::Output) -> Receipt {
@@ -96,44 +110,17 @@ fn each_side_records_the_others_signed_receipt() {
         "accepted.json",
         &serde_json::to_value(&accepted).unwrap(),
     );
-    let args = [
-        "delegate",
-        "receipt",
-        "--offer",
-        &offer_file,
-        "--receipt",
-        &accepted_file,
-    ];
+    let args = receipt_args(&offer_file, &accepted_file);
     let first = receipt(&ok(afr(&a).args(args)));
     let again = receipt(&ok(afr(&a).args(args)));
     assert_eq!(first, again);
     let mut bad = accepted.clone();
     bad.seq += 1;
     let bad_file = write(t, "bad.json", &serde_json::to_value(&bad).unwrap());
-    let err = failure(
-        &a,
-        &[
-            "delegate",
-            "receipt",
-            "--offer",
-            &offer_file,
-            "--receipt",
-            &bad_file,
-        ],
-    );
+    let err = failure(&a, &receipt_args(&offer_file, &bad_file));
     assert!(err.contains("does not hold"), "{err}");
     // An offer that is not this log's event at that position.
-    let err = failure(
-        &a,
-        &[
-            "delegate",
-            "receipt",
-            "--offer",
-            &forged_file,
-            "--receipt",
-            &accepted_file,
-        ],
-    );
+    let err = failure(&a, &receipt_args(&forged_file, &accepted_file));
     assert!(err.contains("another leaf hash"), "{err}");
     let a_events = query_lines(&a);
     assert_eq!(a_events.len(), 2, "{a_events:#?}");

@@ -193,20 +193,13 @@ impl LoadedEvent {
     /// The event as it was submitted (`docs/event.schema.json`), or `None` if erased.
     pub fn event_json(&self) -> Option<Json> {
         let p = self.payload.clone()?;
-        let ev = afr_core::EventInput {
+        let env = afr_core::event::Envelope {
             category: self.record.category,
             timestamp_us: Some(self.record.timestamp_us),
             lane: self.record.lane.clone(),
             concurrent_with: self.record.concurrent_with.clone(),
-            intent: p.intent,
-            policy_evaluation: p.policy_evaluation,
-            human_approval: p.human_approval,
-            execution: p.execution,
-            effects: p.effects,
-            context_provenance: p.context_provenance,
-            code_provenance: p.code_provenance,
-            delegation_provenance: p.delegation_provenance,
         };
+        let ev = afr_core::EventInput::from_parts(env, p);
         serde_json::to_value(ev).ok()
     }
 }

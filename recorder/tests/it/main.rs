@@ -22,10 +22,16 @@ use afr_recorder::{
 };
 use afr_testkit::synth;
 
-fn fresh(config: Config) -> (tempfile::TempDir, Recorder) {
+/// A temporary directory holding a fresh store (`init`) of recorder `id`, and the store's path.
+fn initialised(id: [u8; 20]) -> (tempfile::TempDir, std::path::PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("afr");
-    init(&dir, [0xab; 20]).unwrap();
+    init(&dir, id).unwrap();
+    (tmp, dir)
+}
+
+fn fresh(config: Config) -> (tempfile::TempDir, Recorder) {
+    let (tmp, dir) = initialised([0xab; 20]);
     let r = Recorder::open(&dir, config).unwrap();
     (tmp, r)
 }
@@ -142,9 +148,7 @@ fn many_threads_get_gapless_sequence_numbers() {
 
 #[test]
 fn reopening_continues_the_chain_and_the_open_epoch() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    init(&dir, [1; 20]).unwrap();
+    let (_tmp, dir) = initialised([1; 20]);
     let events = synth::generate(400, 5);
     {
         let r = Recorder::open(&dir, cfg(100, Durability::Group)).unwrap();
@@ -187,9 +191,7 @@ fn old_epochs_seal_by_age_without_new_events() {
 
 #[test]
 fn payloads_decrypt_to_what_was_recorded_and_only_in_their_slot() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    init(&dir, [3; 20]).unwrap();
+    let (_tmp, dir) = initialised([3; 20]);
     let r = Recorder::open(&dir, cfg(10, Durability::Group)).unwrap();
     let events = synth::generate(25, 11);
     for ev in events.clone() {
@@ -228,9 +230,7 @@ fn payloads_decrypt_to_what_was_recorded_and_only_in_their_slot() {
 #[test]
 fn key_file_is_private_and_checked() {
     use std::os::unix::fs::PermissionsExt;
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    init(&dir, [4; 20]).unwrap();
+    let (_tmp, dir) = initialised([4; 20]);
     let key = dir.join("master.key");
     assert_eq!(
         std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
@@ -297,9 +297,7 @@ mod disclosure {
 
     /// Records `n` synthetic events, each first passed to `edit` with its sequence number.
     fn recorded_with(n: u64, epoch_size: u64, edit: impl Fn(u64, &mut EventInput)) -> Recorded {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("afr");
-        init(&dir, [0xcd; 20]).unwrap();
+        let (tmp, dir) = initialised([0xcd; 20]);
         let r = Recorder::open(&dir, cfg(epoch_size, Durability::Group)).unwrap();
         let mut events = synth::generate(n, 21);
         for (i, e) in events.iter_mut().enumerate() {
@@ -561,9 +559,7 @@ mod disclosure {
 
 #[test]
 fn an_idempotency_key_records_once_across_restarts() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("afr");
-    init(&dir, [0xab; 20]).unwrap();
+    let (_tmp, dir) = initialised([0xab; 20]);
     let events = synth::generate(3, 5);
     let first = {
         let r = Recorder::open(&dir, cfg(100, Durability::Group)).unwrap();

@@ -131,20 +131,9 @@ fn a_batch_is_receipted_and_bad_lines_are_named_without_losing_the_good_ones() {
     let v = r.json();
     let receipts = v["receipts"].as_array().unwrap();
     assert_eq!(receipts.len(), 3);
-    assert_eq!(
-        receipts
-            .iter()
-            .map(|r| r["line"].as_u64().unwrap())
-            .collect::<Vec<_>>(),
-        [1, 4, 5]
-    );
-    assert_eq!(
-        receipts
-            .iter()
-            .map(|r| r["seq"].as_u64().unwrap())
-            .collect::<Vec<_>>(),
-        [0, 1, 2]
-    );
+    let field = |k: &str| -> Vec<u64> { receipts.iter().map(|r| r[k].as_u64().unwrap()).collect() };
+    assert_eq!(field("line"), [1, 4, 5]);
+    assert_eq!(field("seq"), [0, 1, 2]);
     assert!(receipts.iter().all(|r| r["duplicate"] == false));
     let errors = v["errors"].as_array().unwrap();
     assert_eq!(errors.len(), 1);

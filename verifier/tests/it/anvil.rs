@@ -48,7 +48,7 @@ fn deploy(url: &str) -> String {
 }
 
 /// Deploys AfrAnchor through the CREATE2 deployer with the canonical salt.
-fn deploy_canonical(url: &str) {
+pub(crate) fn deploy_canonical(url: &str) {
     let data = format!(
         "0x{}{}",
         hex::encode(afr_core::deployment::SALT),
@@ -128,7 +128,7 @@ fn history(recorder: [u8; 20], epochs: usize) -> (History, u64) {
 }
 
 /// Anchors `roots[from..]` (epochs `from..`) in one batch, linked to `roots[from - 1]`.
-fn anchor_batch(url: &str, contract: &str, roots: &[Hash32], from: usize) {
+pub(crate) fn anchor_batch(url: &str, contract: &str, roots: &[Hash32], from: usize) {
     let list: Vec<String> = roots[from..].iter().map(hx).collect();
     let prev = if from == 0 {
         Hash32::ZERO

@@ -16,6 +16,7 @@ use afr_core::{
     merkle,
     verify::Outcome,
 };
+use afr_testkit::{DEV_ADDR as ADDR_A, DEV_KEY as KEY_A};
 use afr_verify::{
     Source, Trust,
     anchors::Anchors,
@@ -24,8 +25,6 @@ use afr_verify::{
 };
 use serde_json::{Value, json};
 
-const KEY_A: &str = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
-const ADDR_A: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 const KEY_B: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
 const ADDR_B: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 const KEY_C: &str = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
@@ -167,12 +166,19 @@ fn delegated(r: Value, offer: u64) -> Value {
            "delegation_provenance": {"delegated_to": [r]}})
 }
 
-/// A honest delegation A 0 -> B 0, A 1 `afr.delegated`; the two logs.
-fn honest() -> (Log, Log) {
+/// A delegation A 0 `hand_off` -> B 0 `run_job` (its parent), dated `ta` and `tb`; the two
+/// logs.
+fn handed_off(ta: u64, tb: u64) -> (Log, Log) {
     let mut a = Log::new(ADDR_A, KEY_A);
     let mut b = Log::new(ADDR_B, KEY_B);
-    a.push(ev("hand_off", json!({})), T0);
-    b.push(ev("run_job", parent(a.receipt(0))), T0 + 1_000_000);
+    a.push(ev("hand_off", json!({})), ta);
+    b.push(ev("run_job", parent(a.receipt(0))), tb);
+    (a, b)
+}
+
+/// A honest delegation A 0 -> B 0, A 1 `afr.delegated`; the two logs.
+fn honest() -> (Log, Log) {
+    let (mut a, b) = handed_off(T0, T0 + 1_000_000);
     a.push(ev("x", delegated(b.receipt(0), 0)), T0 + 2_000_000);
     (a, b)
 }
@@ -419,11 +425,8 @@ fn post_dated_events_are_caught_by_the_block_time_of_an_anchors_file() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     // A dates its delegating event an hour after the block that anchored B's citing epoch.
-    let mut a = Log::new(ADDR_A, KEY_A);
-    let mut b = Log::new(ADDR_B, KEY_B);
+    let (a, b) = handed_off(T0 + 3_600_000_000, T0);
     let block = T0 / 1_000_000 + 60;
-    a.push(ev("hand_off", json!({})), T0 + 3_600_000_000);
-    b.push(ev("run_job", parent(a.receipt(0))), T0);
     put(d, "a.bundle", &a.bundle(&[0]));
     put(d, "b.bundle", &b.bundle(&[0]));
     let (aa, ba) = (
@@ -474,11 +477,8 @@ fn chains_cross_three_parties_and_hostile_references_stay_bounded() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     // A 0 -> B 0 -> (B 1, same log) -> C 0; and C 1 cites B 2 which cites C 1: a cycle.
-    let mut a = Log::new(ADDR_A, KEY_A);
-    let mut b = Log::new(ADDR_B, KEY_B);
+    let (a, mut b) = handed_off(T0, T0 + 1);
     let mut c = Log::new(ADDR_C, KEY_C);
-    a.push(ev("hand_off", json!({})), T0);
-    b.push(ev("run_job", parent(a.receipt(0))), T0 + 1);
     let same = json!({"seq": 0, "leaf_hash": b.leaves[0].to_hex()});
     b.push(ev("sub_task", parent(same)), T0 + 2);
     c.push(ev("do_it", parent(b.receipt(1))), T0 + 3);

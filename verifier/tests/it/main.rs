@@ -9,6 +9,7 @@
 mod anvil;
 mod approvals;
 mod case;
+mod report;
 mod testdata;
 
 use std::process::Command;

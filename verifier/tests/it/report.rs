@@ -1,0 +1,579 @@
+//! The evidence report (`--html`, `--pdf`) as a person sees it: written by the real
+//! `afr-verify` binary, rendered by a real headless Chromium (Debian's `chromium`, installed by
+//! `scripts/setup.sh`), asserted on the DOM Chromium built, and photographed.
+//!
+//! - the demo's incident (`docs/examples/incident.jsonl`) recorded in a real store, anchored on
+//!   a real anvil, verified with `--rpc`: verified, then with one payload byte flipped:
+//!   tampered;
+//! - a named tampered vector of `testdata/`, offline;
+//! - a hostile bundle of 10,000 events whose strings are markup, 1 MiB long or terminal and
+//!   bidirectional controls: no script or image in the DOM, the title unchanged, the size
+//!   bounded;
+//! - a case of two recorders linked by the real delegation handshake;
+//! - the errors: no renderer, an unwritable report.
+//!
+//! With `AFR_REPORT_SCREENSHOTS=DIR`, the incident's screenshots are also written to `DIR`
+//! (`incident.png`, `tampered.png`, `case.png`): how `docs/report/` is made.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use afr_core::{Hash32, bundle::Bundle};
+use afr_eval::tamper::{History, Rng};
+use afr_recorder::{Config, Recorder};
+use afr_testkit::anvil;
+use afr_verify::anchors::Anchors;
+use serde_json::{Value, json};
+
+use super::anvil::{anchor_batch, deploy_canonical};
+
+const ADDR: &str = afr_testkit::DEV_ADDR;
+const KEY_B: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+const ADDR_B: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+const INCIDENT: &str = include_str!("../../../docs/examples/incident.jsonl");
+
+/// The headless Chromium the tests render with; fails the test naming the script that
+/// installs it.
+fn chromium() -> PathBuf {
+    if let Some(p) = std::env::var_os("AFR_CHROMIUM") {
+        return afr_testkit::installed(Path::new(&p), "scripts/setup.sh (Debian's chromium)");
+    }
+    let found = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .flat_map(|n| {
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .map(move |d| d.join(n))
+                .collect::<Vec<_>>()
+        })
+        .find(|p| p.is_file());
+    match found {
+        Some(p) => p,
+        None => panic!(
+            "headless Chromium missing (chromium, chromium-browser or google-chrome on PATH, or \
+             AFR_CHROMIUM): run scripts/setup.sh, which installs Debian's chromium"
+        ),
+    }
+}
+
+/// Runs headless Chromium on `page` with `args`, its profile in `dir`; returns stdout.
+fn render(dir: &Path, page: &Path, args: &[&str]) -> Vec<u8> {
+    let profile = dir.join(format!(
+        "profile-{}",
+        page.file_stem().unwrap().to_string_lossy()
+    ));
+    let out = Command::new(chromium())
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "chromium {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(profile);
+    out.stdout
+}
+
+/// The DOM Chromium built from `page`, serialized.
+fn dom(dir: &Path, page: &Path) -> String {
+    String::from_utf8(render(dir, page, &["--dump-dom"])).unwrap()
+}
+
+/// The text of a serialized DOM as a reader sees it: style contents and tags dropped (block
+/// elements as a space), the five character references decoded, white space collapsed.
+fn text(dom: &str) -> String {
+    const INLINE: [&str; 8] = ["code", "b", "span", "a", "i", "em", "strong", "br"];
+    let mut dom = dom.to_owned();
+    while let (Some(a), Some(b)) = (dom.find("<style>"), dom.find("</style>")) {
+        dom.replace_range(a..b + "</style>".len(), "");
+    }
+    let mut out = String::with_capacity(dom.len());
+    let mut rest = dom.as_str();
+    while let Some(i) = rest.find('<') {
+        out.push_str(&rest[..i]);
+        let Some(j) = rest[i..].find('>') else { break };
+        let name: String = rest[i + 1..i + j]
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect();
+        if !INLINE.contains(&name.as_str()) || name == "br" {
+            out.push(' ');
+        }
+        rest = &rest[i + j + 1..];
+    }
+    out.push_str(rest);
+    let out = out
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&nbsp;", " ")
+        .replace("&amp;", "&");
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The document title in a serialized DOM.
+fn title(dom: &str) -> String {
+    let start = dom.find("<title>").unwrap() + "<title>".len();
+    let end = start + dom[start..].find("</title>").unwrap();
+    dom[start..end].to_owned()
+}
+
+/// A screenshot of `page` (1280×1800, no device scale) at `png`; checks it is one, of a
+/// plausible size, and copies it to `$AFR_REPORT_SCREENSHOTS/name` when that is set.
+fn screenshot(dir: &Path, page: &Path, name: &str) {
+    let png = dir.join(name);
+    render(
+        dir,
+        page,
+        &[
+            &format!("--screenshot={}", png.display()),
+            "--window-size=1280,1800",
+            "--force-device-scale-factor=1",
+        ],
+    );
+    let b = std::fs::read(&png).unwrap();
+    assert!(b.starts_with(b"\x89PNG\r\n\x1a\n"), "{name} is not a PNG");
+    assert!(
+        (20_000..2_000_000).contains(&b.len()),
+        "{name}: {} bytes",
+        b.len()
+    );
+    if let Some(out) = std::env::var_os("AFR_REPORT_SCREENSHOTS") {
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::copy(&png, Path::new(&out).join(name)).unwrap();
+    }
+}
+
+/// Runs `afr-verify ARGS` with `AFR_CHROMIUM` pointing at the tests' Chromium; returns the
+/// exit code, stdout and stderr.
+fn afr_verify(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_afr-verify"))
+        .env("AFR_CHROMIUM", chromium())
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn os(args: &[&str]) -> Vec<std::ffi::OsString> {
+    args.iter().map(std::ffi::OsString::from).collect()
+}
+
+fn refs(a: &[std::ffi::OsString]) -> Vec<&std::ffi::OsStr> {
+    a.iter().map(|s| s.as_os_str()).collect()
+}
+
+fn addr(s: &str) -> [u8; 20] {
+    afr_verify::parse_addr(s, "address").unwrap()
+}
+
+/// A recorder in `dir` for `recorder`, epochs of 100 events.
+fn recorder(dir: &Path, recorder: &str) -> Recorder {
+    afr_recorder::init(dir, addr(recorder)).unwrap();
+    Recorder::open(dir, Config::with_epoch_size(100)).unwrap()
+}
+
+fn event(line: &str) -> afr_core::EventInput {
+    afr_core::EventInput::from_json(line.as_bytes(), 1 << 20).unwrap()
+}
+
+fn roots(b: &Bundle) -> Vec<Hash32> {
+    b.headers.iter().map(|h| h.root()).collect()
+}
+
+#[test]
+fn incident_report_verified_then_tampered_on_a_real_chain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // The demo's incident, recorded, sealed and disclosed with its keys by a real recorder
+    // whose anchoring identity is anvil's first dev account.
+    let r = recorder(&dir.join("afr"), ADDR);
+    let lines: Vec<&str> = INCIDENT.lines().filter(|l| !l.trim().is_empty()).collect();
+    for l in &lines {
+        r.record(event(l)).unwrap();
+    }
+    r.seal().unwrap();
+    let seqs: Vec<u64> = (0..lines.len() as u64).collect();
+    let bundle = r.disclose(&seqs, true).unwrap();
+    drop(r);
+    let file = dir.join("incident.bundle");
+    std::fs::write(&file, bundle.encode()).unwrap();
+
+    // Its epoch roots anchored at the canonical AfrAnchor address by the recorder's own key.
+    let chain = anvil();
+    let url = chain.url.as_str();
+    deploy_canonical(url);
+    let contract = afr_core::deployment::ANCHOR_ADDRESS;
+    anchor_batch(url, contract, &roots(&bundle), 0);
+
+    let (html, pdf) = (dir.join("incident.html"), dir.join("incident.pdf"));
+    let pinned = |f: &Path, html: &Path, pdf: Option<&Path>, json: bool| {
+        let mut a = os(&["bundle"]);
+        a.push(f.into());
+        a.extend(os(&["--rpc", url, "--chain-id", "31337", "--recorder", ADDR]));
+        a.extend(os(&["--html"]));
+        a.push(html.into());
+        if let Some(p) = pdf {
+            a.extend(os(&["--pdf"]));
+            a.push(p.into());
+        }
+        if json {
+            a.extend(os(&["--json"]));
+        }
+        afr_verify(&refs(&a))
+    };
+    let (code, stdout, stderr) = pinned(&file, &html, Some(&pdf), true);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["outcome"], "verified");
+    for f in [&html, &pdf] {
+        assert!(
+            stderr.contains(&format!("report written to {}", f.display())),
+            "{stderr}"
+        );
+    }
+    let pdf_bytes = std::fs::read(&pdf).unwrap();
+    assert!(pdf_bytes.starts_with(b"%PDF"), "not a PDF");
+    assert!(pdf_bytes.len() > 10_000, "PDF of {} bytes", pdf_bytes.len());
+
+    // What a reader sees.
+    let d = dom(dir, &html);
+    let t = text(&d);
+    assert!(title(&d).starts_with("VERIFIED"), "{}", title(&d));
+    assert!(t.contains("VERIFIED"), "{}", &t[..t.len().min(3000)]);
+    assert!(t.contains("7 disclosed events: 7 opened"), "{}", &t[..t.len().min(3000)]);
+    assert!(t.contains("Events (7 disclosed events)"), "{}", &t[..t.len().min(3000)]);
+    for tool in [
+        "read_file",
+        "search_runbooks",
+        "psql",
+        "request_approval",
+        "delegate_task",
+        "pagerduty.trigger",
+    ] {
+        assert!(t.contains(tool), "{tool} missing");
+    }
+    assert!(t.contains("DROP SCHEMA billing CASCADE"));
+    assert!(t.contains("ESCALATE"), "the guardrail's verdict");
+    assert!(t.contains("UNSIGNED"), "the approval is the operator's word");
+    assert!(t.contains("error: billing API returning 500"), "{}", &t[..t.len().min(3000)]);
+    assert!(t.contains("(the canonical AfrAnchor address)"));
+    // An anchors row: chain, epoch, root and the transaction the verifier proved it by.
+    let anchor = &v["anchors"][0];
+    let tx = anchor["tx"].as_str().unwrap();
+    let root = v["epoch_roots"][0]["root"].as_str().unwrap();
+    let row = format!(" 31337 ");
+    assert!(t.contains(&row) && t.contains(tx) && t.contains(root), "{}", &t[..t.len().min(3000)]);
+    assert!(t.contains(&format!(" {} ", anchor["block"])), "{}", &t[..t.len().min(3000)]);
+    // The delegation graph: approval 3 -> delegate_task 4 -> psql 5, in one log.
+    assert!(d.contains("class=\"graph\""), "no delegation graph");
+    assert!(t.contains("parent_event"));
+    // How to re-verify, with the pins and no more.
+    assert!(
+        t.contains(&format!(
+            "afr-verify bundle {} --chain-id 31337 --recorder {ADDR} --rpc {url}",
+            file.display()
+        )),
+        "{}", &t[..t.len().min(3000)]
+    );
+    assert!(!d.contains("<script") && !d.contains("<img"));
+    screenshot(dir, &html, "incident.png");
+
+    // One byte of the psql DROP's sealed payload flipped: tampered at that event.
+    let mut bad = bundle.clone();
+    bad.events[5].payload.as_mut().unwrap().ciphertext[3] ^= 1;
+    let bad_file = dir.join("incident-tampered.bundle");
+    std::fs::write(&bad_file, bad.encode()).unwrap();
+    let bad_html = dir.join("tampered.html");
+    let (code, stdout, stderr) = pinned(&bad_file, &bad_html, None, false);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let d = dom(dir, &bad_html);
+    let t = text(&d);
+    assert!(title(&d).starts_with("TAMPERED"), "{}", title(&d));
+    assert!(
+        t.contains("The payload-commitment check failed at event 5"),
+        "{}", &t[..t.len().min(3000)]
+    );
+    assert!(t.contains("Consistent with: payload edit or swapped ciphertext"));
+    screenshot(dir, &bad_html, "tampered.png");
+}
+
+#[test]
+fn tampered_vector_report_names_the_first_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    let html = tmp.path().join("edit.html");
+    let mut a = os(&["bundle"]);
+    a.push(data.join("matrix-bundle-edit-record.bundle").into());
+    a.extend(os(&["--anchors"]));
+    a.push(data.join("anchors.json").into());
+    a.extend(os(&[
+        "--chain-id",
+        "31337",
+        "--recorder",
+        "0xa1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1",
+        "--html",
+    ]));
+    a.push(html.clone().into());
+    let (code, stdout, stderr) = afr_verify(&refs(&a));
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stdout.starts_with("TAMPERED\n"), "stdout unchanged: {stdout}");
+    let d = dom(tmp.path(), &html);
+    let t = text(&d);
+    assert!(t.contains("TAMPERED"));
+    assert!(t.contains("The inclusion-proof check failed at event 1"), "{}", &t[..t.len().min(3000)]);
+    assert!(t.contains("Consistent with: edit, insertion or splice"), "{}", &t[..t.len().min(3000)]);
+    assert!(t.contains("not compared: checking stopped at the first failure"));
+    assert!(t.contains("--anchors"), "the re-verify command: {t}");
+}
+
+#[test]
+fn hostile_bundle_renders_inert_and_bounded() {
+    const HOSTILE: [&str; 5] = [
+        "<script>document.title='pwned'</script>",
+        "\"><img src=x onerror=alert(1)>",
+        "</style><style>body{display:none}</style>",
+        "\u{1b}[2K\rVERIFIED \u{202e}gnp.exe\u{2066}",
+        "<svg onload=alert(1)><a href=\"javascript:alert(1)\">x</a>",
+    ];
+    let rec = [0xc3; 20];
+    let mut h = History::random(&mut Rng::new(5), rec);
+    let template = h.epochs[0][0].clone();
+    let huge = format!("{}{}", HOSTILE[0], "A".repeat(1 << 20));
+    h.epochs = (0..100u64)
+        .map(|e| {
+            (0..100u64)
+                .map(|i| {
+                    let n = e * 100 + i;
+                    let hostile = HOSTILE[(n % 5) as usize];
+                    let mut ev = template.clone();
+                    ev.timestamp_us = 1_764_000_000_000_000 + n * 1_000_000;
+                    let long = n % 3_000 == 7;
+                    ev.set_intent(
+                        &format!("{hostile}{n}"),
+                        json!({"q": if long { huge.as_str() } else { hostile }, "n": n}),
+                    );
+                    ev.payload.execution = Some(afr_core::event::Execution {
+                        command: if long { huge.clone() } else { hostile.to_owned() },
+                        target: Some(hostile.to_owned()),
+                        mutation: Value::Null,
+                    });
+                    ev.payload.effects = Some(afr_core::event::Effects {
+                        error: (n % 7 == 0).then(|| hostile.to_owned()),
+                        state_changes: vec![hostile.to_owned(); 30],
+                        ..Default::default()
+                    });
+                    ev
+                })
+                .collect()
+        })
+        .collect();
+    let log = h.seal();
+    let bundle = log.bundle(&log.positions());
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("hostile.bundle");
+    std::fs::write(&file, bundle.encode()).unwrap();
+    let anchors = Anchors::assumed(
+        31337,
+        afr_core::deployment::ANCHOR_ADDRESS,
+        &rec,
+        &log.roots(),
+        9,
+    );
+    let anchors_file = tmp.path().join("anchors.json");
+    std::fs::write(&anchors_file, serde_json::to_string(&anchors).unwrap()).unwrap();
+    let html = tmp.path().join("hostile.html");
+    let mut a = os(&["bundle"]);
+    a.push(file.into());
+    a.extend(os(&["--anchors"]));
+    a.push(anchors_file.into());
+    a.extend(os(&["--chain-id", "31337", "--recorder", &format!("0x{}", hex::encode(rec))]));
+    a.extend(os(&["--html"]));
+    a.push(html.clone().into());
+    let (code, stdout, stderr) = afr_verify(&refs(&a));
+    assert_eq!(code, 0, "{}{stderr}", &stdout[..stdout.len().min(2000)]);
+
+    let raw = std::fs::read_to_string(&html).unwrap();
+    eprintln!("a 10,000-event hostile bundle: report of {} bytes", raw.len());
+    assert!(raw.len() < 10 << 20, "report of {} bytes", raw.len());
+    let lower = raw.to_ascii_lowercase();
+    assert!(!lower.contains("<script"), "an unescaped <script");
+    assert!(!lower.contains("<img"), "an unescaped <img");
+    assert!(!lower.contains("href=\"javascript"), "a javascript: link");
+    assert_eq!(lower.matches("<style").count(), 1, "one style element, ours");
+    assert_eq!(lower.matches("</style").count(), 1);
+    assert!(
+        !raw.contains(['\u{1b}', '\u{202e}', '\u{2066}', '\r']),
+        "a raw control or bidirectional character"
+    );
+    assert!(raw.contains("bytes more)"), "long strings are cut");
+
+    let d = dom(tmp.path(), &html);
+    assert!(!d.contains("<script") && !d.contains("<img"), "script or img in the DOM");
+    // No element Chromium built carries an event handler or a script URL.
+    for tag in d.split('<').skip(1).filter_map(|t| t.split_once('>').map(|t| t.0)) {
+        let tag = tag.to_ascii_lowercase();
+        assert!(
+            !tag.contains("onerror") && !tag.contains("onload") && !tag.contains("javascript:"),
+            "{tag}"
+        );
+    }
+    assert_eq!(
+        title(&d),
+        format!(
+            "VERIFIED: AFR evidence report, disclosure bundle {}",
+            tmp.path().join("hostile.bundle").display()
+        )
+    );
+    let t = text(&d);
+    assert!(t.contains("10000 disclosed events: 10000 opened"), "{}", &t[..2000]);
+    assert!(t.contains("9000 more events are not shown as cards"), "cards bounded");
+    assert!(
+        t.contains("5000 more events are not on the timeline"),
+        "timeline bounded"
+    );
+    assert!(t.contains("\\u{202e}gnp.exe"), "bidi shown as an escape");
+}
+
+/// Signs a 32-byte digest with a secp256k1 key: `r ‖ s ‖ v`.
+fn signer(key: &'static str) -> impl Fn(&[u8; 32]) -> Result<[u8; 65], String> + Sync {
+    move |digest| {
+        let raw = hex::decode(key.trim_start_matches("0x")).map_err(|e| e.to_string())?;
+        let sk = k256::ecdsa::SigningKey::from_slice(&raw).map_err(|e| e.to_string())?;
+        let (sig, recid) = sk
+            .sign_prehash_recoverable(digest)
+            .map_err(|e| e.to_string())?;
+        let mut s = [0u8; 65];
+        s[..64].copy_from_slice(&sig.to_bytes());
+        s[64] = 27 + recid.to_byte();
+        Ok(s)
+    }
+}
+
+#[test]
+fn case_report_shows_each_party_and_the_delegation_graph() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (sign_a, sign_b) = (signer(afr_testkit::DEV_KEY), signer(KEY_B));
+    let a = recorder(&dir.join("a"), ADDR);
+    let b = recorder(&dir.join("b"), ADDR_B);
+    // Now, less a minute: the recorder dates its own `afr.delegated` event by its clock.
+    let t0 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+        - 60_000_000;
+    let ev = |tool: &str, ts: u64| {
+        event(
+            &json!({"category": "delegation", "timestamp_us": ts, "lane": "planner",
+                     "intent": {"tool": tool, "args": {"ticket": "INC-7"}}})
+            .to_string(),
+        )
+    };
+    a.record(ev("triage", t0)).unwrap();
+    let offer = a.delegate_offer(ev("hand_off", t0 + 1_000_000), None, &sign_a).unwrap();
+    let accepted = b
+        .delegate_accept(ev("run_job", t0 + 2_000_000), &offer, None, &sign_b)
+        .unwrap();
+    a.delegate_receipt(&offer, &accepted, &sign_a).unwrap();
+    for r in [&a, &b] {
+        r.seal().unwrap();
+    }
+    let mut parties = String::from("chain_id = 31337\n");
+    for (name, r, file, n) in [
+        ("Acme <b>Corp</b> (delegating)", &a, "acme", 3u64),
+        ("Globex (receiving)", &b, "globex", 1),
+    ] {
+        let bundle = r.disclose(&(0..n).collect::<Vec<_>>(), true).unwrap();
+        std::fs::write(dir.join(format!("{file}.bundle")), bundle.encode()).unwrap();
+        let mut anchors = Anchors::assumed(
+            31337,
+            afr_core::deployment::ANCHOR_ADDRESS,
+            &r.recorder_id(),
+            &roots(&bundle),
+            9,
+        );
+        for p in anchors.roots.values_mut() {
+            p.block_time = Some(t0 / 1_000_000 + 600);
+        }
+        std::fs::write(
+            dir.join(format!("{file}.anchors.json")),
+            serde_json::to_string(&anchors).unwrap(),
+        )
+        .unwrap();
+        parties.push_str(&format!(
+            "[[party]]\nname = {}\nrecorders = [\"0x{}\"]\nbundles = [\"{file}.bundle\"]\nanchors = [\"{file}.anchors.json\"]\n",
+            serde_json::to_string(name).unwrap(),
+            hex::encode(r.recorder_id())
+        ));
+    }
+    drop((a, b));
+    let case = dir.join("case.toml");
+    std::fs::write(&case, parties).unwrap();
+    let html = dir.join("case.html");
+    let mut args = os(&["case"]);
+    args.push(case.clone().into());
+    args.extend(os(&["--html"]));
+    args.push(html.clone().into());
+    let (code, stdout, stderr) = afr_verify(&refs(&args));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.starts_with("CASE VERIFIED\n"), "{stdout}");
+    let d = dom(dir, &html);
+    let t = text(&d);
+    assert!(title(&d).starts_with("CASE VERIFIED"), "{}", title(&d));
+    // Each party's verdict, its name escaped (no <b> element from the case file).
+    assert!(t.contains("Party “Acme <b>Corp</b> (delegating)”: VERIFIED"), "{}", &t[..t.len().min(3000)]);
+    assert!(t.contains("Party “Globex (receiving)”: VERIFIED"), "{}", &t[..t.len().min(3000)]);
+    assert!(!d.contains("<b>Corp</b>"));
+    // The delegation graph across the two recorders: its nodes and verified links.
+    assert!(d.contains("class=\"graph\""));
+    for node in ["hand_off", "run_job", "event 1", "event 0"] {
+        assert!(t.contains(node), "{node} missing");
+    }
+    assert!(t.contains("delegated_to: verified") || t.contains("parent_event: verified"));
+    assert!(t.contains(&format!("afr-verify case {}", case.display())), "{}", &t[..t.len().min(3000)]);
+    screenshot(dir, &html, "case.png");
+}
+
+#[test]
+fn report_errors_are_io_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    let bundle = data.join("honest-bundle.bundle");
+    // An unwritable report: exit 74, the verdict still printed.
+    let mut a = os(&["bundle"]);
+    a.push(bundle.clone().into());
+    a.extend(os(&["--html", "/nonexistent/dir/report.html"]));
+    let (code, stdout, stderr) = afr_verify(&refs(&a));
+    assert_eq!(code, 74, "{stdout}{stderr}");
+    assert!(stdout.starts_with("INCOMPLETE\n"), "{stdout}");
+    assert!(stderr.contains("cannot write /nonexistent/dir/report.html"), "{stderr}");
+    // No renderer: exit 74, saying what to install and that --html then a browser will do.
+    let mut a = os(&["bundle"]);
+    a.push(bundle.into());
+    a.extend(os(&["--pdf"]));
+    a.push(tmp.path().join("r.pdf").into());
+    let out = Command::new(env!("CARGO_BIN_EXE_afr-verify"))
+        .env("AFR_CHROMIUM", tmp.path().join("no-such-chromium"))
+        .args(&a)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{stderr}");
+    assert!(
+        stderr.contains("apt-get install chromium") && stderr.contains("--html FILE"),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("r.pdf").exists());
+}
