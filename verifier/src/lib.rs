@@ -3,7 +3,8 @@
 //! with both ([`verdict`]), and the signed human approvals of a bundle's opened events checked
 //! against the pinned approvers ([`approvals`]); what stops it deciding is a [`VerifyError`]
 //! ([`error`]). A case file ([`case`]) verifies the bundles of several parties together, with
-//! the delegation links between their recorders.
+//! the delegation links between their recorders. A verdict or a case is also written as one
+//! self-contained HTML document for people, or printed to PDF ([`report`]).
 //!
 //! The binary, the named negative vectors (`testdata/`) and the evaluation's tamper matrix
 //! (`afr-eval`, not shipped here) share one implementation ([`verify`]), so what is tested is

@@ -8,9 +8,11 @@
 //! air-gapped machine, from a file fetched once with `afr-verify anchors` (`--anchors`), which
 //! the report then says it trusted. In a bundle with keys, each signed human approval is checked
 //! against the approvers a trust file pins. `afr-verify case` verifies several parties' bundles
-//! together with the delegation links between their recorders (`afr_verify::case`). The
-//! answer is one of verified (exit 0), tampered (1) or incomplete (2); usage errors exit 64,
-//! I/O and RPC errors 74.
+//! together with the delegation links between their recorders (`afr_verify::case`). With
+//! `--html FILE` (and `--pdf FILE`, printed by a headless Chromium) `log`, `bundle` and `case`
+//! also write the evidence report for people (`afr_verify::report`); what they print does not
+//! change. The answer is one of verified (exit 0), tampered (1) or incomplete (2); usage errors
+//! exit 64, I/O and RPC errors 74 (a report that cannot be written included).
 
 use std::{
     path::{Path, PathBuf},
@@ -29,6 +31,7 @@ Pin what you trust, then verify:
   afr-verify anchors --rpc URL --chain-id 10 --recorder 0xREC --out anchors.json   # online, once
   afr-verify bundle case.bundle --anchors anchors.json --chain-id 10 --recorder 0xREC   # air-gapped
   afr-verify case case.toml --rpc URL        # several parties' bundles and the links between them
+  afr-verify bundle case.bundle ... --html report.html [--pdf report.pdf]   # a report to read or print
 
 The contract is the canonical AfrAnchor address unless --contract names another (the report
 says so). Exit codes: 0 verified, 1 tampered, 2 incomplete, 64 usage error, 74 I/O or RPC error.
@@ -514,11 +517,7 @@ fn check(
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect(),
-            digests: vec![(
-                name,
-                bytes.len() as u64,
-                afr_core::hash::sha256(&[&bytes]),
-            )],
+            digests: vec![(name, bytes.len() as u64, afr_core::hash::sha256(&[&bytes]))],
         };
         afr_verify::report::verdict_html(kind, &v, &trust, &inv, checked_at)
     })?;

@@ -51,9 +51,11 @@ pub const MAX_STRING: usize = 4 << 10;
 pub const CARD_BUDGET: usize = 4 << 20;
 /// Evidence bytes shown in one card, over all its strings.
 const CARD_STRINGS: usize = 24 << 10;
-/// Longest evidence string in a table cell or a tooltip.
+/// Longest line of a list (notes, what is missing), in bytes.
+const LINE: usize = 1 << 10;
+/// Longest evidence string in a table cell.
 const CELL: usize = 512;
-/// Longest tool name in a timeline tooltip or a graph node.
+/// Longest tool name in a timeline tooltip or a chain, in characters.
 const SHORT: usize = 64;
 /// Most rows (lanes) of a timeline; the rest share one.
 const MAX_ROWS: usize = 40;
@@ -63,6 +65,8 @@ const MAX_NODES: usize = 150;
 const MAX_LIST: usize = 100;
 /// Most items of a list inside a card (guardrails, state changes, sources, delegations).
 const MAX_ITEMS: usize = 20;
+/// How a case names the bundles of a recorder no pinned party answers for.
+const NO_PARTY: &str = "(bundles of no pinned party)";
 
 /// `s` made safe for HTML text and quoted attribute values: terminal and bidirectional
 /// controls written as visible escapes ([`afr_core::text::escape`]: `\u{202e}`, `\n`), then
@@ -357,6 +361,7 @@ pre{white-space:pre-wrap;overflow-wrap:anywhere;background:var(--soft);border:1p
 .verified{border-color:var(--ok);background:var(--okbg);color:var(--ok)}
 .tampered{border-color:var(--bad);background:var(--badbg);color:var(--bad)}
 .incomplete{border-color:var(--warn);background:var(--warnbg);color:var(--warn)}
+.nw,.badge{white-space:nowrap}
 .badge{display:inline-block;padding:0 6px;border:1px solid;border-radius:3px;font-weight:700;font-size:12px;letter-spacing:.03em}
 .badge.deny,.badge.invalid{color:var(--bad);border-color:var(--bad);background:var(--badbg)}
 .badge.escalate,.badge.warn,.badge.unsigned{color:var(--warn);border-color:var(--warn);background:var(--warnbg)}
@@ -411,13 +416,13 @@ struct Doc {
 impl Doc {
     fn new(title: &str) -> Doc {
         let mut out = String::with_capacity(64 << 10);
-        let _ = write!(
+        let _ = writeln!(
             out,
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
              <meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">\
              <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
              <meta name=\"generator\" content=\"afr-verify {}\">\
-             <title>{}</title><style>{STYLE}</style></head><body>\n",
+             <title>{}</title><style>{STYLE}</style></head><body>",
             env!("CARGO_PKG_VERSION"),
             esc(title)
         );
@@ -433,12 +438,12 @@ impl Doc {
     }
 
     fn finish(mut self) -> String {
-        let _ = write!(
+        let _ = writeln!(
             self.out,
             "<footer>Written by afr-verify {} (Agent Flight Recorder). This document is self-contained: \
              it holds no script and loads nothing (inline styles and SVG only). Every string from the \
              evidence is shown escaped, control and bidirectional characters as visible escapes \
-             (<code>\\u{{202e}}</code>), long strings cut at {} KiB.</footer>\n</body></html>\n",
+             (<code>\\u{{202e}}</code>), long strings cut at {} KiB.</footer>\n</body></html>",
             env!("CARGO_PKG_VERSION"),
             MAX_STRING >> 10
         );
@@ -464,6 +469,8 @@ enum State {
     Opened,
     Withheld,
     Erased,
+    /// The verdict's first failure is at this event (its payload, key or approval).
+    Failed,
 }
 
 /// An event of a bundle, as the report shows it.
@@ -489,6 +496,10 @@ impl Evidence<'_> {
             .collect();
         let approvals: BTreeMap<u64, &Approval> = v.approvals.iter().map(|a| (a.seq, a)).collect();
         let erased: BTreeSet<u64> = v.erased.iter().copied().collect();
+        let failed = match v.first_failure.as_ref().map(|f| f.location) {
+            Some(afr_core::verify::Location::Event(s)) => Some(s),
+            _ => None,
+        };
         v.records
             .iter()
             .map(|(seq, record)| {
@@ -498,6 +509,7 @@ impl Evidence<'_> {
                     record,
                     payload,
                     state: match (payload, erased.contains(seq)) {
+                        _ if failed == Some(*seq) => State::Failed,
                         (Some(_), _) => State::Opened,
                         (None, true) => State::Erased,
                         (None, false) => State::Withheld,
@@ -508,13 +520,15 @@ impl Evidence<'_> {
             .collect()
     }
 
-    /// The party a recorder belongs to, by the pinned trust.
+    /// The party a recorder belongs to, by the pinned trust (none for a recorder pinned by
+    /// `--recorder`).
     fn party_of(&self, rec: &RecorderId) -> Option<&str> {
         self.trust
             .parties
             .iter()
             .find(|p| p.recorders.contains(rec))
             .map(|p| p.name.as_str())
+            .filter(|p| *p != "--recorder")
     }
 }
 
@@ -711,7 +725,7 @@ fn missing_html(missing: &[String]) -> String {
     }
     let mut s = String::from("<ul class=\"missing\">");
     for m in missing.iter().take(MAX_LIST) {
-        let _ = write!(s, "<li>{}</li>", cut(m, MAX_STRING));
+        let _ = write!(s, "<li>{}</li>", cut(m, LINE));
     }
     if missing.len() > MAX_LIST {
         let _ = write!(
@@ -728,13 +742,12 @@ fn checks_html(v: &Verdict) -> String {
     if v.checks.is_empty() {
         return "<p class=\"meta\">No check passed.</p>".into();
     }
-    let mut s = String::from(
-        "<table><tr><th>Check</th><th>Passed</th><th>What passing means</th></tr>",
-    );
+    let mut s =
+        String::from("<table><tr><th>Check</th><th>Passed</th><th>What passing means</th></tr>");
     for (c, n) in &v.checks {
         let _ = write!(
             s,
-            "<tr><td><code>{}</code></td><td class=\"num\">{n}</td><td>{}</td></tr>",
+            "<tr><td><code class=\"nw\">{}</code></td><td class=\"num\">{n}</td><td>{}</td></tr>",
             esc(c),
             check_about(c)
         );
@@ -772,7 +785,7 @@ fn notes_html(v: &Verdict) -> String {
     }
     let mut s = String::from("<ul>");
     for n in notes.iter().take(MAX_LIST) {
-        let _ = write!(s, "<li>{}</li>", cut(n, MAX_STRING));
+        let _ = write!(s, "<li>{}</li>", cut(n, LINE));
     }
     if notes.len() > MAX_LIST {
         let _ = write!(
@@ -797,11 +810,7 @@ fn approval_status_html(a: &Approval) -> String {
         .map(|s| format!(" ({})", cut(s, CELL)))
         .unwrap_or_default();
     let pinned = match (&a.pinned_name, &a.party) {
-        (Some(n), Some(p)) => format!(
-            ", pinned approver “{}” of “{}”",
-            cut(n, CELL),
-            cut(p, CELL)
-        ),
+        (Some(n), Some(p)) => format!(", pinned approver “{}” of “{}”", cut(n, CELL), cut(p, CELL)),
         _ => String::new(),
     };
     let detail = a
@@ -894,15 +903,18 @@ fn anchor_rows(ev: &Evidence<'_>, party_col: bool, rows: &mut usize) -> String {
             }
             None => {
                 let why = match &v.first_failure {
-                    Some(f) if f.check.name() == "anchored-root"
-                        && f.location == afr_core::verify::Location::Epoch(*epoch) =>
+                    Some(f)
+                        if f.check.name() == "anchored-root"
+                            && f.location == afr_core::verify::Location::Epoch(*epoch) =>
                     {
                         "<span class=\"err\">DIFFERS from the root the recorder anchored (the first failure)</span>"
                     }
                     Some(f) if f.check.name() != "anchored-root" => {
                         "<span class=\"meta\">not compared: checking stopped at the first failure</span>"
                     }
-                    _ => "<span class=\"err\">not proven anchored (see what could not be checked)</span>",
+                    _ => {
+                        "<span class=\"err\">not proven anchored (see what could not be checked)</span>"
+                    }
                 };
                 let _ = write!(
                     s,
@@ -1021,6 +1033,7 @@ fn legend() -> String {
     s.push_str(
         "<span><svg viewBox=\"0 0 18 18\"><circle cx=\"9\" cy=\"9\" r=\"5\" fill=\"#fff\" stroke=\"#5f6368\" stroke-width=\"2\"/></svg>payload withheld</span>\
          <span><svg viewBox=\"0 0 18 18\"><circle cx=\"9\" cy=\"9\" r=\"5\" fill=\"#dadce0\" stroke=\"#5f6368\" stroke-dasharray=\"2 1.5\"/></svg>payload erased</span>\
+         <span><svg viewBox=\"0 0 18 18\"><circle cx=\"9\" cy=\"9\" r=\"5\" fill=\"#9aa0a6\" stroke=\"#c5221f\" stroke-width=\"3\"/></svg>first failure</span>\
          <span><svg viewBox=\"0 0 18 18\"><rect x=\"1\" y=\"1\" width=\"16\" height=\"16\" fill=\"none\" stroke=\"#c5221f\" stroke-width=\"2\"/></svg>guardrail denied</span>\
          <span><svg viewBox=\"0 0 18 18\"><circle cx=\"9\" cy=\"9\" r=\"7.5\" fill=\"none\" stroke=\"#e37400\" stroke-width=\"2\" stroke-dasharray=\"3 2\"/></svg>guardrail escalated</span>\
          <span><svg viewBox=\"0 0 18 18\"><path d=\"M4 14 L9 5 L14 14 Z\" fill=\"#188038\"/></svg>approval signed</span>\
@@ -1060,7 +1073,7 @@ fn timeline(marks: &[Mark], total: usize) -> String {
     let t0 = shown.iter().map(|m| m.ts).min().unwrap_or(0);
     let t1 = shown.iter().map(|m| m.ts).max().unwrap_or(0);
     let span = (t1 - t0).max(1) as f64;
-    let (label_w, x0, width) = (190.0, 200.0, 880.0);
+    let (label_w, x0, width) = (236.0, 246.0, 834.0);
     let x_of = |t: u64| x0 + (t - t0) as f64 / span * width;
     // Marks closer than this on one row go on the next level down (at most LEVELS).
     const LEVELS: usize = 4;
@@ -1085,7 +1098,10 @@ fn timeline(marks: &[Mark], total: usize) -> String {
         level_of[i] = l;
     }
     for (i, m) in shown.iter().enumerate() {
-        place.push((row_of.get(m.row.as_str()).copied().unwrap_or(0), level_of[i]));
+        place.push((
+            row_of.get(m.row.as_str()).copied().unwrap_or(0),
+            level_of[i],
+        ));
     }
     let level_h = 20.0;
     let mut row_y = Vec::with_capacity(rows.len());
@@ -1152,10 +1168,10 @@ fn timeline(marks: &[Mark], total: usize) -> String {
         }
         let _ = write!(
             s,
-            "<text x=\"{:.0}\" y=\"{:.0}\" font-size=\"12\" text-anchor=\"end\" fill=\"#202124\">{}</text>",
+            "<text x=\"{:.0}\" y=\"{:.0}\" font-size=\"11.5\" text-anchor=\"end\" fill=\"#202124\">{}</text>",
             label_w - 4.0,
             y + 13.0,
-            cut_chars(name, 30)
+            cut_chars(name, 36)
         );
     }
     let labels = shown.len() <= 80;
@@ -1213,7 +1229,10 @@ fn mark_svg(m: &Mark, x: f64, y: f64, label: bool) -> String {
         }
         (None, State::Withheld) => title.push_str(" · payload withheld"),
         (None, State::Erased) => title.push_str(" · payload erased"),
-        (None, State::Opened) => {}
+        (None, State::Opened | State::Failed) => {}
+    }
+    if m.state == State::Failed {
+        title.push_str(" · FIRST FAILURE");
     }
     if m.deny {
         title.push_str(" · guardrail DENY");
@@ -1258,6 +1277,10 @@ fn mark_svg(m: &Mark, x: f64, y: f64, label: bool) -> String {
         State::Erased => write!(
             s,
             "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"5\" fill=\"#dadce0\" stroke=\"{colour}\" stroke-width=\"1.2\" stroke-dasharray=\"2 1.5\"/>"
+        ),
+        State::Failed => write!(
+            s,
+            "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"6\" fill=\"{colour}\" stroke=\"#c5221f\" stroke-width=\"3\"/>"
         ),
     };
     if let Some(a) = m.approval {
@@ -1358,7 +1381,7 @@ impl Graph {
             && f != t
         {
             let e = self.edges.entry((f, t)).or_default();
-            e.0.insert(via.to_owned());
+            e.0.extend(via.split('+').map(str::to_owned));
             e.1 = worst(e.1, status);
         }
     }
@@ -1377,7 +1400,12 @@ impl Graph {
         let mut order: Vec<usize> = (0..self.nodes.len()).collect();
         order.sort_by(|&a, &b| {
             let (x, y) = (&self.nodes[a], &self.nodes[b]);
-            (x.ts.is_none(), x.ts, &x.recorder, x.seq).cmp(&(y.ts.is_none(), y.ts, &y.recorder, y.seq))
+            (x.ts.is_none(), x.ts, &x.recorder, x.seq).cmp(&(
+                y.ts.is_none(),
+                y.ts,
+                &y.recorder,
+                y.seq,
+            ))
         });
         let mut rank = vec![0usize; self.nodes.len()];
         for (r, &i) in order.iter().enumerate() {
@@ -1421,12 +1449,19 @@ impl Graph {
                 .find(|n| n.recorder == *rec)
                 .and_then(|n| n.party.as_deref());
             let x = 20.0 + c as f64 * (bw + gap_x);
-            let _ = write!(
-                s,
-                "<text x=\"{x:.0}\" y=\"16\" font-size=\"12\" font-weight=\"700\" fill=\"#202124\">{}</text><text x=\"{x:.0}\" y=\"31\" font-size=\"10.5\" fill=\"#5f6368\">recorder {}</text>",
-                party.map_or_else(|| "(no pinned party)".to_owned(), |p| cut_chars(p, 34)),
-                cut_chars(&short_id(rec), 30)
-            );
+            let _ = match party {
+                Some(p) => write!(
+                    s,
+                    "<text x=\"{x:.0}\" y=\"16\" font-size=\"12\" font-weight=\"700\" fill=\"#202124\">{}</text><text x=\"{x:.0}\" y=\"31\" font-size=\"10.5\" fill=\"#5f6368\">recorder {}</text>",
+                    cut_chars(p, 34),
+                    cut_chars(&short_id(rec), 30)
+                ),
+                None => write!(
+                    s,
+                    "<text x=\"{x:.0}\" y=\"16\" font-size=\"12\" font-weight=\"700\" fill=\"#202124\">recorder {}</text>",
+                    cut_chars(&short_id(rec), 30)
+                ),
+            };
         }
         // Edges under the nodes.
         for ((f, t), (via, status)) in &self.edges {
@@ -1441,8 +1476,10 @@ impl Graph {
             let via: Vec<&str> = via.iter().map(String::as_str).collect();
             let label = format!(
                 "{}{}",
-                via.join(" + "),
-                status.map(|o| format!(": {}", o.name())).unwrap_or_default()
+                esc(&via.join(" + ")),
+                status
+                    .map(|o| format!(": {}", o.name()))
+                    .unwrap_or_default()
             );
             let (path, lx, ly) = if col_of(*f) == col_of(*t) {
                 let (x1, y1, y2) = if fy < ty {
@@ -1461,13 +1498,19 @@ impl Graph {
                     let xr = fx + bw;
                     let bulge = xr + 40.0 + (rank[*f].abs_diff(rank[*t]) as f64).min(6.0) * 6.0;
                     (
-                        format!("M{xr:.1} {ya:.1} C{bulge:.1} {ya:.1} {bulge:.1} {yb:.1} {xr:.1} {yb:.1}"),
+                        format!(
+                            "M{xr:.1} {ya:.1} C{bulge:.1} {ya:.1} {bulge:.1} {yb:.1} {xr:.1} {yb:.1}"
+                        ),
                         bulge - 30.0,
                         (ya + yb) / 2.0 + 4.0,
                     )
                 }
             } else {
-                let (x1, x2) = if fx < tx { (fx + bw, tx) } else { (fx, tx + bw) };
+                let (x1, x2) = if fx < tx {
+                    (fx + bw, tx)
+                } else {
+                    (fx, tx + bw)
+                };
                 let (y1, y2) = (fy + bh / 2.0, ty + bh / 2.0);
                 (
                     format!("M{x1:.1} {y1:.1} L{x2:.1} {y2:.1}"),
@@ -1581,11 +1624,18 @@ fn graph_of(g: &mut Graph, ev: &Evidence<'_>, events: &[Event<'_>], cards: &BTre
             g.edge(from, to, "parent_event", None);
         }
         let origin = if tool_of(Some(p)) == Some("afr.delegated") {
-            p["intent"]["args"]["offer"]["seq"].as_u64().unwrap_or(e.seq)
+            p["intent"]["args"]["offer"]["seq"]
+                .as_u64()
+                .unwrap_or(e.seq)
         } else {
             e.seq
         };
-        for r in d["delegated_to"].as_array().into_iter().flatten().take(MAX_LIST) {
+        for r in d["delegated_to"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .take(MAX_LIST)
+        {
             if let Some((rec, seq)) = target(r) {
                 let from = node(g, &own_hex, origin);
                 let to = node(g, &rec, seq);
@@ -1695,7 +1745,9 @@ fn fields(p: &Value, e: &Event<'_>, b: &mut Budget) -> String {
                 b.field(&h["signature"]["scheme"]),
                 b.field(&h["signature"]["signer"])
             ),
-            None => "<span class=\"badge unsigned\">UNSIGNED</span> the operator's word only".into(),
+            None => {
+                "<span class=\"badge unsigned\">UNSIGNED</span> the operator's word only".into()
+            }
         };
         let _ = write!(
             s,
@@ -1737,7 +1789,11 @@ fn fields(p: &Value, e: &Event<'_>, b: &mut Budget) -> String {
     if f.is_object() {
         s.push_str("<dt>Effects</dt><dd>");
         if !f["error"].is_null() {
-            let _ = write!(s, "<span class=\"err\">error: {}</span><br>", b.field(&f["error"]));
+            let _ = write!(
+                s,
+                "<span class=\"err\">error: {}</span><br>",
+                b.field(&f["error"])
+            );
         }
         if !f["return_value"].is_null() {
             let _ = write!(s, "return value {}", b.json(&f["return_value"]));
@@ -1812,10 +1868,7 @@ fn fields(p: &Value, e: &Event<'_>, b: &mut Budget) -> String {
         s.push_str("<dt>Delegation provenance</dt><dd>");
         let mut parts = Vec::new();
         if d["parent_event"].is_object() {
-            parts.push(format!(
-                "delegated by {}",
-                event_ref(&d["parent_event"], b)
-            ));
+            parts.push(format!("delegated by {}", event_ref(&d["parent_event"], b)));
         }
         for (key, label) in [
             ("delegating_agent", "delegating agent"),
@@ -1891,18 +1944,38 @@ fn card(ev: &Evidence<'_>, e: &Event<'_>) -> String {
             .unwrap_or_default(),
         utc(r.timestamp_us),
         r.epoch,
-        r.lane
-            .as_deref()
-            .map_or_else(|| "—".to_owned(), |l| format!("<code>{}</code>", cut(l, 256))),
+        r.lane.as_deref().map_or_else(
+            || "—".to_owned(),
+            |l| format!("<code>{}</code>", cut(l, 256))
+        ),
         match e.state {
             State::Opened => "opened",
             State::Withheld => "withheld",
             State::Erased => "erased",
+            State::Failed => "<b class=\"err\">the first failure</b>",
         },
         r.leaf
     );
     match (e.state, e.payload) {
         (State::Opened, Some(p)) => s.push_str(&fields(p, e, &mut Budget(CARD_STRINGS))),
+        (State::Failed, p) => {
+            if let Some(f) = &ev.verdict.first_failure {
+                let _ = write!(
+                    s,
+                    "<p class=\"failure\"><b>The first failure is here:</b> the <code>{}</code> check failed ({}).{}</p>",
+                    f.check.name(),
+                    cut(&f.detail, MAX_STRING),
+                    if p.is_some() {
+                        " The payload below was opened, and is what the check rejected."
+                    } else {
+                        " Its payload cannot be shown: it did not check out."
+                    }
+                );
+            }
+            if let Some(p) = p {
+                s.push_str(&fields(p, e, &mut Budget(CARD_STRINGS)));
+            }
+        }
         (State::Erased, _) => s.push_str(
             "<p class=\"sealed\"><b>Payload crypto-erased.</b> The recorder destroyed this epoch's keys, \
              and the bundle proves it with the recorder's own <code>afr.erase</code> event (see the notes). \
@@ -2006,15 +2079,24 @@ pub fn verdict_html(
         Kind::Log => format!(
             "{} in {}",
             plural(v.events.as_u64().unwrap_or(0) as usize, "event", "events"),
-            plural(v.epochs.unwrap_or(0) as usize, "sealed epoch", "sealed epochs")
+            plural(
+                v.epochs.unwrap_or(0) as usize,
+                "sealed epoch",
+                "sealed epochs"
+            )
         ),
         Kind::Bundle => {
-            let opened = events.iter().filter(|e| e.state == State::Opened).count();
-            let erased = events.iter().filter(|e| e.state == State::Erased).count();
+            let count = |st: State| events.iter().filter(|e| e.state == st).count();
             format!(
-                "{}: {opened} opened, {} withheld, {erased} erased",
+                "{}: {} opened, {} withheld, {} erased{}",
                 plural(events.len(), "disclosed event", "disclosed events"),
-                events.len() - opened - erased
+                count(State::Opened),
+                count(State::Withheld),
+                count(State::Erased),
+                match count(State::Failed) {
+                    0 => String::new(),
+                    _ => ", 1 failed".into(),
+                }
             )
         }
     };
@@ -2022,11 +2104,11 @@ pub fn verdict_html(
         .recorder
         .map(|r| format!("recorder <code>{}</code>", hex_id(&r)))
         .unwrap_or_else(|| "recorder unknown".into());
-    let _ = write!(
+    let _ = writeln!(
         doc.out,
         "<header class=\"banner {}\"><div class=\"word\">{word}</div>\
          <h1>Evidence report: {what} <code>{}</code></h1>\
-         <p>{summary} · {recorder}{} · checked {} UTC</p><p>{}</p></header>\n",
+         <p>{summary} · {recorder}{} · checked {} UTC</p><p>{}</p></header>",
         outcome_class(v.outcome),
         cut(file, CELL),
         v.party
@@ -2037,9 +2119,9 @@ pub fn verdict_html(
         utc(checked_at_us),
         meaning(v.outcome, false)
     );
-    let _ = write!(
+    let _ = writeln!(
         doc.out,
-        "<section id=\"trust\"><h2>What this verdict rests on</h2><table class=\"kv\">{}{}{}</table>{}</section>\n",
+        "<section id=\"trust\"><h2>What this verdict rests on</h2><table class=\"kv\">{}{}{}</table>{}</section>",
         files_rows(inv),
         trust_rows(trust, v.party.as_deref()),
         checked_row(checked_at_us),
@@ -2053,53 +2135,53 @@ pub fn verdict_html(
             afr_core::verify::Location::Event(s) if with_cards.contains(&s) => Some(ev.card_id(s)),
             _ => None,
         };
-        let _ = write!(
+        let _ = writeln!(
             doc.out,
-            "<section id=\"failure\"><h2>First failure</h2>{}</section>\n",
+            "<section id=\"failure\"><h2>First failure</h2>{}</section>",
             failure_html(f, None, card)
         );
     }
     if !v.missing.is_empty() {
-        let _ = write!(
+        let _ = writeln!(
             doc.out,
-            "<section id=\"missing\"><h2>What could not be checked</h2>{}</section>\n",
+            "<section id=\"missing\"><h2>What could not be checked</h2>{}</section>",
             missing_html(&v.missing)
         );
     }
-    let _ = write!(
+    let _ = writeln!(
         doc.out,
-        "<section id=\"checks\"><h2>Checks</h2>{}</section>\n",
+        "<section id=\"checks\"><h2>Checks</h2>{}</section>",
         checks_html(v)
     );
     if kind == Kind::Bundle {
         let mut marks = Vec::new();
         marks_of(&ev, &events, &with_cards, &mut marks);
-        let _ = write!(
+        let _ = writeln!(
             doc.out,
             "<section id=\"timeline\"><h2>Timeline</h2><p class=\"meta\">The disclosed events by lane (rows) and time (left to right), as their records state it. \
-             Hover over a mark for its details; each mark links to its card.</p>{}</section>\n",
+             Hover over a mark for its details; each mark links to its card.</p>{}</section>",
             timeline(&marks, events.len())
         );
         let mut g = Graph::default();
         graph_of(&mut g, &ev, &events, &with_cards);
-        let _ = write!(
+        let _ = writeln!(
             doc.out,
             "<section id=\"delegation\"><h2>Delegation</h2><p class=\"meta\">Events that delegated work or name the event that delegated them \
              (<code>parent_event</code>, <code>delegated_to</code>), from the opened payloads. A link to another recorder is checked only in a case, \
-             with that recorder's bundle (<code>afr-verify case</code>).</p>{}</section>\n",
+             with that recorder's bundle (<code>afr-verify case</code>).</p>{}</section>",
             g.svg()
         );
         if !v.approvals.is_empty() {
-            let _ = write!(
+            let _ = writeln!(
                 doc.out,
-                "<section id=\"approvals\"><h2>Human approvals</h2>{}</section>\n",
+                "<section id=\"approvals\"><h2>Human approvals</h2>{}</section>",
                 approvals_html(&ev, &with_cards)
             );
         }
     }
-    let _ = write!(
+    let _ = writeln!(
         doc.out,
-        "<section id=\"anchors\"><h2>Anchors</h2><p class=\"meta\">Each epoch root the evidence commits to, and the transaction by which the recorder anchored it.</p>{}</section>\n",
+        "<section id=\"anchors\"><h2>Anchors</h2><p class=\"meta\">Each epoch root the evidence commits to, and the transaction by which the recorder anchored it.</p>{}</section>",
         anchors_table(std::slice::from_ref(&ev), false)
     );
     if kind == Kind::Bundle {
@@ -2112,9 +2194,9 @@ pub fn verdict_html(
              <code>afr-verify bundle</code>.</p></section>\n",
         );
     }
-    let _ = write!(
+    let _ = writeln!(
         doc.out,
-        "<section id=\"reverify\"><h2>Re-verify</h2>{}</section>\n",
+        "<section id=\"reverify\"><h2>Re-verify</h2>{}</section>",
         reverify_html(inv)
     );
     doc.finish()
@@ -2131,7 +2213,7 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
         .enumerate()
         .map(|(idx, (p, b))| Evidence {
             idx,
-            party: Some(p.name.as_deref().unwrap_or("(no pinned party)")),
+            party: Some(p.name.as_deref().unwrap_or(NO_PARTY)),
             file: &b.file,
             verdict: &b.verdict,
             trust: &b.trust,
@@ -2139,10 +2221,10 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
         .collect();
     let list: Vec<(&Evidence<'_>, Vec<Event<'_>>)> = evs.iter().map(|e| (e, e.events())).collect();
     let plan = planned(&list);
-    let _ = write!(
+    let _ = writeln!(
         doc.out,
         "<header class=\"banner {}\"><div class=\"word\">{word}</div><h1>Evidence report: a case of {}</h1>\
-         <p>{} · {} between recorders · checked {} UTC</p><p>{}</p></header>\n",
+         <p>{} · {} between recorders · checked {} UTC</p><p>{}</p></header>",
         outcome_class(r.outcome),
         plural(parties.len(), "party", "parties"),
         plural(evs.len(), "bundle", "bundles"),
@@ -2171,9 +2253,10 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
         let _ = write!(
             s,
             "<tr><td><b>{}</b></td><td>{}</td><td>{}</td><td>{why}</td></tr>",
-            p.name
-                .as_deref()
-                .map_or_else(|| "(bundles of no pinned party)".to_owned(), |n| cut(n, CELL)),
+            p.name.as_deref().map_or_else(
+                || "(bundles of no pinned party)".to_owned(),
+                |n| cut(n, CELL)
+            ),
             p.recorders
                 .iter()
                 .take(MAX_LIST)
@@ -2201,13 +2284,13 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
             r.notes
                 .iter()
                 .take(MAX_LIST)
-                .map(|n| format!("<li>{}</li>", cut(n, MAX_STRING)))
+                .map(|n| format!("<li>{}</li>", cut(n, LINE)))
                 .collect::<String>()
         )
     };
-    let _ = write!(
+    let _ = writeln!(
         doc.out,
-        "<section id=\"trust\"><h2>What this verdict rests on</h2><table class=\"kv\">{}{}{}</table>{notes}</section>\n",
+        "<section id=\"trust\"><h2>What this verdict rests on</h2><table class=\"kv\">{}{}{}</table>{notes}</section>",
         files_rows(inv),
         trust_rows(&r.trust, None),
         checked_row(checked_at_us)
@@ -2301,7 +2384,7 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
             };
             let _ = write!(
                 s,
-                "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td><code class=\"nw\">{}</code></td><td>{}</td><td>{}{}</td><td>{}</td></tr>",
                 end(name(Some(l.from_party)), Some(&l.from_recorder), l.from_seq),
                 end(name(l.to_party), l.to_recorder.as_ref(), l.to_seq),
                 l.kind.name(),
@@ -2332,20 +2415,20 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
         marks_of(e, events, cards, &mut marks);
     }
     let total = marks.len();
-    let _ = write!(
+    let _ = writeln!(
         doc.out,
         "<section id=\"timeline\"><h2>Timeline</h2><p class=\"meta\">Every party's disclosed events by party and lane (rows) and time (left to right), as their records state it; \
-         each recorder's clock is its own.</p>{}</section>\n",
+         each recorder's clock is its own.</p>{}</section>",
         timeline(&marks, total)
     );
-    let _ = write!(
+    let _ = writeln!(
         doc.out,
-        "<section id=\"anchors\"><h2>Anchors</h2>{}</section>\n",
+        "<section id=\"anchors\"><h2>Anchors</h2>{}</section>",
         anchors_table(&evs, true)
     );
     // Each party's evidence.
     for p in parties.iter().take(MAX_LIST) {
-        let name = p.name.as_deref().unwrap_or("(bundles of no pinned party)");
+        let name = p.name.as_deref().unwrap_or(NO_PARTY);
         let mut s = format!(
             "<section class=\"party\"><h2>Party “{}”: {}</h2>",
             cut(name, CELL),
@@ -2398,9 +2481,9 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
         doc.push(&s);
     }
     cards_section(&mut doc, &list);
-    let _ = write!(
+    let _ = writeln!(
         doc.out,
-        "<section id=\"reverify\"><h2>Re-verify</h2>{}</section>\n",
+        "<section id=\"reverify\"><h2>Re-verify</h2>{}</section>",
         reverify_html(inv)
     );
     doc.finish()
@@ -2530,7 +2613,10 @@ pub fn print_pdf(html: &str, out: &Path) -> Result<std::io::Result<()>, PdfError
             "--no-default-browser-check",
             "--no-pdf-header-footer",
         ])
-        .arg(format!("--user-data-dir={}", dir.0.join("profile").display()))
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.0.join("profile").display()
+        ))
         .arg(format!("--print-to-pdf={}", pdf.display()))
         .arg(file_url(&page))
         .stdin(std::process::Stdio::null())
