@@ -73,7 +73,7 @@ pub struct ApproveArgs {
     /// How long the signed approval stays valid, in seconds.
     #[arg(long, default_value_t = 600, value_name = "SECONDS")]
     valid_for: u64,
-    /// The prompt recorded with `--file` (default: the text shown).
+    /// The prompt recorded with `--file` (default: `Approve TOOL?`).
     #[arg(long)]
     prompt: Option<String>,
 }
@@ -320,7 +320,10 @@ pub fn approve(dir: &Path, a: ApproveArgs) -> Result<ExitCode> {
                 Some(c) => c.id.clone(),
                 None => format!(
                     "--file {} --recorder 0x{}",
-                    kept.display(),
+                    a.file
+                        .as_deref()
+                        .unwrap_or(Path::new("EVENT.json"))
+                        .display(),
                     hex::encode(action.recorder)
                 ),
             }
@@ -354,17 +357,31 @@ pub fn approve(dir: &Path, a: ApproveArgs) -> Result<ExitCode> {
         None
     };
     if let Some(s) = &signature {
-        if s.statement.action != digest {
-            eprintln!(
-                "afr approve: warning: the signed statement is for action {}, not for the action shown ({digest}); the gateway will refuse it",
-                s.statement.action
-            );
-        }
-        match approval::verify_signature(s) {
-            Ok(signer) => eprintln!("signed by {signer} ({})", s.scheme),
-            Err(p) => eprintln!(
-                "afr approve: warning: the signature does not verify ({}); the gateway will refuse it",
-                p.detail
+        // The same checks as the gateway's and the verifier's, over the action shown.
+        let mut p =
+            afr_core::Payload::intent_only(action.intent.tool.clone(), action.intent.args.clone());
+        p.execution = action.execution.clone();
+        p.human_approval = Some(afr_core::event::HumanApproval {
+            approver: String::new(),
+            prompt: String::new(),
+            decision: Decision::Approved,
+            decided_at_us: now_us(),
+            signature: Some(s.clone()),
+        });
+        match approval::check(&p, &action.recorder, now_us()) {
+            Ok(_) => eprintln!("signed by {} ({})", escape(&s.signer), s.scheme),
+            // An event file gets no approval that would not hold.
+            Err(e) if action.call.is_none() => {
+                bail!(
+                    "the signed approval does not hold for this action: {}: {}",
+                    e.check,
+                    e.detail
+                )
+            }
+            // A held call: the gateway judges it, refuses the call and records why.
+            Err(e) => eprintln!(
+                "afr approve: warning: the signed approval does not hold for this call ({}: {}); the gateway will refuse it",
+                e.check, e.detail
             ),
         }
     }

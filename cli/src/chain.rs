@@ -62,15 +62,27 @@ impl Events {
 /// The chain of `seq` in the log of `dir`, ascending.
 pub fn seqs(dir: &Path, seq: u64) -> Result<Vec<u64>> {
     let mut events = Events::open(dir)?;
-    let chain: BTreeSet<u64> = events
-        .find(&format!(
+    let chain_of = |events: &mut Events, seq: u64| -> Result<Vec<(u64, Option<Value>)>> {
+        events.find(&format!(
             "seq = {seq} or ancestors({seq}) or descendants({seq})"
-        ))?
-        .into_iter()
-        .map(|(s, _)| s)
-        .collect();
-    if !chain.contains(&seq) {
+        ))
+    };
+    let found = chain_of(&mut events, seq)?;
+    let Some((_, first)) = found.iter().find(|(s, _)| *s == seq) else {
         bail!("no event {seq} in the log");
+    };
+    // An afr.delegated event belongs to the chain of the offer it answers.
+    let offer = first
+        .as_ref()
+        .filter(|e| {
+            e.pointer("/intent/tool").and_then(Value::as_str)
+                == Some(afr_recorder::delegation::DELEGATED_TOOL)
+        })
+        .and_then(|e| e.pointer("/intent/args/offer/seq"))
+        .and_then(Value::as_u64);
+    let mut chain: BTreeSet<u64> = found.into_iter().map(|(s, _)| s).collect();
+    if let Some(o) = offer {
+        chain.extend(chain_of(&mut events, o)?.into_iter().map(|(s, _)| s));
     }
     let mut out = chain.clone();
     for (s, ev) in events.find(&format!(

@@ -241,7 +241,8 @@ impl Statement {
         Ok(self.eip712_struct()?.eip712_signing_hash(&domain).0)
     }
 
-    /// The typed data in the JSON form wallets sign (`eth_signTypedData_v4`).
+    /// The typed data in the JSON form wallets sign (`eth_signTypedData_v4`); `uint64` values as
+    /// decimal strings.
     pub fn eip712_typed_data(&self) -> serde_json::Value {
         let field = |name: &str, ty: &str| serde_json::json!({"name": name, "type": ty});
         serde_json::json!({
@@ -266,8 +267,9 @@ impl Statement {
                 "target": self.target,
                 "decision": self.decision.name(),
                 "recorder": self.recorder,
-                "issuedAt": self.issued_at,
-                "expiresAt": self.expires_at,
+                // Decimal strings: a JavaScript wallet would round numbers above 2^53.
+                "issuedAt": self.issued_at.to_string(),
+                "expiresAt": self.expires_at.to_string(),
                 "nonce": format!("0x{}", self.nonce),
             },
         })

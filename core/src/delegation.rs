@@ -62,10 +62,10 @@ pub fn signing_hash(recorder: &RecorderId, seq: u64, leaf: &Hash32) -> [u8; 32] 
     .0
 }
 
-/// `0x` + 40 hex digits as a recorder id.
+/// 40 hex digits, `0x` optional (as `EventRef.recorder` allows), as a recorder id.
 pub fn parse_recorder(s: &str) -> Option<RecorderId> {
     let mut r = [0u8; 20];
-    hex::decode_to_slice(s.strip_prefix("0x")?, &mut r).ok()?;
+    hex::decode_to_slice(s.strip_prefix("0x").unwrap_or(s), &mut r).ok()?;
     Some(r)
 }
 
@@ -83,7 +83,7 @@ impl Receipt {
     /// The recorder and leaf hash, if well formed.
     pub fn parts(&self) -> Result<(RecorderId, Hash32), String> {
         let r = parse_recorder(&self.recorder.to_ascii_lowercase())
-            .ok_or_else(|| format!("receipt recorder `{}` is not 0x + 40 hex", self.recorder))?;
+            .ok_or_else(|| format!("receipt recorder `{}` is not 40 hex digits", self.recorder))?;
         let l = Hash32::from_hex(&self.leaf_hash)
             .ok_or_else(|| format!("receipt leaf_hash `{}` is not 64 hex", self.leaf_hash))?;
         Ok((r, l))
@@ -132,7 +132,7 @@ pub enum RefProof {
 pub fn check_ref(r: &EventRef, own: &RecorderId) -> Result<(RecorderId, RefProof), String> {
     let rec = match &r.recorder {
         Some(s) => parse_recorder(&s.to_ascii_lowercase())
-            .ok_or_else(|| format!("recorder `{s}` is not 0x + 40 hex"))?,
+            .ok_or_else(|| format!("recorder `{s}` is not 40 hex digits"))?,
         None => *own,
     };
     let Some(l) = &r.leaf_hash else {
@@ -155,4 +155,27 @@ pub fn check_ref(r: &EventRef, own: &RecorderId) -> Result<(RecorderId, RefProof
         Err(e) => RefProof::BadSignature(leaf, e),
     };
     Ok((rec, proof))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_name_their_recorder_with_or_without_0x() {
+        let own = [1u8; 20];
+        let r = |recorder: Option<&str>| EventRef {
+            recorder: recorder.map(str::to_owned),
+            seq: 3,
+            leaf_hash: Some("ab".repeat(32)),
+            signature: None,
+        };
+        let other = "f39fd6e51aad88f6f4ce6ab8827279cfffb92266";
+        let (a, _) = check_ref(&r(Some(other)), &own).unwrap();
+        let (b, p) = check_ref(&r(Some(&format!("0x{}", other.to_uppercase()))), &own).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(p, RefProof::Bound(Hash32([0xab; 32])));
+        assert_eq!(check_ref(&r(None), &own).unwrap().0, own);
+        assert!(check_ref(&r(Some("0x12")), &own).is_err());
+    }
 }

@@ -109,8 +109,10 @@ impl Recorder {
             .get_or_insert_with(DelegationProvenance::default);
         if d.parent_event.as_ref().is_some_and(|p| {
             p.seq != parent.seq
-                || p.recorder.as_deref().map(str::to_ascii_lowercase)
-                    != Some(parent.recorder.to_ascii_lowercase())
+                || p.recorder
+                    .as_deref()
+                    .and_then(afr_core::delegation::parse_recorder)
+                    != Some(from)
         }) {
             return Err(invalid(
                 "the event's delegation_provenance.parent_event names another event than the receipt",
@@ -169,11 +171,18 @@ impl Recorder {
                 serde_json::json!({ "offer": { "seq": ours.seq, "leaf_hash": ours.leaf_hash } }),
             )
         };
-        let key = format!(
-            "{DELEGATED_TOOL}:{}:{}:{}",
+        // Once per (offer, receipt): a second, different receipt for the same event of the
+        // other side (it signed two leaves for one position) is recorded too, as evidence.
+        let pair = format!(
+            "{}:{}:{}:{}",
             ours.seq,
             theirs.recorder.to_ascii_lowercase(),
-            theirs.seq
+            theirs.seq,
+            theirs.leaf_hash.to_ascii_lowercase()
+        );
+        let key = format!(
+            "{DELEGATED_TOOL}:{}",
+            afr_core::hash::sha256(&[pair.as_bytes()]).to_hex()
         );
         let r = self.record_own_keyed(key.as_bytes(), event)?;
         self.sign_receipt(r.seq, &r.leaf_hash, sign)

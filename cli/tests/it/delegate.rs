@@ -148,6 +148,12 @@ fn each_side_records_the_others_signed_receipt() {
         .arg(&bundle));
     let rep = afr_core::bundle::verify_bundle(&std::fs::read(&bundle).unwrap());
     assert_eq!(rep.events, vec![0, 1]);
+    // The same half, asked from the afr.delegated event: it belongs to its offer's chain.
+    ok(afr(&a)
+        .args(["disclose", "--chain", "1", "--with-keys", "--out"])
+        .arg(&bundle));
+    let rep = afr_core::bundle::verify_bundle(&std::fs::read(&bundle).unwrap());
+    assert_eq!(rep.events, vec![0, 1]);
 
     // B's agent goes on under the accepted task; B discloses its chain. A's query follows the
     // delegation into it, and B's follows it back into A's bundle.
@@ -189,4 +195,24 @@ fn each_side_records_the_others_signed_receipt() {
     assert_eq!(top["recorder"], offer.recorder.as_str());
     assert_eq!(top["event"]["intent"]["tool"], "delegate");
     assert_eq!(top["link"], "leaf hash matches");
+
+    // B signs a second receipt for the same event with another leaf (it equivocates): A
+    // records it too, as evidence, instead of taking it for a retry of the first.
+    let key: [u8; 32] = std::fs::read(b.join("anchor.key"))
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let signer = afr_anchorer::signer_from_bytes(&key).unwrap();
+    let (rec, _) = accepted.parts().unwrap();
+    let other = afr_core::Hash32([0xcd; 32]);
+    let digest = afr_core::delegation::signing_hash(&rec, accepted.seq, &other);
+    let sig = afr_anchorer::sign_digest(&signer, digest).unwrap();
+    let twin = Receipt::new(&rec, accepted.seq, &other, &sig);
+    twin.verify().unwrap();
+    let twin_file = write(t, "twin.json", &serde_json::to_value(&twin).unwrap());
+    let second = receipt(&ok(afr(&a).args(receipt_args(&offer_file, &twin_file))));
+    assert_ne!(
+        second.seq, first.seq,
+        "the conflicting receipt was taken for a retry"
+    );
 }
