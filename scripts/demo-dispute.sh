@@ -91,6 +91,22 @@ EOF
 show "$verify" case "$work/case.toml" --rpc "$rpc"
 show acme query "descendants($offer_seq)" --bundle "$work/globex.bundle"
 
+# The case as the arbiter keeps it: the bundles, each recorder's anchors read once from the
+# chain, and a case file naming them, in demo-out/dispute/; its report re-verifies offline.
+demo_out
+case_dir="$out/dispute"
+mkdir -p "$case_dir"
+cp "$work/acme.bundle" "$work/globex.bundle" "$case_dir/"
+for who in acme:"$acme_rec" globex:"$globex_rec"; do
+    "$verify" anchors --rpc "$rpc" --chain-id 31337 --contract "$contract" --recorder "${who#*:}" \
+        --out "$case_dir/${who%%:*}.anchors.json" >/dev/null
+done
+sed -e 's/^bundles = \["acme.bundle"\]$/&\nanchors = ["acme.anchors.json"]/' \
+    -e 's/^bundles = \["globex.bundle"\]$/&\nanchors = ["globex.anchors.json"]/' \
+    "$work/case.toml" >"$case_dir/case.toml"
+report_flags "$out/dispute-report"
+"$verify" case "$case_dir/case.toml" "${report[@]}" >/dev/null
+
 step 8/9 "Globex denies: it withholds the accepting event Acme holds its receipt for"
 globex disclose --seq "$((accepted_seq + 1))" --with-keys --out "$work/globex.bundle"
 if show "$verify" case "$work/case.toml" --rpc "$rpc"; then
@@ -108,3 +124,4 @@ if show "$verify" case "$work/case.toml" --rpc "$rpc"; then
     echo "demo: a rewritten history verified; this is a bug" >&2; exit 1
 fi
 printf '\n\033[1mdone:\033[0m the honest case verified across both organisations; the withheld event answered incomplete and the rewritten history tampered.\n'
+printf 'case report: %s\n' "$out/dispute-report.html"

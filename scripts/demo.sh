@@ -76,10 +76,14 @@ if "$verify" log "$work/tampered.afr" "${pins[@]}"; then
     echo "demo: the tampered copy verified; this is a bug" >&2; exit 1
 fi
 step 11/11 "write the evidence report an arbiter reads (self-contained HTML; PDF through headless Chromium)"
-out="${AFR_DEMO_OUT:-$root/demo-out}"
-mkdir -p "$out"
-report=(--html "$out/incident-report.html")
-command -v chromium >/dev/null && report+=(--pdf "$out/incident-report.pdf")
-"$verify" bundle "$work/incident.bundle" "${pins[@]}" "${report[@]}" >/dev/null
+# Kept in demo-out/ with the bundle and the anchors it was checked against, so that the report's
+# re-verify commands still work offline once this chain is gone.
+demo_out
+cp "$work/incident.bundle" "$out/incident.bundle"
+"$verify" anchors --rpc "$rpc" --chain-id 31337 --contract "$contract" --recorder "$recorder" \
+    --out "$out/incident.anchors.json" >/dev/null
+report_flags "$out/incident-report"
+"$verify" bundle "$out/incident.bundle" --anchors "$out/incident.anchors.json" --chain-id 31337 \
+    --contract "$contract" --recorder "$recorder" "${report[@]}" >/dev/null
 printf '\n\033[1mdone:\033[0m honest log verified, every epoch root anchored and matched on chain, incident disclosed and verified, tampered copy caught.\n'
 printf 'evidence report: %s\n' "$out/incident-report.html"

@@ -32,3 +32,20 @@ start_anvil() {
 wait_for_anvil() {
     for _ in $(seq 100); do "$bin/cast" chain-id --rpc-url "$rpc" >/dev/null 2>&1 && break; sleep 0.1; done
 }
+
+# Sets $out: where a demo leaves what outlives it (the evidence, the anchors it was checked
+# against, the report): demo-out/, or $AFR_DEMO_OUT.
+demo_out() {
+    out="${AFR_DEMO_OUT:-$root/demo-out}"
+    mkdir -p "$out"
+}
+
+# Sets $report to the report flags for base path $1: --html $1.html, and --pdf $1.pdf when a
+# renderer afr-verify can use is installed.
+report_flags() {
+    report=(--html "$1.html")
+    if [[ -n "${AFR_CHROMIUM:-}" ]] || command -v chromium >/dev/null ||
+        command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null; then
+        report+=(--pdf "$1.pdf")
+    fi
+}
