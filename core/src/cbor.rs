@@ -208,6 +208,18 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    /// Reads one item that is the whole of `bytes` with `read` (a type's `read`); fails on
+    /// trailing bytes.
+    pub fn read_all<T>(
+        bytes: &'a [u8],
+        read: impl FnOnce(&mut Reader<'a>) -> Result<T, CborError>,
+    ) -> Result<T, CborError> {
+        let mut r = Reader::new(bytes);
+        let item = read(&mut r)?;
+        r.finish()?;
+        Ok(item)
+    }
+
     /// Fails unless every byte was consumed.
     pub fn finish(&self) -> Result<(), CborError> {
         match self.buf.len() - self.pos {

@@ -277,10 +277,7 @@ impl SealedPayload {
 
     /// Parses the canonical CBOR form.
     pub fn decode(bytes: &[u8]) -> Result<SealedPayload, CborError> {
-        let mut r = Reader::new(bytes);
-        let p = SealedPayload::read(&mut r)?;
-        r.finish()?;
-        Ok(p)
+        Reader::read_all(bytes, SealedPayload::read)
     }
 
     /// Reads one sealed payload from a reader positioned at it.

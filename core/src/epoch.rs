@@ -86,10 +86,7 @@ impl EpochHeader {
 
     /// Parses the canonical CBOR form; rejects anything else.
     pub fn decode(bytes: &[u8]) -> Result<EpochHeader, CborError> {
-        let mut r = Reader::new(bytes);
-        let h = EpochHeader::read(&mut r)?;
-        r.finish()?;
-        Ok(h)
+        Reader::read_all(bytes, EpochHeader::read)
     }
 
     /// Reads one header from a reader positioned at it.

@@ -26,7 +26,7 @@ use afr_core::{
     Category, EventInput,
     event::{
         CodeProvenance, ContextProvenance, ContextSource, Decision, DelegationProvenance, Effects,
-        EventRef, Execution, GuardrailEvaluation, HumanApproval, Intent, Verdict,
+        EventRef, Execution, GuardrailEvaluation, HumanApproval, Verdict,
     },
     verify::Outcome,
 };
@@ -198,25 +198,12 @@ struct Step {
 
 fn base(category: Category, tool: &str, args: serde_json::Value, agent: &str) -> EventInput {
     EventInput {
-        category,
-        timestamp_us: None,
-        lane: None,
-        concurrent_with: Vec::new(),
-        intent: Intent {
-            tool: tool.into(),
-            args,
-        },
-        policy_evaluation: Vec::new(),
-        human_approval: None,
-        execution: None,
-        effects: None,
-        context_provenance: None,
         code_provenance: Some(CodeProvenance {
             agent: Some(agent.into()),
             model: Some("model-2026-10".into()),
             ..CodeProvenance::default()
         }),
-        delegation_provenance: None,
+        ..EventInput::intent_only(category, tool, args)
     }
 }
 

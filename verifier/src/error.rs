@@ -408,6 +408,11 @@ mod tests {
         Trust::new(file.map(|t| ("t.toml", t)), chain_id, contract, recorder).unwrap_err()
     }
 
+    /// The error of a trust file `file` (`t.toml`) pinned alone.
+    fn file_err(file: &str) -> VerifyError {
+        trust_err(Some(file), None, None, None)
+    }
+
     /// Every failure of a pin is [`VerifyError::Usage`], which `afr-verify` maps to exit 64:
     /// the exit code follows the variant, not the message.
     #[test]
@@ -426,12 +431,9 @@ mod tests {
                 parse_addr("nothex", "recorder").unwrap_err(),
                 "recorder must be 0x followed by 40 hex digits",
             ),
+            (file_err("chain_id = \"ten\""), "trust file t.toml"),
             (
-                trust_err(Some("chain_id = \"ten\""), None, None, None),
-                "trust file t.toml",
-            ),
-            (
-                trust_err(Some("chain_id = 1\nrecorder = \"x\""), None, None, None),
+                file_err("chain_id = 1\nrecorder = \"x\""),
                 "trust file t.toml",
             ),
             (
@@ -453,29 +455,19 @@ mod tests {
                 "--contract differs from the contract in t.toml",
             ),
             (
-                trust_err(Some("contract = \"0x12\"\n"), None, None, None),
+                file_err("contract = \"0x12\"\n"),
                 "contract in t.toml must be 0x followed by 40 hex digits",
             ),
             (
-                trust_err(Some("chain_id = 10\n"), None, None, None),
+                file_err("chain_id = 10\n"),
                 "trust file t.toml names no [[party]] with recorders",
             ),
             (
-                trust_err(
-                    Some("[[party]]\nname = \"x\"\nrecorders = []"),
-                    None,
-                    None,
-                    None,
-                ),
+                file_err("[[party]]\nname = \"x\"\nrecorders = []"),
                 "party \"x\" in t.toml has no recorders",
             ),
             (
-                trust_err(
-                    Some("[[party]]\nname = \"x\"\nrecorders = [\"0xq\"]"),
-                    None,
-                    None,
-                    None,
-                ),
+                file_err("[[party]]\nname = \"x\"\nrecorders = [\"0xq\"]"),
                 "recorder of party \"x\" must be 0x followed by 40 hex digits",
             ),
             (
@@ -483,38 +475,23 @@ mod tests {
                 "--recorder 0x70997970c51812dc3a010c7d01b50e0d17dc79c8 is not among the trust file's recorders",
             ),
             (
-                trust_err(
-                    Some(&format!(
-                        "{acme}[[party.approver]]\nname = \"j\"\nkeys = []\n"
-                    )),
-                    None,
-                    None,
-                    None,
-                ),
+                file_err(&format!(
+                    "{acme}[[party.approver]]\nname = \"j\"\nkeys = []\n"
+                )),
                 "approver \"j\" of party \"Acme\" in t.toml has no keys",
             ),
             (
-                trust_err(
-                    Some(&format!(
-                        "{acme}[[party.approver]]\nname = \"j\"\nkeys = [\"0x12\"]\n"
-                    )),
-                    None,
-                    None,
-                    None,
-                ),
+                file_err(&format!(
+                    "{acme}[[party.approver]]\nname = \"j\"\nkeys = [\"0x12\"]\n"
+                )),
                 "key \"0x12\" of approver \"j\" of party \"Acme\" in t.toml is neither an Ethereum address (0x and 40 hex digits) nor an OpenSSH public key",
             ),
             (
-                trust_err(
-                    Some(&format!(
-                        "{acme}[[party.approver]]\nname = \"j\"\nkeys = [\"{A}\"]\n{}[[party.approver]]\nname = \"k\"\nkeys = [\"{}\"]\n",
-                        party("Globex", B),
-                        A.to_ascii_uppercase().replace("0X", "0x")
-                    )),
-                    None,
-                    None,
-                    None,
-                ),
+                file_err(&format!(
+                    "{acme}[[party.approver]]\nname = \"j\"\nkeys = [\"{A}\"]\n{}[[party.approver]]\nname = \"k\"\nkeys = [\"{}\"]\n",
+                    party("Globex", B),
+                    A.to_ascii_uppercase().replace("0X", "0x")
+                )),
                 "key 0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266 is pinned for approver \"j\" of party \"Acme\" and again for approver \"k\" of party \"Globex\" in t.toml",
             ),
         ];

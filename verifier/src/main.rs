@@ -48,29 +48,11 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Verify a whole-log export (`afr export`).
-    #[command(before_help = PINNED)]
-    Log {
-        /// The export file.
-        file: PathBuf,
-        #[command(flatten)]
-        pins: Pins,
-        #[command(flatten)]
-        src: AnchorSource,
-        #[command(flatten)]
-        report: ReportArgs,
-    },
+    #[command(before_help = PINNED, mut_arg("file", |a| a.help("The export file")))]
+    Log(CheckArgs),
     /// Verify a disclosure bundle (`afr disclose`).
-    #[command(before_help = PINNED)]
-    Bundle {
-        /// The bundle file.
-        file: PathBuf,
-        #[command(flatten)]
-        pins: Pins,
-        #[command(flatten)]
-        src: AnchorSource,
-        #[command(flatten)]
-        report: ReportArgs,
-    },
+    #[command(before_help = PINNED, mut_arg("file", |a| a.help("The bundle file")))]
+    Bundle(CheckArgs),
     /// Verify a case: several parties' bundles, and every delegation link between their
     /// recorders (docs/spec/delegation.md). Give a case file, or --trust and the bundles.
     Case(CaseArgs),
@@ -91,6 +73,20 @@ enum Cmd {
         #[arg(long)]
         out: PathBuf,
     },
+}
+
+/// `afr-verify log` and `afr-verify bundle`: one file, checked against what is pinned. Each
+/// subcommand names its own kind of `file` in its help.
+#[derive(Args, Debug)]
+struct CheckArgs {
+    /// The file to verify.
+    file: PathBuf,
+    #[command(flatten)]
+    pins: Pins,
+    #[command(flatten)]
+    src: AnchorSource,
+    #[command(flatten)]
+    report: ReportArgs,
 }
 
 /// What the verifier trusts, pinned by the user.
@@ -380,18 +376,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Log {
-            file,
-            pins,
-            src,
-            report,
-        } => check(Kind::Log, &file, &pins, &src, &report),
-        Cmd::Bundle {
-            file,
-            pins,
-            src,
-            report,
-        } => check(Kind::Bundle, &file, &pins, &src, &report),
+        Cmd::Log(a) => check(Kind::Log, &a),
+        Cmd::Bundle(a) => check(Kind::Bundle, &a),
         Cmd::Case(a) => case(a),
     }
 }
@@ -465,13 +451,13 @@ fn exit(o: Outcome) -> ExitCode {
     })
 }
 
-fn check(
-    kind: Kind,
-    file: &Path,
-    pins: &Pins,
-    src: &AnchorSource,
-    report: &ReportArgs,
-) -> Result<ExitCode> {
+fn check(kind: Kind, a: &CheckArgs) -> Result<ExitCode> {
+    let CheckArgs {
+        file,
+        pins,
+        src,
+        report,
+    } = a;
     let trust = pins.trust()?;
     if (src.chain.rpc.is_some() || src.anchors.is_some()) && trust.chain_id.is_none() {
         return Err(Error::Usage(

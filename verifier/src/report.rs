@@ -157,28 +157,23 @@ fn badge(o: Outcome) -> String {
     )
 }
 
-/// What an outcome means, in plain words.
+/// What an outcome means, in plain words: of one piece of evidence, or of a `case`.
 fn meaning(o: Outcome, case: bool) -> &'static str {
-    match (o, case) {
-        (Outcome::Verified, false) => {
-            "Every check passed: these records are exactly what the pinned recorder sealed and anchored on the pinned chain from its own key, and every opened payload is exactly what was sealed. It does not say that the agent or the recorder told the truth when the events were written, nor that events were not left out of a bundle."
-        }
-        (Outcome::Tampered, false) => {
-            "A check failed: this evidence is not what the pinned recorder sealed and anchored. The first failure below says where, which check, and what it is consistent with."
-        }
-        (Outcome::Incomplete, false) => {
-            "Every check that could run passed, but something could not be checked (listed below): the evidence is neither proven intact nor shown to be altered."
-        }
-        (Outcome::Verified, true) => {
-            "Every party's evidence verified, and every delegation link between their recorders is backed by the other recorder's disclosed, anchored record."
-        }
-        (Outcome::Tampered, true) => {
-            "At least one party's evidence, or a delegation link about it, failed a check. Each party's verdict and first failure are below."
-        }
-        (Outcome::Incomplete, true) => {
-            "Nothing failed, but something the case needs could not be checked (listed below, by party)."
-        }
-    }
+    let (evidence, of_case) = match o {
+        Outcome::Verified => (
+            "Every check passed: these records are exactly what the pinned recorder sealed and anchored on the pinned chain from its own key, and every opened payload is exactly what was sealed. It does not say that the agent or the recorder told the truth when the events were written, nor that events were not left out of a bundle.",
+            "Every party's evidence verified, and every delegation link between their recorders is backed by the other recorder's disclosed, anchored record.",
+        ),
+        Outcome::Tampered => (
+            "A check failed: this evidence is not what the pinned recorder sealed and anchored. The first failure below says where, which check, and what it is consistent with.",
+            "At least one party's evidence, or a delegation link about it, failed a check. Each party's verdict and first failure are below.",
+        ),
+        Outcome::Incomplete => (
+            "Every check that could run passed, but something could not be checked (listed below): the evidence is neither proven intact nor shown to be altered.",
+            "Nothing failed, but something the case needs could not be checked (listed below, by party).",
+        ),
+    };
+    if case { of_case } else { evidence }
 }
 
 /// What passing a check means, by its public name.
@@ -720,18 +715,24 @@ fn failure_html(f: &Failure, file: Option<&str>, card: Option<String>) -> String
 }
 
 fn missing_html(missing: &[String]) -> String {
-    if missing.is_empty() {
+    list_html("<ul class=\"missing\">", missing, "")
+}
+
+/// A list of `lines` opened by `ul`, at most [`MAX_LIST`] of them, each cut at [`LINE`]
+/// bytes, and a line counting the `more` not shown; nothing when there are none.
+fn list_html(ul: &str, lines: &[impl AsRef<str>], more: &str) -> String {
+    if lines.is_empty() {
         return String::new();
     }
-    let mut s = String::from("<ul class=\"missing\">");
-    for m in missing.iter().take(MAX_LIST) {
-        let _ = write!(s, "<li>{}</li>", cut(m, LINE));
+    let mut s = String::from(ul);
+    for l in lines.iter().take(MAX_LIST) {
+        let _ = write!(s, "<li>{}</li>", cut(l.as_ref(), LINE));
     }
-    if missing.len() > MAX_LIST {
+    if lines.len() > MAX_LIST {
         let _ = write!(
             s,
-            "<li class=\"more\">… {} more not shown</li>",
-            missing.len() - MAX_LIST
+            "<li class=\"more\">… {} more{more} not shown</li>",
+            lines.len() - MAX_LIST
         );
     }
     s.push_str("</ul>");
@@ -780,22 +781,7 @@ fn notes_html(v: &Verdict) -> String {
                 .is_some_and(|(head, _)| opened.contains(&format!("{head} opened: ")))
         })
         .collect();
-    if notes.is_empty() {
-        return String::new();
-    }
-    let mut s = String::from("<ul>");
-    for n in notes.iter().take(MAX_LIST) {
-        let _ = write!(s, "<li>{}</li>", cut(n, LINE));
-    }
-    if notes.len() > MAX_LIST {
-        let _ = write!(
-            s,
-            "<li class=\"more\">… {} more notes not shown</li>",
-            notes.len() - MAX_LIST
-        );
-    }
-    s.push_str("</ul>");
-    s
+    list_html("<ul>", &notes, " notes")
 }
 
 fn approval_status_html(a: &Approval) -> String {
@@ -1211,7 +1197,6 @@ fn cut_chars(s: &str, n: usize) -> String {
 }
 
 fn mark_svg(m: &Mark, x: f64, y: f64, label: bool) -> String {
-    let mut s = String::with_capacity(400);
     let mut title = String::new();
     if let Some(p) = &m.party {
         let _ = write!(title, "{} · ", cut_chars(p, 40));
@@ -1234,36 +1219,53 @@ fn mark_svg(m: &Mark, x: f64, y: f64, label: bool) -> String {
     if m.state == State::Failed {
         title.push_str(" · FIRST FAILURE");
     }
+    // A guardrail's verdict, an approval or an error: said in the tooltip, and drawn under (a
+    // frame) or over (a sign) the event's circle.
+    let (mut under, mut over) = (String::new(), String::new());
     if m.deny {
         title.push_str(" · guardrail DENY");
-    }
-    if m.escalate {
-        title.push_str(" · guardrail ESCALATE");
-    }
-    if let Some(a) = m.approval {
-        let _ = write!(title, " · approval {a}");
-    }
-    if m.error {
-        title.push_str(" · error");
-    }
-    if let Some(id) = &m.card {
-        let _ = write!(s, "<a href=\"#{id}\">");
-    }
-    let _ = write!(s, "<g><title>{title}</title>");
-    if m.deny {
         let _ = write!(
-            s,
+            under,
             "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"18\" height=\"18\" fill=\"none\" stroke=\"#c5221f\" stroke-width=\"2\"/>",
             x - 9.0,
             y - 9.0
         );
     }
     if m.escalate {
+        title.push_str(" · guardrail ESCALATE");
         let _ = write!(
-            s,
+            under,
             "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"9.5\" fill=\"none\" stroke=\"#e37400\" stroke-width=\"2\" stroke-dasharray=\"3 2\"/>"
         );
     }
+    if let Some(a) = m.approval {
+        let _ = write!(title, " · approval {a}");
+        let (fill, stroke) = match a {
+            "signed" => ("#188038", "#188038"),
+            "invalid" => ("#c5221f", "#c5221f"),
+            _ => ("#fff", "#b06000"),
+        };
+        let _ = write!(
+            over,
+            "<path d=\"M{:.1} {:.1} l4 -7 l4 7 z\" fill=\"{fill}\" stroke=\"{stroke}\" stroke-width=\"1.2\"/>",
+            x - 4.0,
+            y - 8.0
+        );
+    }
+    if m.error {
+        title.push_str(" · error");
+        let _ = write!(
+            over,
+            "<path d=\"M{:.1} {:.1} l6 6 m0 -6 l-6 6\" stroke=\"#c5221f\" stroke-width=\"2.2\"/>",
+            x + 5.0,
+            y + 2.0
+        );
+    }
+    let mut s = String::with_capacity(400);
+    if let Some(id) = &m.card {
+        let _ = write!(s, "<a href=\"#{id}\">");
+    }
+    let _ = write!(s, "<g><title>{title}</title>{under}");
     let colour = cat_colour(m.category);
     let _ = match m.state {
         State::Opened => write!(
@@ -1283,27 +1285,7 @@ fn mark_svg(m: &Mark, x: f64, y: f64, label: bool) -> String {
             "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"6\" fill=\"{colour}\" stroke=\"#c5221f\" stroke-width=\"3\"/>"
         ),
     };
-    if let Some(a) = m.approval {
-        let (fill, stroke) = match a {
-            "signed" => ("#188038", "#188038"),
-            "invalid" => ("#c5221f", "#c5221f"),
-            _ => ("#fff", "#b06000"),
-        };
-        let _ = write!(
-            s,
-            "<path d=\"M{:.1} {:.1} l4 -7 l4 7 z\" fill=\"{fill}\" stroke=\"{stroke}\" stroke-width=\"1.2\"/>",
-            x - 4.0,
-            y - 8.0
-        );
-    }
-    if m.error {
-        let _ = write!(
-            s,
-            "<path d=\"M{:.1} {:.1} l6 6 m0 -6 l-6 6\" stroke=\"#c5221f\" stroke-width=\"2.2\"/>",
-            x + 5.0,
-            y + 2.0
-        );
-    }
+    s.push_str(&over);
     if label {
         let _ = write!(
             s,
@@ -1679,27 +1661,44 @@ impl Budget {
     }
 }
 
-/// The items of a list inside a card, at most [`MAX_ITEMS`], and a line for the rest.
-fn items(v: &Value) -> (Vec<&Value>, usize) {
+/// A list inside a card: `open`, each of its items (at most [`MAX_ITEMS`]) as `item` writes
+/// it, `close`, and a line for the rest; nothing when the list is empty.
+fn card_list(v: &Value, open: &str, close: &str, mut item: impl FnMut(&Value) -> String) -> String {
     let all = v.as_array().map(Vec::as_slice).unwrap_or_default();
-    (
-        all.iter().take(MAX_ITEMS).collect(),
-        all.len().saturating_sub(MAX_ITEMS),
-    )
+    if all.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(open);
+    for x in all.iter().take(MAX_ITEMS) {
+        s.push_str(&item(x));
+    }
+    s.push_str(close);
+    if all.len() > MAX_ITEMS {
+        let _ = write!(
+            s,
+            "<p class=\"more\">… {} more not shown</p>",
+            all.len() - MAX_ITEMS
+        );
+    }
+    s
 }
 
-fn more_items(n: usize) -> String {
-    if n == 0 {
-        String::new()
-    } else {
-        format!("<p class=\"more\">… {n} more not shown</p>")
-    }
+/// `show(v)` when `v` is recorded (not null), else nothing.
+fn present(v: &Value, show: impl FnOnce(&Value) -> String) -> String {
+    if v.is_null() { String::new() } else { show(v) }
+}
+
+/// `label <tag>value</tag>` for each `(key, label)` of `keys` that `v` holds.
+fn labelled(v: &Value, keys: &[(&str, &str)], tag: &str, b: &mut Budget) -> Vec<String> {
+    keys.iter()
+        .filter(|(key, _)| !v[*key].is_null())
+        .map(|(key, label)| format!("{label} <{tag}>{}</{tag}>", b.field(&v[*key])))
+        .collect()
 }
 
 /// The eight semantic fields of an opened payload.
 fn fields(p: &Value, e: &Event<'_>, b: &mut Budget) -> String {
     let mut s = String::from("<dl>");
-    let mut absent: Vec<&str> = Vec::new();
     // 1. Intent.
     let _ = write!(
         s,
@@ -1710,188 +1709,29 @@ fn fields(p: &Value, e: &Event<'_>, b: &mut Budget) -> String {
             a => format!("<br>arguments {}", b.json(a)),
         }
     );
-    // 2. Policy evaluation.
-    let (list, more) = items(&p["policy_evaluation"]);
-    if list.is_empty() {
-        absent.push("policy evaluation");
-    } else {
-        s.push_str("<dt>Policy evaluation</dt><dd><table><tr><th>Guardrail</th><th>Version</th><th>Verdict</th><th>Reason</th></tr>");
-        for g in list {
-            let verdict = g["verdict"].as_str().unwrap_or("?");
-            let class = match verdict {
-                "allow" | "deny" | "warn" | "escalate" => verdict,
-                _ => "none",
-            };
-            let _ = write!(
-                s,
-                "<tr><td>{}</td><td>{}</td><td><span class=\"badge {class}\">{}</span></td><td>{}</td></tr>",
-                b.field(&g["guardrail"]),
-                b.field(&g["version"]),
-                esc(&verdict.to_uppercase()),
-                b.field(&g["reason"])
-            );
-        }
-        s.push_str("</table>");
-        s.push_str(&more_items(more));
-        s.push_str("</dd>");
-    }
-    // 3. Human approval.
-    let h = &p["human_approval"];
-    if h.is_object() {
-        let signature = match e.approval {
-            Some(a) => approval_status_html(a),
-            None if h["signature"].is_object() => format!(
-                "<span class=\"badge none\">NOT CHECKED</span> a {} signature by <code>{}</code>; verification stopped before approvals were checked",
-                b.field(&h["signature"]["scheme"]),
-                b.field(&h["signature"]["signer"])
-            ),
-            None => {
-                "<span class=\"badge unsigned\">UNSIGNED</span> the operator's word only".into()
+    // 2. to 8., in this order (each takes its share of the card's budget), or absent.
+    let mut absent: Vec<String> = Vec::new();
+    for (name, dd) in [
+        ("Policy evaluation", policy_dd(&p["policy_evaluation"], b)),
+        ("Human approval", approval_dd(&p["human_approval"], e, b)),
+        ("Execution", execution_dd(&p["execution"], b)),
+        ("Effects", effects_dd(&p["effects"], b)),
+        (
+            "Context provenance",
+            context_dd(&p["context_provenance"], b),
+        ),
+        ("Code provenance", code_dd(&p["code_provenance"], b)),
+        (
+            "Delegation provenance",
+            delegation_dd(&p["delegation_provenance"], b),
+        ),
+    ] {
+        match dd {
+            Some(dd) => {
+                let _ = write!(s, "<dt>{name}</dt><dd>{dd}</dd>");
             }
-        };
-        let _ = write!(
-            s,
-            "<dt>Human approval</dt><dd><b>{}</b> by {}{}<br>prompt: {}<br>signature: {signature}</dd>",
-            b.field(&h["decision"]),
-            b.field(&h["approver"]),
-            h["decided_at_us"]
-                .as_u64()
-                .map(|t| format!(", at {} UTC", utc(t)))
-                .unwrap_or_default(),
-            b.field(&h["prompt"])
-        );
-    } else {
-        absent.push("human approval");
-    }
-    // 4. Execution.
-    let x = &p["execution"];
-    if x.is_object() {
-        let _ = write!(
-            s,
-            "<dt>Execution</dt><dd><pre>{}</pre>{}{}</dd>",
-            b.field(&x["command"]),
-            if x["target"].is_null() {
-                String::new()
-            } else {
-                format!("target <code>{}</code>", b.field(&x["target"]))
-            },
-            if x["mutation"].is_null() {
-                String::new()
-            } else {
-                format!("<br>mutation {}", b.json(&x["mutation"]))
-            }
-        );
-    } else {
-        absent.push("execution");
-    }
-    // 5. Effects.
-    let f = &p["effects"];
-    if f.is_object() {
-        s.push_str("<dt>Effects</dt><dd>");
-        if !f["error"].is_null() {
-            let _ = write!(
-                s,
-                "<span class=\"err\">error: {}</span><br>",
-                b.field(&f["error"])
-            );
+            None => absent.push(name.to_lowercase()),
         }
-        if !f["return_value"].is_null() {
-            let _ = write!(s, "return value {}", b.json(&f["return_value"]));
-        }
-        let (list, more) = items(&f["state_changes"]);
-        if !list.is_empty() {
-            s.push_str("state changes<ul>");
-            for c in list {
-                let _ = write!(s, "<li>{}</li>", b.field(c));
-            }
-            s.push_str("</ul>");
-            s.push_str(&more_items(more));
-        }
-        if !f["external_response"].is_null() {
-            let _ = write!(s, "external response {}", b.json(&f["external_response"]));
-        }
-        s.push_str("</dd>");
-    } else {
-        absent.push("effects");
-    }
-    // 6. Context provenance.
-    let c = &p["context_provenance"];
-    if c.is_object() {
-        s.push_str("<dt>Context provenance</dt><dd>");
-        if !c["environment"].is_null() {
-            let _ = write!(s, "environment <b>{}</b>", b.field(&c["environment"]));
-        }
-        let (list, more) = items(&c["sources"]);
-        if !list.is_empty() {
-            s.push_str("<table><tr><th>Source</th><th>Kind</th><th>Content hash</th></tr>");
-            for src in list {
-                let _ = write!(
-                    s,
-                    "<tr><td><code>{}</code></td><td>{}</td><td><code>{}</code></td></tr>",
-                    b.field(&src["uri"]),
-                    b.field(&src["kind"]),
-                    b.field(&src["content_hash"])
-                );
-            }
-            s.push_str("</table>");
-            s.push_str(&more_items(more));
-        }
-        s.push_str("</dd>");
-    } else {
-        absent.push("context provenance");
-    }
-    // 7. Code provenance.
-    let k = &p["code_provenance"];
-    if k.as_object().is_some_and(|o| !o.is_empty()) {
-        s.push_str("<dt>Code provenance</dt><dd>");
-        let mut parts = Vec::new();
-        for (key, label) in [
-            ("agent", "agent"),
-            ("agent_version", "agent version"),
-            ("tool_version", "tool version"),
-            ("model", "model"),
-            ("repository", "repository"),
-            ("commit", "commit"),
-        ] {
-            if !k[key].is_null() {
-                parts.push(format!("{label} <code>{}</code>", b.field(&k[key])));
-            }
-        }
-        s.push_str(&parts.join(" · "));
-        s.push_str("</dd>");
-    } else {
-        absent.push("code provenance");
-    }
-    // 8. Delegation provenance.
-    let d = &p["delegation_provenance"];
-    if d.as_object().is_some_and(|o| !o.is_empty()) {
-        s.push_str("<dt>Delegation provenance</dt><dd>");
-        let mut parts = Vec::new();
-        if d["parent_event"].is_object() {
-            parts.push(format!("delegated by {}", event_ref(&d["parent_event"], b)));
-        }
-        for (key, label) in [
-            ("delegating_agent", "delegating agent"),
-            ("organisation", "organisation"),
-            ("on_behalf_of", "on behalf of"),
-        ] {
-            if !d[key].is_null() {
-                parts.push(format!("{label} <b>{}</b>", b.field(&d[key])));
-            }
-        }
-        s.push_str(&parts.join("<br>"));
-        let (list, more) = items(&d["delegated_to"]);
-        if !list.is_empty() {
-            s.push_str("<br>delegated to<ul>");
-            for r in list {
-                let _ = write!(s, "<li>{}</li>", event_ref(r, b));
-            }
-            s.push_str("</ul>");
-            s.push_str(&more_items(more));
-        }
-        s.push_str("</dd>");
-    } else {
-        absent.push("delegation provenance");
     }
     s.push_str("</dl>");
     if !absent.is_empty() {
@@ -1902,6 +1742,152 @@ fn fields(p: &Value, e: &Event<'_>, b: &mut Budget) -> String {
         );
     }
     s
+}
+
+/// A card's policy evaluation: a table of its guardrails' verdicts.
+fn policy_dd(v: &Value, b: &mut Budget) -> Option<String> {
+    let table = card_list(
+        v,
+        "<table><tr><th>Guardrail</th><th>Version</th><th>Verdict</th><th>Reason</th></tr>",
+        "</table>",
+        |g| {
+            let verdict = g["verdict"].as_str().unwrap_or("?");
+            let class = match verdict {
+                "allow" | "deny" | "warn" | "escalate" => verdict,
+                _ => "none",
+            };
+            format!(
+                "<tr><td>{}</td><td>{}</td><td><span class=\"badge {class}\">{}</span></td><td>{}</td></tr>",
+                b.field(&g["guardrail"]),
+                b.field(&g["version"]),
+                esc(&verdict.to_uppercase()),
+                b.field(&g["reason"])
+            )
+        },
+    );
+    (!table.is_empty()).then_some(table)
+}
+
+/// A card's human approval, with what its signature proves ([`Event::approval`]).
+fn approval_dd(h: &Value, e: &Event<'_>, b: &mut Budget) -> Option<String> {
+    if !h.is_object() {
+        return None;
+    }
+    let signature = match e.approval {
+        Some(a) => approval_status_html(a),
+        None if h["signature"].is_object() => format!(
+            "<span class=\"badge none\">NOT CHECKED</span> a {} signature by <code>{}</code>; verification stopped before approvals were checked",
+            b.field(&h["signature"]["scheme"]),
+            b.field(&h["signature"]["signer"])
+        ),
+        None => "<span class=\"badge unsigned\">UNSIGNED</span> the operator's word only".into(),
+    };
+    Some(format!(
+        "<b>{}</b> by {}{}<br>prompt: {}<br>signature: {signature}",
+        b.field(&h["decision"]),
+        b.field(&h["approver"]),
+        h["decided_at_us"]
+            .as_u64()
+            .map(|t| format!(", at {} UTC", utc(t)))
+            .unwrap_or_default(),
+        b.field(&h["prompt"])
+    ))
+}
+
+fn execution_dd(x: &Value, b: &mut Budget) -> Option<String> {
+    x.is_object().then(|| {
+        format!(
+            "<pre>{}</pre>{}{}",
+            b.field(&x["command"]),
+            present(&x["target"], |t| format!(
+                "target <code>{}</code>",
+                b.field(t)
+            )),
+            present(&x["mutation"], |m| format!("<br>mutation {}", b.json(m)))
+        )
+    })
+}
+
+fn effects_dd(f: &Value, b: &mut Budget) -> Option<String> {
+    f.is_object().then(|| {
+        [
+            present(&f["error"], |e| {
+                format!("<span class=\"err\">error: {}</span><br>", b.field(e))
+            }),
+            present(&f["return_value"], |v| {
+                format!("return value {}", b.json(v))
+            }),
+            card_list(&f["state_changes"], "state changes<ul>", "</ul>", |c| {
+                format!("<li>{}</li>", b.field(c))
+            }),
+            present(&f["external_response"], |v| {
+                format!("external response {}", b.json(v))
+            }),
+        ]
+        .concat()
+    })
+}
+
+fn context_dd(c: &Value, b: &mut Budget) -> Option<String> {
+    c.is_object().then(|| {
+        [
+            present(&c["environment"], |v| {
+                format!("environment <b>{}</b>", b.field(v))
+            }),
+            card_list(
+                &c["sources"],
+                "<table><tr><th>Source</th><th>Kind</th><th>Content hash</th></tr>",
+                "</table>",
+                |src| {
+                    format!(
+                        "<tr><td><code>{}</code></td><td>{}</td><td><code>{}</code></td></tr>",
+                        b.field(&src["uri"]),
+                        b.field(&src["kind"]),
+                        b.field(&src["content_hash"])
+                    )
+                },
+            ),
+        ]
+        .concat()
+    })
+}
+
+fn code_dd(k: &Value, b: &mut Budget) -> Option<String> {
+    let keys = [
+        ("agent", "agent"),
+        ("agent_version", "agent version"),
+        ("tool_version", "tool version"),
+        ("model", "model"),
+        ("repository", "repository"),
+        ("commit", "commit"),
+    ];
+    k.as_object()
+        .is_some_and(|o| !o.is_empty())
+        .then(|| labelled(k, &keys, "code", b).join(" · "))
+}
+
+fn delegation_dd(d: &Value, b: &mut Budget) -> Option<String> {
+    if d.as_object().is_none_or(|o| o.is_empty()) {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if d["parent_event"].is_object() {
+        parts.push(format!("delegated by {}", event_ref(&d["parent_event"], b)));
+    }
+    let keys = [
+        ("delegating_agent", "delegating agent"),
+        ("organisation", "organisation"),
+        ("on_behalf_of", "on behalf of"),
+    ];
+    parts.extend(labelled(d, &keys, "b", b));
+    let mut s = parts.join("<br>");
+    s.push_str(&card_list(
+        &d["delegated_to"],
+        "<br>delegated to<ul>",
+        "</ul>",
+        |r| format!("<li>{}</li>", event_ref(r, b)),
+    ));
+    Some(s)
 }
 
 /// A reference to an event (`EventRef`), in words.

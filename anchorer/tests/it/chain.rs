@@ -8,8 +8,9 @@ use afr_anchorer::{
     AnchorError, Event, Options, Pass, Settings, anchor_pass, deploy, signer_from_hex,
 };
 use afr_recorder::{ReceiptState, Recorder};
-use afr_testkit::{DEV_ADDR, anvil, anvil_on, cast_at as cast};
+use afr_testkit::{Anvil, DEV_ADDR, anvil, anvil_on, cast_at as cast};
 use serde_json::json;
+use tempfile::TempDir;
 
 use super::{KEY, deployed, record, recorder, recorder_with, rpc};
 use crate::proxy::Proxy;
@@ -29,6 +30,16 @@ fn pass(
     ))
 }
 
+/// A fresh anvil with AfrAnchor deployed (64 epochs to a transaction), the runtime and
+/// settings to anchor on it, and a fresh recorder in a temporary directory with `events` events.
+fn anchoring(events: u64) -> (Anvil, tokio::runtime::Runtime, Settings, TempDir, Recorder) {
+    let chain = anvil();
+    let (rt, settings) = deployed(&chain.url, 64);
+    let tmp = tempfile::tempdir().unwrap();
+    let r = recorder(&tmp.path().join("a"), events);
+    (chain, rt, settings, tmp, r)
+}
+
 fn with_url(s: &Settings, url: &str) -> Settings {
     Settings {
         rpc_url: url.to_owned(),
@@ -45,13 +56,10 @@ fn nonce(url: &str) -> String {
 /// whose epoch the chain already holds ends in AlreadyAnchored with our root: success.
 #[test]
 fn a_lagging_provider_never_corrupts_local_state() {
-    let chain = anvil();
-    let (rt, settings) = deployed(&chain.url, 64);
+    let (chain, rt, settings, _tmp, r) = anchoring(25); // epochs 0, 1
     let proxy = Proxy::start(&chain.url);
     let lagging = with_url(&settings, &proxy.url);
     let o = Options::default();
-    let tmp = tempfile::tempdir().unwrap();
-    let r = recorder(&tmp.path().join("a"), 25); // epochs 0, 1
     assert_eq!(pass(&rt, &r, &settings, &o).unwrap().posted, [0, 1]);
     record(&r, 10, 2); // epoch 2
     assert_eq!(pass(&rt, &r, &settings, &o).unwrap().posted, [2]);
@@ -187,10 +195,7 @@ fn during_spike<T>(url: &str, spike: u128, f: impl FnOnce() -> T) -> T {
 /// cap, and the pass says it is stuck.
 #[test]
 fn a_stuck_transaction_is_replaced_at_the_same_nonce_and_lands() {
-    let chain = anvil();
-    let (rt, mut settings) = deployed(&chain.url, 64);
-    let tmp = tempfile::tempdir().unwrap();
-    let r = recorder(&tmp.path().join("a"), 25);
+    let (chain, rt, mut settings, _tmp, r) = anchoring(25);
     let spike: u128 = 50_000_000_000; // 50 gwei
     rpc(&chain.url, "evm_setAutomine", json!([false]));
     let o = Options {
@@ -249,11 +254,8 @@ fn a_stuck_transaction_is_replaced_at_the_same_nonce_and_lands() {
 /// stored block and hash are corrected.
 #[test]
 fn a_transaction_re_included_in_a_later_block_corrects_the_stored_block() {
-    let chain = anvil();
-    let (rt, settings) = deployed(&chain.url, 64);
+    let (chain, rt, settings, _tmp, r) = anchoring(15);
     let o = Options::default();
-    let tmp = tempfile::tempdir().unwrap();
-    let r = recorder(&tmp.path().join("a"), 15);
     let snapshot = rpc(&chain.url, "evm_snapshot", json!([]));
     assert_eq!(pass(&rt, &r, &settings, &o).unwrap().posted, [0]);
     let before = r.store().anchor(0).unwrap().unwrap();
@@ -285,11 +287,8 @@ fn a_transaction_re_included_in_a_later_block_corrects_the_stored_block() {
 /// anew. A contract that is not AfrAnchor (or no contract) is refused before anything is sent.
 #[test]
 fn a_switch_of_chain_or_contract_is_refused_unless_asked_for() {
-    let chain = anvil();
-    let (rt, settings) = deployed(&chain.url, 64);
+    let (chain, rt, settings, tmp, r) = anchoring(25);
     let o = Options::default();
-    let tmp = tempfile::tempdir().unwrap();
-    let r = recorder(&tmp.path().join("a"), 25);
     assert_eq!(pass(&rt, &r, &settings, &o).unwrap().posted, [0, 1]);
     let kept = r.store().anchor(0).unwrap().unwrap();
 

@@ -89,6 +89,18 @@ fn emit_expecting(script: &str, args: &[&str], ok: bool) -> Value {
     v
 }
 
+/// `afr otlp` started in a fresh store, and what `script` printed after exporting to its
+/// OTLP/HTTP endpoint (`--endpoint URL ARGS`).
+fn emit_over_http(script: &str, args: &[&str]) -> (tempfile::TempDir, PathBuf, Otlp, Value) {
+    let (tmp, dir) = initialised();
+    let rx = Otlp::start(&dir, &[]);
+    let url = rx.http_url();
+    let mut all = vec!["--endpoint", url.as_str()];
+    all.extend_from_slice(args);
+    let run = emit(script, &all);
+    (tmp, dir, rx, run)
+}
+
 /// A running `afr otlp` and the addresses it bound.
 struct Otlp {
     d: Daemon,
@@ -351,13 +363,8 @@ fn retraced(body: &[u8], from: &str, to: [u8; 16]) -> Vec<u8> {
 
 #[test]
 fn pydantic_ai_agent_over_http_protobuf() {
-    let (_tmp, dir) = initialised();
-    let mut rx = Otlp::start(&dir, &[]);
-    let url = rx.http_url();
-    let run = emit(
-        "emit_agent.py",
-        &["--endpoint", &url, "--protocol", "http/protobuf"],
-    );
+    let (_tmp, dir, mut rx, run) =
+        emit_over_http("emit_agent.py", &["--protocol", "http/protobuf"]);
     let trace = run["trace_ids"][0].as_str().unwrap().to_owned();
     assert_eq!(run["trace_ids"].as_array().unwrap().len(), 1, "{run}");
     let conversation = run["conversation_id"].as_str().unwrap();
@@ -432,15 +439,10 @@ fn pydantic_ai_agent_over_http_protobuf() {
 
 #[test]
 fn raw_dialects_over_http_json_gzip() {
-    let (_tmp, dir) = initialised();
-    let mut rx = Otlp::start(&dir, &[]);
-    let url = rx.http_url();
     let conversation = "conv-test-7f3a";
-    let run = emit(
+    let (_tmp, dir, mut rx, run) = emit_over_http(
         "emit_raw.py",
         &[
-            "--endpoint",
-            &url,
             "--protocol",
             "http/json",
             "--gzip",
@@ -549,15 +551,10 @@ fn raw_dialects_over_http_json_gzip() {
 fn js_exporter_over_http_json() {
     // The OTel JS SDK's own OTLP/HTTP exporter: JSON bodies, `Transfer-Encoding: chunked`,
     // integer attributes as JSON numbers (tests/otlp/FACTS.md).
-    let (_tmp, dir) = initialised();
-    let mut rx = Otlp::start(&dir, &[]);
-    let url = rx.http_url();
     let conversation = "conv-js-51c2";
-    let run = emit(
+    let (_tmp, dir, mut rx, run) = emit_over_http(
         "emit_js.mjs",
         &[
-            "--endpoint",
-            &url,
             "--conversation-id",
             conversation,
             "--header",

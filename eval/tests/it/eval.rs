@@ -3,24 +3,17 @@
 
 use std::path::Path;
 
-use super::afr_eval;
+use super::{afr_eval, ok};
 
 #[test]
 fn eval_quick_writes_every_section_and_both_plots() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("evaluation.md");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let res = afr_eval()
+    ok(afr_eval()
         .current_dir(&root)
         .args(["eval", "--quick", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        res.status.success(),
-        "{}",
-        String::from_utf8_lossy(&res.stderr)
-    );
+        .arg(&out));
     let md = std::fs::read_to_string(&out).unwrap();
     for heading in [
         "## RQ1",

@@ -124,6 +124,12 @@ fn text(dom: &str) -> String {
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Asserts that the text `t` of a report says `what`, showing the text's beginning if not.
+#[track_caller]
+fn says(t: &str, what: &str) {
+    assert!(t.contains(what), "{}", &t[..t.len().min(3000)]);
+}
+
 /// The document title in a serialized DOM.
 fn title(dom: &str) -> String {
     let start = dom.find("<title>").unwrap() + "<title>".len();
@@ -162,9 +168,18 @@ fn screenshot(dir: &Path, page: &Path, name: &str) {
 /// Runs `afr-verify ARGS` in `dir` (the report names files as given), with `AFR_CHROMIUM`
 /// pointing at the tests' Chromium; returns the exit code, stdout and stderr.
 fn afr_verify(dir: &Path, args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    afr_verify_with(dir, &chromium(), args)
+}
+
+/// [`afr_verify`] with `AFR_CHROMIUM` set to `chromium`.
+fn afr_verify_with(
+    dir: &Path,
+    chromium: &Path,
+    args: &[&std::ffi::OsStr],
+) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_afr-verify"))
         .current_dir(dir)
-        .env("AFR_CHROMIUM", chromium())
+        .env("AFR_CHROMIUM", chromium)
         .args(args)
         .output()
         .unwrap();
@@ -262,17 +277,9 @@ fn incident_report_verified_then_tampered_on_a_real_chain() {
     let d = dom(dir, &html);
     let t = text(&d);
     assert!(title(&d).starts_with("VERIFIED"), "{}", title(&d));
-    assert!(t.contains("VERIFIED"), "{}", &t[..t.len().min(3000)]);
-    assert!(
-        t.contains("7 disclosed events: 7 opened"),
-        "{}",
-        &t[..t.len().min(3000)]
-    );
-    assert!(
-        t.contains("Events (7 disclosed events)"),
-        "{}",
-        &t[..t.len().min(3000)]
-    );
+    says(&t, "VERIFIED");
+    says(&t, "7 disclosed events: 7 opened");
+    says(&t, "Events (7 disclosed events)");
     for tool in [
         "read_file",
         "search_runbooks",
@@ -289,11 +296,7 @@ fn incident_report_verified_then_tampered_on_a_real_chain() {
         t.contains("UNSIGNED"),
         "the approval is the operator's word"
     );
-    assert!(
-        t.contains("error: billing API returning 500"),
-        "{}",
-        &t[..t.len().min(3000)]
-    );
+    says(&t, "error: billing API returning 500");
     assert!(t.contains("(the canonical AfrAnchor address)"));
     // An anchors row: chain, contract, epoch, root, the transaction the verifier proved it
     // by, its block and log index.
@@ -313,12 +316,11 @@ fn incident_report_verified_then_tampered_on_a_real_chain() {
     assert!(d.contains("class=\"graph\""), "no delegation graph");
     assert!(t.contains("parent_event"));
     // How to re-verify, with the pins and no more.
-    assert!(
-        t.contains(&format!(
+    says(
+        &t,
+        &format!(
             "afr-verify bundle incident.bundle --chain-id 31337 --recorder {ADDR} --rpc {url}"
-        )),
-        "{}",
-        &t[..t.len().min(3000)]
+        ),
     );
     assert!(!d.contains("<script") && !d.contains("<img"));
     screenshot(dir, &html, "incident.png");
@@ -333,17 +335,9 @@ fn incident_report_verified_then_tampered_on_a_real_chain() {
     let d = dom(dir, &bad_html);
     let t = text(&d);
     assert!(title(&d).starts_with("TAMPERED"), "{}", title(&d));
-    assert!(
-        t.contains("The payload-commitment check failed at event 5"),
-        "{}",
-        &t[..t.len().min(3000)]
-    );
+    says(&t, "The payload-commitment check failed at event 5");
     assert!(t.contains("Consistent with: payload edit or swapped ciphertext"));
-    assert!(
-        t.contains("5 opened, 0 withheld, 0 erased, 1 failed"),
-        "{}",
-        &t[..t.len().min(3000)]
-    );
+    says(&t, "5 opened, 0 withheld, 0 erased, 1 failed");
     assert!(
         t.contains("The first failure is here: the payload-commitment check failed"),
         "the card of event 5"
@@ -380,26 +374,16 @@ fn testdata_reports_of_a_tampered_bundle_and_an_honest_log() {
     );
     let d = dom(tmp.path(), &html);
     let t = text(&d);
-    let show = || t[..t.len().min(3000)].to_owned();
     assert!(t.contains("TAMPERED"));
-    assert!(
-        t.contains("The inclusion-proof check failed at event 1"),
-        "{}",
-        show()
-    );
-    assert!(
-        t.contains("Consistent with: edit, insertion or splice"),
-        "{}",
-        show()
-    );
+    says(&t, "The inclusion-proof check failed at event 1");
+    says(&t, "Consistent with: edit, insertion or splice");
     assert!(t.contains("not compared: checking stopped at the first failure"));
-    assert!(
-        t.contains(&format!(
+    says(
+        &t,
+        &format!(
             "afr-verify bundle matrix-bundle-edit-record.bundle --chain-id 31337 --recorder {} --anchors anchors.json",
             pins[5]
-        )),
-        "{}",
-        show()
+        ),
     );
     // A whole log: verified, every epoch's anchor, and no event to show.
     let html = tmp.path().join("log.html");
@@ -412,11 +396,7 @@ fn testdata_reports_of_a_tampered_bundle_and_an_honest_log() {
     assert!(
         t.contains("A whole-log export carries every record with its sealed payload and no key")
     );
-    assert!(
-        t.contains("TRUSTED the anchors file anchors.json"),
-        "{}",
-        show()
-    );
+    says(&t, "TRUSTED the anchors file anchors.json");
 }
 
 #[test]
@@ -655,27 +635,15 @@ fn case_report_shows_each_party_and_the_delegation_graph() {
     let t = text(&d);
     assert!(title(&d).starts_with("CASE VERIFIED"), "{}", title(&d));
     // Each party's verdict.
-    assert!(
-        t.contains("Party “Acme Corp (delegating)”: VERIFIED"),
-        "{}",
-        &t[..t.len().min(3000)]
-    );
-    assert!(
-        t.contains("Party “Globex (receiving)”: VERIFIED"),
-        "{}",
-        &t[..t.len().min(3000)]
-    );
+    says(&t, "Party “Acme Corp (delegating)”: VERIFIED");
+    says(&t, "Party “Globex (receiving)”: VERIFIED");
     // The delegation graph across the two recorders: its nodes and verified links.
     assert!(d.contains("class=\"graph\""));
     for node in ["hand_off", "run_job", "event 1", "event 0"] {
         assert!(t.contains(node), "{node} missing");
     }
     assert!(t.contains("delegated_to: verified") || t.contains("parent_event: verified"));
-    assert!(
-        t.contains("afr-verify case case.toml"),
-        "{}",
-        &t[..t.len().min(3000)]
-    );
+    says(&t, "afr-verify case case.toml");
     screenshot(dir, &html, "case.png");
 }
 
@@ -700,13 +668,9 @@ fn report_errors_are_io_errors() {
     a.push(bundle.into());
     a.extend(os(&["--pdf"]));
     a.push(tmp.path().join("r.pdf").into());
-    let out = Command::new(env!("CARGO_BIN_EXE_afr-verify"))
-        .env("AFR_CHROMIUM", tmp.path().join("no-such-chromium"))
-        .args(&a)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(74), "{stderr}");
+    let no_chromium = tmp.path().join("no-such-chromium");
+    let (code, _, stderr) = afr_verify_with(tmp.path(), &no_chromium, &refs(&a));
+    assert_eq!(code, 74, "{stderr}");
     assert!(
         stderr.contains("apt-get install chromium") && stderr.contains("--html FILE"),
         "{stderr}"
