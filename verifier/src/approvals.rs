@@ -6,15 +6,19 @@
 //! depends on more than the event is decided here:
 //!
 //! - **who signed**: with approvers pinned, a signer none of them holds is tampered
-//!   (`approval-signer`); with none pinned, a signed approval is attributed to no one and the
-//!   answer is at best incomplete;
+//!   (`approval-signer`); with none pinned, a signed approval is attributed to no one: a note
+//!   (the signature is valid and bound to the event, whoever's key it is), or missing when the
+//!   trust file sets `require_signed_approvals` (attribution is then required);
 //! - **replay**: a nonce already used by another opened event of the same bundle is tampered
 //!   (`approval-nonce`, reported on the later event);
 //! - **unsigned approvals**: the operator's word only; a note, or missing when the trust file
 //!   sets `require_signed_approvals`.
 //!
 //! Every event with a `human_approval` gets one [`Approval`] in the verdict, failed or not; the
-//! first failure (by sequence number) is the verdict's. A whole-log export carries no keys, so
+//! first failure (by sequence number) is the verdict's. Each check a signed approval passes
+//! counts under the verdict's checks: `approval-digest`, `-statement`, `-signature` and
+//! `-window` once [`approval::check`] accepts it, then `approval-signer` (only with approvers
+//! pinned, its signer one of them) and `approval-nonce`. A whole-log export carries no keys, so
 //! none of its payloads is opened and nothing here applies to it.
 
 use std::collections::BTreeMap;
@@ -34,7 +38,7 @@ use crate::{Trust, Verdict, verdict::bump};
 pub enum Status {
     /// Signed over this event's action, within its window, with a fresh nonce, by a pinned
     /// approver (or by a key no one is pinned for, when no approver is pinned at all: see
-    /// [`Approval::detail`]).
+    /// [`Approval::detail`]; a note, or missing under `require_signed_approvals`).
     Signed,
     /// No signature: the operator's word only.
     Unsigned,
@@ -164,7 +168,8 @@ impl Approval {
 /// Checks the approval of every opened event of a bundle whose own checks and recorder check
 /// passed (`v` not tampered; `rep` the bundle's report), records one [`Approval`] per event
 /// with a `human_approval`, and settles nothing: failures tamper `v` (the first one is kept),
-/// what cannot be attributed or is required and absent goes to `missing`.
+/// what `require_signed_approvals` requires and is absent (a signature, or its attribution to
+/// a pinned approver) goes to `missing`.
 pub fn check(v: &mut Verdict, rep: &BundleReport, trust: &Trust) {
     let Some(recorder) = rep.recorder else { return };
     let pinned = !trust.approvers.is_empty();
@@ -209,7 +214,18 @@ pub fn check(v: &mut Verdict, rep: &BundleReport, trust: &Trust) {
                 }
                 Approval::new(seq, h, Status::Unsigned)
             }
-            Ok(Some(s)) => signed(v, seq, h, s, trust, pinned, &mut nonces),
+            Ok(Some(s)) => {
+                // Bound to the event's action and statement, validly signed, in its window.
+                for c in [
+                    Check::ApprovalDigest,
+                    Check::ApprovalStatement,
+                    Check::ApprovalSignature,
+                    Check::ApprovalWindow,
+                ] {
+                    bump(&mut v.checks, c.name());
+                }
+                signed(v, seq, h, s, trust, pinned, &mut nonces)
+            }
         };
         if let (Status::Invalid, Some(check), Some(detail)) = (a.status, a.check, &a.detail)
             && v.outcome != Outcome::Tampered
@@ -243,16 +259,20 @@ fn signed(
                 s.signer
             ),
         ))
-    } else if earlier != seq {
-        Some((
-            Check::ApprovalNonce,
-            format!(
-                "the approval's nonce {} was already used by event {earlier}: the same approval replayed",
-                s.nonce
-            ),
-        ))
     } else {
-        None
+        // Only a signer checked against pinned approvers counts as `approval-signer`.
+        if pinned {
+            bump(&mut v.checks, Check::ApprovalSigner.name());
+        }
+        (earlier != seq).then(|| {
+            (
+                Check::ApprovalNonce,
+                format!(
+                    "the approval's nonce {} was already used by event {earlier}: the same approval replayed",
+                    s.nonce
+                ),
+            )
+        })
     };
     if let Some((check, detail)) = failure {
         a.status = Status::Invalid;
@@ -260,12 +280,21 @@ fn signed(
         a.detail = Some(detail);
         return a;
     }
-    bump(&mut v.checks, "approval-signature");
+    bump(&mut v.checks, Check::ApprovalNonce.name());
     match &a.pinned_name {
-        None => {
+        // Attribution is required when signed approvals are; otherwise a valid signature by
+        // an unknown key is worth what an unsigned approval is, and more: a note.
+        None if trust.require_signed_approvals => {
             v.missing.push(format!(
-                "event {seq}: approval signed by {}, but no approvers are pinned (trust file [[party.approver]]), so it is not attributed to anyone",
+                "event {seq}: approval signed by {}, but no approvers are pinned (trust file [[party.approver]]), so it is not attributed to anyone, and the trust file requires signed approvals",
                 s.signer
+            ));
+            a.detail = Some("not attributed: no approvers are pinned".into());
+        }
+        None => {
+            v.notes.push(format!(
+                "event {seq}: approval by '{}': signature valid and bound to the event; signer {} not attributed: no approvers pinned",
+                h.approver, s.signer
             ));
             a.detail = Some("not attributed: no approvers are pinned".into());
         }

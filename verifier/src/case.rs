@@ -38,8 +38,11 @@
 //!  otherwise                                            verified
 //! ```
 //!
-//! A party's verdict combines its bundles' with the links that blame it; the case is tampered
-//! if a party is, else incomplete if a party or the case misses anything, else verified.
+//! Two bundles of one recorder that commit to different roots for one epoch are a fork, on the
+//! party of the second (also when one of them fails only because its root is not the anchored
+//! one: the fork, which explains that, is then the party's first failure). A party's verdict
+//! combines its bundles' with the links that blame it; the case is tampered if a party is, else
+//! incomplete if a party or the case misses anything, else verified.
 //! Nothing in a bundle can make this panic or run away: links are as many as the references
 //! in opened events, and the chains reported are bounded ([`MAX_CHAINS`]).
 
@@ -93,18 +96,35 @@ pub struct Case {
 
 impl Case {
     /// Reads a case file; bundles and anchors files are relative to its directory. `chain_id`
-    /// and `contract` pin as for a trust file (and must agree with it).
+    /// and `contract` pin as for a trust file (and must agree with it). A file that is not a
+    /// case file (a bundle, an export, anything not UTF-8 text) is
+    /// [`UsageError::NotACaseFile`].
     pub fn load(
         path: &Path,
         chain_id: Option<u64>,
         contract: Option<&str>,
     ) -> Result<Case, VerifyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| VerifyError::Read {
+        let bytes = std::fs::read(path).map_err(|source| VerifyError::Read {
             path: path.to_owned(),
             source,
         })?;
-        let (trust, evidence) =
-            Trust::case((&path.display().to_string(), &text), chain_id, contract)?;
+        let name = path.display().to_string();
+        let not_case = |what| UsageError::NotACaseFile {
+            name: name.clone(),
+            what,
+        };
+        // Bundles given without --trust: the first one is not the case file it stands for.
+        if bundle_recorder(&bytes).is_some() {
+            return Err(not_case("a disclosure bundle").into());
+        }
+        if matches!(
+            afr_core::export::LogReader::new(&bytes).next_frame(),
+            Ok(Some(afr_core::export::Frame::Start { .. }))
+        ) {
+            return Err(not_case("a whole-log export").into());
+        }
+        let text = String::from_utf8(bytes).map_err(|_| not_case("not UTF-8 text"))?;
+        let (trust, evidence) = Trust::case((&name, &text), chain_id, contract)?;
         let base = path.parent().unwrap_or(Path::new(""));
         Ok(Case {
             trust,
@@ -166,8 +186,16 @@ pub struct PartyVerdict {
 }
 
 impl PartyVerdict {
+    /// Records `f` as the party's first failure, unless it has one; a fork replaces an
+    /// `anchored-root` failure, which it explains (one of the recorder's two histories is not
+    /// the one it anchored).
     fn tamper(&mut self, f: Failure, file: Option<String>) {
-        if self.outcome != Outcome::Tampered {
+        let explains = f.check == Check::Fork
+            && self
+                .first_failure
+                .as_ref()
+                .is_some_and(|(g, _)| g.check == Check::AnchoredRoot);
+        if self.outcome != Outcome::Tampered || explains {
             self.outcome = Outcome::Tampered;
             self.first_failure = Some((f, file));
         }
@@ -520,12 +548,14 @@ fn judge(case: &Case, checked: Vec<Checked>, notes: Vec<String>) -> CaseReport {
                 .missing
                 .extend(v.missing.iter().map(|m| format!("{}: {m}", c.file))),
         }
-        let (Some(rec), Some(rep), Outcome::Verified | Outcome::Incomplete) =
-            (v.recorder, &c.report, v.outcome)
-        else {
-            continue;
-        };
-        for (e, root) in &v.epoch_roots {
+        let Some(rec) = v.recorder else { continue };
+        // A bundle whose only failure is a root other than the anchored one still commits to
+        // its roots: compared with the recorder's other bundles, it shows the fork.
+        let roots_hold = matches!(v.outcome, Outcome::Verified | Outcome::Incomplete)
+            || v.first_failure
+                .as_ref()
+                .is_some_and(|f| f.check == Check::AnchoredRoot);
+        for (e, root) in v.epoch_roots.iter().filter(|_| roots_hold) {
             match roots.get(&(rec, *e)) {
                 Some((r, other)) if r != root => p.tamper(
                     Failure {
@@ -545,6 +575,9 @@ fn judge(case: &Case, checked: Vec<Checked>, notes: Vec<String>) -> CaseReport {
                 }
             }
         }
+        let (Some(rep), Outcome::Verified | Outcome::Incomplete) = (&c.report, v.outcome) else {
+            continue;
+        };
         let anchored: BTreeSet<u64> = v.anchors.iter().map(|a| a.0).collect();
         for &(e, _, block, _) in &v.anchors {
             let time = c

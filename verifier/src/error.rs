@@ -5,8 +5,10 @@
 //! in the [`Verdict`](crate::Verdict). An error means nothing was decided, and says why:
 //!
 //! ```text
-//!  Usage(_)                    a pin is missing, malformed or contradicts another, or an
-//!                              approver's key is unusable or pinned twice (exit 64)
+//!  Usage(_)                    a pin is missing, malformed or contradicts another, a party
+//!                              is named twice, an approver's key is unusable or pinned
+//!                              twice, or a case file is not one (a bundle given first
+//!                              without --trust) (exit 64)
 //!  ChainMismatch               the endpoint serves another chain than the pinned one
 //!  Transport, Response,        the endpoint could not be reached or read, or refused a call
 //!  RpcFailed
@@ -265,6 +267,26 @@ pub enum UsageError {
         /// The file.
         name: String,
     },
+    /// Two parties of one trust or case file with the same name: findings about one could not
+    /// be told from findings about the other.
+    #[error("two parties are named {party:?} in {name}: give each party its own name")]
+    PartyTwice {
+        /// The name.
+        party: String,
+        /// The trust file.
+        name: String,
+    },
+    /// The first file of `afr-verify case` without `--trust` is not a case file (a bundle, an
+    /// export, or not text at all).
+    #[error(
+        "{name} is {what}, not a case file: give a case file first (afr-verify case CASE.toml [MORE.bundle ...]), or --trust TRUST.toml with the bundles (afr-verify case --trust TRUST.toml A.bundle B.bundle ...)"
+    )]
+    NotACaseFile {
+        /// The file, as given.
+        name: String,
+        /// What it is instead: `a disclosure bundle`, `a whole-log export`, `not UTF-8 text`.
+        what: &'static str,
+    },
     /// A case that names no bundle at all.
     #[error(
         "the case names no bundle: list them under each party's `bundles`, or after the trust file"
@@ -469,6 +491,10 @@ mod tests {
             (
                 file_err("[[party]]\nname = \"x\"\nrecorders = [\"0xq\"]"),
                 "recorder of party \"x\" must be 0x followed by 40 hex digits",
+            ),
+            (
+                file_err(&format!("{acme}{}", party("Acme", B))),
+                "two parties are named \"Acme\" in t.toml: give each party its own name",
             ),
             (
                 trust_err(Some(&acme), None, None, Some(B)),

@@ -55,6 +55,10 @@ enum Cmd {
     Bundle(CheckArgs),
     /// Verify a case: several parties' bundles, and every delegation link between their
     /// recorders (docs/spec/delegation.md). Give a case file, or --trust and the bundles.
+    ///
+    /// Without --trust the first file must be the case file: bundles alone (afr-verify case
+    /// A.bundle B.bundle) are a usage error (exit 64), since nothing would pin whose recorders
+    /// they are. Give them with --trust TRUST.toml, or after a case file.
     Case(CaseArgs),
     /// Fetch a recorder's proven anchored roots once, for air-gapped verification.
     Anchors {
@@ -157,7 +161,8 @@ struct AnchorSource {
 )]
 struct CaseArgs {
     /// A case file (a trust file whose parties list their `bundles`), then any more bundles;
-    /// with --trust, bundles only. Each bundle given here counts for the party of its recorder.
+    /// with --trust, bundles only (without it, a bundle first is refused). Each bundle given
+    /// here counts for the party of its recorder.
     #[arg(required = true, value_name = "CASE_OR_BUNDLE")]
     files: Vec<PathBuf>,
     /// A trust file: the files are then bundles, each assigned to its recorder's party.
@@ -505,7 +510,7 @@ fn check(kind: Kind, a: &CheckArgs) -> Result<ExitCode> {
                 .collect(),
             digests: vec![(name, bytes.len() as u64, afr_core::hash::sha256(&[&bytes]))],
         };
-        afr_verify::report::verdict_html(kind, &v, &trust, &inv, checked_at)
+        afr_verify::report::verdict_html(kind, &v, &bytes, &trust, &inv, checked_at)
     })?;
     Ok(exit(v.outcome))
 }

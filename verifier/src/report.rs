@@ -6,7 +6,10 @@
 //! and approvers, and when it was checked), every check with its count, the first failure in
 //! plain words, what is missing, a timeline (SVG) of the disclosed events by lane and time, the
 //! delegation graph (SVG) across events and parties, a card per event with the eight semantic
-//! fields of every opened payload, the anchors, and the exact commands to re-verify.
+//! fields of every opened payload, the anchors, and the exact commands to re-verify. A
+//! whole-log export holds every record in the clear and every payload sealed, without keys: its
+//! report shows the timeline of its records and a card per record (sealed or withheld), re-read
+//! from the export ([`LogSample`]), and no graph or approvals.
 //!
 //! The document is inert: no script, no external URL, no web font; inline CSS and SVG only,
 //! under a Content-Security-Policy that forbids everything else ([`CSP`]). Every string that
@@ -14,9 +17,9 @@
 //! [`esc`], which first makes terminal and bidirectional controls visible as the text report
 //! does ([`afr_core::text::escape`]) and then escapes `& < > " '`. Its size is bounded whatever
 //! the evidence holds: at most [`MAX_CARDS`] event cards and [`MAX_MARKS`] timeline marks (the
-//! report says how many more were not shown), each evidence string cut at [`MAX_STRING`] bytes
-//! with "… (N bytes more)", and the cards together at about [`CARD_BUDGET`] bytes. RPC URLs
-//! appear only as [`afr_core::redact_url`] writes them.
+//! report says how many more were not shown, and for a log which were), each evidence string
+//! cut at [`MAX_STRING`] bytes with "… (N bytes more)", and the cards together at about
+//! [`CARD_BUDGET`] bytes. RPC URLs appear only as [`afr_core::redact_url`] writes them.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -454,6 +457,8 @@ struct Evidence<'a> {
     party: Option<&'a str>,
     /// The file, as named.
     file: &'a str,
+    /// A bundle, or a whole-log export (whose payloads are sealed, never opened).
+    kind: Kind,
     verdict: &'a Verdict,
     trust: &'a Trust,
 }
@@ -464,6 +469,8 @@ enum State {
     Opened,
     Withheld,
     Erased,
+    /// A whole-log export's sealed payload: present, but the export carries no key.
+    Sealed,
     /// The verdict's first failure is at this event (its payload, key or approval).
     Failed,
 }
@@ -1006,7 +1013,8 @@ fn marks_of(ev: &Evidence<'_>, events: &[Event<'_>], cards: &BTreeSet<u64>, out:
     }
 }
 
-fn legend() -> String {
+/// The timeline's legend; `sealed` adds the mark of a sealed payload (a whole-log export's).
+fn legend(sealed: bool) -> String {
     let mut s = String::from("<div class=\"legend\">");
     for c in Category::ALL {
         let _ = write!(
@@ -1014,6 +1022,11 @@ fn legend() -> String {
             "<span><svg viewBox=\"0 0 18 18\"><circle cx=\"9\" cy=\"9\" r=\"6\" fill=\"{}\"/></svg>{}</span>",
             cat_colour(c),
             c.name()
+        );
+    }
+    if sealed {
+        s.push_str(
+            "<span><svg viewBox=\"0 0 18 18\"><circle cx=\"9\" cy=\"9\" r=\"5\" fill=\"#5f6368\" fill-opacity=\"0.35\" stroke=\"#5f6368\" stroke-width=\"1.5\"/></svg>payload sealed, not opened</span>",
         );
     }
     s.push_str(
@@ -1031,8 +1044,9 @@ fn legend() -> String {
 }
 
 /// The timeline of `marks` (at most [`MAX_MARKS`] of `total` drawn): rows by lane (in a case,
-/// by party and lane), x by time.
-fn timeline(marks: &[Mark], total: usize) -> String {
+/// by party and lane), x by time. `stride` says how the marks of a whole log were drawn from
+/// its records (one in every `stride`, and the last: [`LogSample`]); `None`, the first ones.
+fn timeline(marks: &[Mark], total: usize, stride: Option<u64>) -> String {
     if marks.is_empty() {
         return "<p class=\"meta\">No disclosed event to place on a timeline.</p>".into();
     }
@@ -1167,7 +1181,7 @@ fn timeline(marks: &[Mark], total: usize) -> String {
         s.push_str(&mark_svg(m, x, y, labels));
     }
     s.push_str("</svg>");
-    let mut out = legend();
+    let mut out = legend(shown.iter().any(|m| m.state == State::Sealed));
     let _ = write!(
         out,
         "<p class=\"meta\">From {} to {} (UTC); {} on {}.{}</p>",
@@ -1175,13 +1189,17 @@ fn timeline(marks: &[Mark], total: usize) -> String {
         utc(t1),
         plural(shown.len(), "event", "events"),
         plural(rows.len(), "row", "rows"),
-        if total > shown.len() {
-            format!(
+        match stride {
+            _ if total <= shown.len() => String::new(),
+            None => format!(
                 " <b>{} more events are not on the timeline</b> (at most {MAX_MARKS} marks).",
                 total - shown.len()
-            )
-        } else {
-            String::new()
+            ),
+            Some(n) => format!(
+                " <b>{} more records are not on the timeline</b> (at most {MAX_MARKS} marks): \
+                 one record in every {n} is drawn, evenly spaced from the first, and the last.",
+                total - shown.len()
+            ),
         }
     );
     out.push_str(&s);
@@ -1214,6 +1232,7 @@ fn mark_svg(m: &Mark, x: f64, y: f64, label: bool) -> String {
         }
         (None, State::Withheld) => title.push_str(" · payload withheld"),
         (None, State::Erased) => title.push_str(" · payload erased"),
+        (None, State::Sealed) => title.push_str(" · payload sealed"),
         (None, State::Opened | State::Failed) => {}
     }
     if m.state == State::Failed {
@@ -1279,6 +1298,10 @@ fn mark_svg(m: &Mark, x: f64, y: f64, label: bool) -> String {
         State::Erased => write!(
             s,
             "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"5\" fill=\"#dadce0\" stroke=\"{colour}\" stroke-width=\"1.2\" stroke-dasharray=\"2 1.5\"/>"
+        ),
+        State::Sealed => write!(
+            s,
+            "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"5\" fill=\"{colour}\" fill-opacity=\"0.35\" stroke=\"{colour}\" stroke-width=\"1.5\"/>"
         ),
         State::Failed => write!(
             s,
@@ -1938,6 +1961,7 @@ fn card(ev: &Evidence<'_>, e: &Event<'_>) -> String {
             State::Opened => "opened",
             State::Withheld => "withheld",
             State::Erased => "erased",
+            State::Sealed => "sealed",
             State::Failed => "<b class=\"err\">the first failure</b>",
         },
         r.leaf
@@ -1951,10 +1975,14 @@ fn card(ev: &Evidence<'_>, e: &Event<'_>) -> String {
                     "<p class=\"failure\"><b>The first failure is here:</b> the <code>{}</code> check failed ({}).{}</p>",
                     f.check.name(),
                     cut(&f.detail, MAX_STRING),
-                    if p.is_some() {
-                        " The payload below was opened, and is what the check rejected."
-                    } else {
-                        " Its payload cannot be shown: it did not check out."
+                    match (p, ev.kind) {
+                        (Some(_), _) => {
+                            " The payload below was opened, and is what the check rejected."
+                        }
+                        (None, Kind::Bundle) => " Its payload cannot be shown: it did not check out.",
+                        (None, Kind::Log) => {
+                            " Its payload is sealed: a whole-log export carries no keys."
+                        }
                     }
                 );
             }
@@ -1966,6 +1994,14 @@ fn card(ev: &Evidence<'_>, e: &Event<'_>) -> String {
             "<p class=\"sealed\"><b>Payload crypto-erased.</b> The recorder destroyed this epoch's keys, \
              and the bundle proves it with the recorder's own <code>afr.erase</code> event (see the notes). \
              The record itself (time, category, lane, place in the log) is still proven; the eight fields cannot be read by anyone.</p>",
+        ),
+        (State::Sealed, _) => s.push_str(
+            "<p class=\"sealed\"><b>Payload sealed: not opened</b> (a whole-log export carries no keys), so none of its \
+             eight fields can be shown. The record itself (time, category, lane, place in the log) is what the checks above judged.</p>",
+        ),
+        _ if ev.kind == Kind::Log => s.push_str(
+            "<p class=\"sealed\"><b>Payload withheld.</b> The export carries no sealed payload for this record, so none of its \
+             eight fields can be shown. The record itself (time, category, lane, place in the log) is what the checks above judged.</p>",
         ),
         _ => s.push_str(
             "<p class=\"sealed\"><b>Payload withheld.</b> The bundle does not carry this event's key, so none of its \
@@ -2034,14 +2070,167 @@ fn cards_section(doc: &mut Doc, list: &[(&Evidence<'_>, Vec<Event<'_>>)]) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The records of a whole-log export.
+
+/// A record of a whole-log export, as the report shows it.
+struct LogRecord {
+    seq: u64,
+    leaf: DisclosedLeaf,
+    /// Its sealed payload is in the export (else it was withheld).
+    sealed: bool,
+}
+
+/// The records of a whole-log export the report shows, re-read from the export's bytes: the
+/// verifier keeps none of them (a log may hold millions), and the report keeps at most
+/// [`MAX_MARKS`] + [`MAX_CARDS`].
+struct LogSample {
+    /// Records in the export, up to the first frame that does not parse.
+    total: u64,
+    /// One record in every `stride` is on the timeline, from the first, and the last.
+    stride: u64,
+    /// The records on the timeline.
+    marks: Vec<LogRecord>,
+    /// The records with a card: all of them, or the first and the last [`MAX_CARDS`] / 2.
+    cards: Vec<LogRecord>,
+}
+
+/// The event frames of an export, in file order, up to the first frame that does not parse:
+/// each record with its canonical bytes and whether its sealed payload is present.
+fn log_frames(bytes: &[u8]) -> impl Iterator<Item = (afr_core::Record, &[u8], bool)> {
+    use afr_core::export::{Frame, LogReader};
+    let mut r = LogReader::new(bytes);
+    std::iter::from_fn(move || {
+        loop {
+            match r.next_frame() {
+                Ok(Some(Frame::Event {
+                    record_bytes,
+                    record,
+                    payload,
+                })) => return Some((record, record_bytes, payload.is_some())),
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return None,
+            }
+        }
+    })
+}
+
+impl LogSample {
+    /// Reads the export `bytes` twice: once to count its records, once to keep those shown.
+    fn read(bytes: &[u8]) -> LogSample {
+        let total = log_frames(bytes).count() as u64;
+        let (marks_max, cards_half) = (MAX_MARKS as u64, (MAX_CARDS / 2) as u64);
+        // With `stride` = ⌈(n − 1) / (MAX_MARKS − 1)⌉, the multiples of `stride` below n and the
+        // last record are at most MAX_MARKS.
+        let stride = if total <= marks_max {
+            1
+        } else {
+            (total - 1).div_ceil(marks_max - 1)
+        };
+        let carded = |i: u64| total <= 2 * cards_half || i < cards_half || i >= total - cards_half;
+        let mut out = LogSample {
+            total,
+            stride,
+            marks: Vec::new(),
+            cards: Vec::new(),
+        };
+        for (i, (r, record_bytes, sealed)) in (0u64..).zip(log_frames(bytes)) {
+            let (mark, card) = (i % stride == 0 || i + 1 == total, carded(i));
+            if !(mark || card) {
+                continue;
+            }
+            let rec = || LogRecord {
+                seq: r.seq,
+                leaf: DisclosedLeaf {
+                    leaf: afr_core::hash::leaf_hash(record_bytes),
+                    timestamp_us: r.timestamp_us,
+                    epoch: r.epoch,
+                    category: r.category,
+                    lane: r.lane.clone(),
+                },
+                sealed,
+            };
+            if mark {
+                out.marks.push(rec());
+            }
+            if card {
+                out.cards.push(rec());
+            }
+        }
+        out
+    }
+
+    /// `records` as events: sealed or withheld, the one of the first failure marked.
+    fn events<'a>(records: &'a [LogRecord], v: &Verdict) -> Vec<Event<'a>> {
+        let failed = match v.first_failure.as_ref().map(|f| f.location) {
+            Some(afr_core::verify::Location::Event(s)) => Some(s),
+            _ => None,
+        };
+        records
+            .iter()
+            .map(|r| Event {
+                seq: r.seq,
+                record: &r.leaf,
+                payload: None,
+                state: match r.sealed {
+                    _ if failed == Some(r.seq) => State::Failed,
+                    true => State::Sealed,
+                    false => State::Withheld,
+                },
+                approval: None,
+            })
+            .collect()
+    }
+}
+
+/// The timeline of the records of a whole-log export ([`LogSample`]).
+fn log_timeline(doc: &mut Doc, ev: &Evidence<'_>, sample: &LogSample) {
+    let with_cards: BTreeSet<u64> = sample.cards.iter().map(|r| r.seq).collect();
+    let mut marks = Vec::new();
+    let events = LogSample::events(&sample.marks, ev.verdict);
+    marks_of(ev, &events, &with_cards, &mut marks);
+    let _ = writeln!(
+        doc.out,
+        "<section id=\"timeline\"><h2>Timeline</h2><p class=\"meta\">The log's records by lane (rows) and time (left to right), as their records state it. \
+         Their payloads are sealed (a whole-log export carries no keys), so no tool, guardrail, approval or error can be shown. \
+         Hover over a mark for its details; a mark with a card links to it.</p>{}</section>",
+        timeline(&marks, sample.total as usize, Some(sample.stride))
+    );
+}
+
+/// The cards of the records of a whole-log export ([`LogSample`]).
+fn log_cards(doc: &mut Doc, ev: &Evidence<'_>, sample: &LogSample) {
+    let events = LogSample::events(&sample.cards, ev.verdict);
+    let _ = write!(
+        doc.out,
+        "<section class=\"cards\" id=\"events\"><h2>Records ({})</h2>\
+         <p class=\"meta\">A whole-log export holds every record in the clear (sequence number, epoch, time, category, lane) and its payload sealed, \
+         without a key: one card per record, with its leaf hash; none of the eight semantic fields can be shown. To read events, ask for a \
+         disclosure bundle of them with their keys (<code>afr disclose --with-keys</code>) and verify it with <code>afr-verify bundle</code>.</p>",
+        plural(sample.total as usize, "record", "records")
+    );
+    let skipped = cards(doc, &[(ev, events)]) as u64 + (sample.total - sample.cards.len() as u64);
+    if skipped > 0 {
+        let _ = write!(
+            doc.out,
+            "<p class=\"more\"><b>{skipped} more records are not shown as cards</b> (at most {MAX_CARDS} cards in one report: \
+             the first {half} records and the last {half} are shown); every record was checked in the verification above.</p>",
+            half = MAX_CARDS / 2
+        );
+    }
+    doc.push("</section>\n");
+}
+
+// ---------------------------------------------------------------------------------------------
 // The two reports.
 
 /// The report of a log or a bundle verdict (`afr-verify log|bundle ... --html`): `v` as
-/// [`crate::verify`] returned it under `trust`, `inv` how it was asked for, `checked_at_us`
-/// when (µs since the Unix epoch).
+/// [`crate::verify`] returned it for the file `bytes` under `trust`, `inv` how it was asked
+/// for, `checked_at_us` when (µs since the Unix epoch). A bundle's disclosed records are in
+/// `v`; a whole log's are re-read from `bytes` for its timeline and cards.
 pub fn verdict_html(
     kind: Kind,
     v: &Verdict,
+    bytes: &[u8],
     trust: &Trust,
     inv: &Invocation,
     checked_at_us: u64,
@@ -2057,10 +2246,13 @@ pub fn verdict_html(
         idx: 0,
         party: None,
         file,
+        kind,
         verdict: v,
         trust,
     };
     let events = ev.events();
+    // A whole log's records, re-read from the export.
+    let log = (kind == Kind::Log).then(|| LogSample::read(bytes));
     let summary = match kind {
         Kind::Log => format!(
             "{} in {}",
@@ -2139,6 +2331,9 @@ pub fn verdict_html(
         "<section id=\"checks\"><h2>Checks</h2>{}</section>",
         checks_html(v)
     );
+    if let Some(sample) = &log {
+        log_timeline(&mut doc, &ev, sample);
+    }
     if kind == Kind::Bundle {
         let mut marks = Vec::new();
         marks_of(&ev, &events, &with_cards, &mut marks);
@@ -2146,7 +2341,7 @@ pub fn verdict_html(
             doc.out,
             "<section id=\"timeline\"><h2>Timeline</h2><p class=\"meta\">The disclosed events by lane (rows) and time (left to right), as their records state it. \
              Hover over a mark for its details; each mark links to its card.</p>{}</section>",
-            timeline(&marks, events.len())
+            timeline(&marks, events.len(), None)
         );
         let mut g = Graph::default();
         graph_of(&mut g, &ev, &events, &with_cards);
@@ -2170,15 +2365,9 @@ pub fn verdict_html(
         "<section id=\"anchors\"><h2>Anchors</h2><p class=\"meta\">Each epoch root the evidence commits to, and the transaction by which the recorder anchored it.</p>{}</section>",
         anchors_table(std::slice::from_ref(&ev), false)
     );
-    if kind == Kind::Bundle {
-        cards_section(&mut doc, &[(&ev, events)]);
-    } else {
-        doc.push(
-            "<section id=\"events\"><h2>Events</h2><p>A whole-log export carries every record with its sealed payload and no key: \
-             nothing in it is opened, so no event is shown here. To show events, their eight fields, approvals and delegations, \
-             ask for a disclosure bundle of them with their keys (<code>afr disclose --with-keys</code>) and verify it with \
-             <code>afr-verify bundle</code>.</p></section>\n",
-        );
+    match &log {
+        None => cards_section(&mut doc, &[(&ev, events)]),
+        Some(sample) => log_cards(&mut doc, &ev, sample),
     }
     let _ = writeln!(
         doc.out,
@@ -2201,6 +2390,7 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
             idx,
             party: Some(p.name.as_deref().unwrap_or(NO_PARTY)),
             file: &b.file,
+            kind: Kind::Bundle,
             verdict: &b.verdict,
             trust: &b.trust,
         })
@@ -2405,7 +2595,7 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
         doc.out,
         "<section id=\"timeline\"><h2>Timeline</h2><p class=\"meta\">Every party's disclosed events by party and lane (rows) and time (left to right), as their records state it; \
          each recorder's clock is its own.</p>{}</section>",
-        timeline(&marks, total)
+        timeline(&marks, total, None)
     );
     let _ = writeln!(
         doc.out,

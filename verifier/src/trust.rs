@@ -14,9 +14,9 @@
 //! Signed human approvals (`docs/spec/approvals.md`) are attributed through the same file: each
 //! party may pin approvers, each with the keys that sign for them (Ethereum addresses for
 //! EIP-712, OpenSSH public keys for `ssh-keygen -Y sign`). A signature by any other key is
-//! tampered; with no approver pinned anywhere, a signed approval is attributed to no one (the
-//! answer is at best incomplete). `require_signed_approvals` makes an unsigned approval leave
-//! the answer incomplete too.
+//! tampered; with no approver pinned anywhere, a signed approval is attributed to no one (a
+//! note). `require_signed_approvals` makes an unsigned approval, or a signed one that cannot
+//! be attributed, leave the answer incomplete. Two parties of one file must not share a name.
 //!
 //! A trust file is TOML:
 //!
@@ -212,6 +212,13 @@ impl Trust {
                 return Err(UsageError::NoParty { name }.into());
             }
             for p in f.party {
+                if t.parties.iter().any(|q| q.name == p.name) {
+                    return Err(UsageError::PartyTwice {
+                        party: p.name,
+                        name,
+                    }
+                    .into());
+                }
                 if !case && (p.bundles.is_some() || p.anchors.is_some()) {
                     return Err(UsageError::EvidenceInTrustFile {
                         party: p.name,

@@ -4,8 +4,8 @@
 //! commits to; this module pins the recorder, compares those roots with the anchored ones and
 //! settles the one outcome: tampered if any check failed, incomplete if something could not be
 //! checked (no recorder pinned, an epoch not yet anchored, a withheld payload, a log that ends
-//! before the anchored head, an approval that cannot be attributed or is required and
-//! unsigned: [`crate::approvals`]), verified otherwise.
+//! before the anchored head, an approval required signed and unsigned or not attributable to
+//! a pinned approver: [`crate::approvals`]), verified otherwise.
 
 use crate::{
     anchors::Anchors,

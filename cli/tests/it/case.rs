@@ -15,6 +15,7 @@ use afr_core::{
 use afr_testkit::{DEV_ADDR, DEV_KEY, anvil};
 use afr_verify::{
     Source, Trust,
+    anchors::Anchors,
     case::{Blame, Case, CaseReport, Link, verify_case},
 };
 use serde_json::{Value, json};
@@ -219,6 +220,21 @@ fn rpc(chain: &Chain) -> Source<'_> {
     }
 }
 
+/// The roots of recorder `rec` proven anchored on `chain` (by its own transactions), read at
+/// the latest block.
+fn proven(chain: &Chain, rec: &str) -> Anchors {
+    let (rpc, block) = afr_verify::anchors::Rpc::pinned(&chain.url, 31337, None).unwrap();
+    rpc.fetch(
+        31337,
+        &chain.contract,
+        &afr_verify::parse_addr(rec, "recorder").unwrap(),
+        (0, block),
+        None,
+    )
+    .unwrap()
+    .anchors
+}
+
 fn verify(case: &Path, chain: &Chain) -> CaseReport {
     verify_case(&Case::load(case, None, None).unwrap(), rpc(chain)).unwrap()
 }
@@ -337,23 +353,10 @@ fn an_honest_case_verifies_and_withheld_or_foreign_evidence_does_not() {
     // Offline, from anchors files fetched once: each keeps its blocks' times.
     let mut anchors = Vec::new();
     for rec in [DEV_ADDR, ADDR_B] {
-        let (rpc, block) = afr_verify::anchors::Rpc::pinned(&chain.url, 31337, None).unwrap();
-        let f = rpc
-            .fetch(
-                31337,
-                &chain.contract,
-                &afr_verify::parse_addr(rec, "recorder").unwrap(),
-                (0, block),
-                None,
-            )
-            .unwrap();
-        assert!(
-            f.anchors.roots.values().all(|p| p.block_time.is_some()),
-            "{:?}",
-            f.anchors
-        );
+        let f = proven(&chain, rec);
+        assert!(f.roots.values().all(|p| p.block_time.is_some()), "{f:?}");
         let p = t.join(format!("{rec}.anchors.json"));
-        std::fs::write(&p, serde_json::to_string(&f.anchors).unwrap()).unwrap();
+        std::fs::write(&p, serde_json::to_string(&f).unwrap()).unwrap();
         anchors.push(p);
     }
     let mut offline = Case::load(&case, None, None).unwrap();
@@ -546,4 +549,56 @@ fn dates_out_of_anchoring_order_are_the_tampering_of_the_clock_that_lies() {
     assert_outcomes(&r, Tampered, &[("Acme", Verified), ("Globex", Tampered)]);
     assert_failure(&r, "Globex", "delegation-time", "event 1");
     assert_reports(&r, "consistent with: a back- or post-dated delegation");
+}
+
+#[test]
+fn a_second_history_under_the_same_key_is_refused_on_chain_and_exposed_as_a_fork() {
+    let (tmp, chain, a, b) = setup();
+    // A's honest history (A 0 hand_off, A 1 afr.delegated; B 0 run_job), anchored.
+    hand_off(tmp.path(), &a, &b);
+    let (ab, bb) = anchor_and_disclose(&chain, (&a, "0-1"), (&b, "0"));
+    let honest = proven(&chain, DEV_ADDR);
+    assert_eq!(honest.head, Some(0), "{honest:?}");
+    let t = tmp.path();
+    // A second store with A's key (the same recorder) records another history, two epochs,
+    // and asks `afr anchor` to anchor it on the same contract.
+    let forked = Org::init(t.join("acme-forked"), DEV_KEY);
+    for tool in ["did_nothing", "cover_up"] {
+        forked.record(&event(tool));
+        forked.seal();
+    }
+    for _ in 0..2 {
+        let out = forked
+            .afr()
+            .args(["anchor", "--rpc", &chain.url, "--contract", &chain.contract])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        // It refuses: epoch 0 is anchored with another root. The alarm stays raised, and
+        // nothing of the other history (not even its epoch 1, past the anchored head) is sent.
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert!(
+            err.contains("FORK ALARM: epoch 0 is anchored on chain 31337"),
+            "{err}"
+        );
+    }
+    let after = proven(&chain, DEV_ADDR);
+    assert_eq!(
+        (after.head, after.root(0)),
+        (Some(0), honest.root(0)),
+        "{after:?}"
+    );
+    // The other history's bundle: its epoch 0 is not the root A anchored.
+    let fb = forked.disclose("0-1", true, "acme-forked.bundle");
+    let r = verify(&case_file(t, "forked.toml", &[&fb], &[&bb]), &chain);
+    assert_outcomes(&r, Tampered, &[("Acme", Tampered), ("Globex", Verified)]);
+    assert_failure(&r, "Acme", "anchored-root", "epoch 0");
+    // Beside A's honest bundle, in either order: a fork, on A.
+    let (ab, fb) = (ab.as_path(), fb.as_path());
+    for (name, acme) in [("both.toml", [ab, fb]), ("both-swapped.toml", [fb, ab])] {
+        let r = verify(&case_file(t, name, &acme, &[&bb]), &chain);
+        assert_outcomes(&r, Tampered, &[("Acme", Tampered), ("Globex", Verified)]);
+        assert_failure(&r, "Acme", "fork", "epoch 0");
+        assert_reports(&r, "consistent with: two histories from one recorder");
+    }
 }

@@ -394,7 +394,26 @@ fn each_approval_is_reported_and_attributed_to_a_pinned_approver() {
         ]
     );
     assert_eq!(v["approvals"][0]["detail"], Value::Null);
-    assert_eq!(v["checks"]["approval-signature"], 2);
+    // Each check the two signed approvals pass counts, the pinned signer's included, and the
+    // report's table of checks says what passing each means.
+    let html = f.bundle.with_extension("html");
+    let (code, _) = run(
+        &f,
+        &[&trust[..], &["--html", html.to_str().unwrap()]].concat(),
+    );
+    assert_eq!(code, 0);
+    let report = crate::report::text(&std::fs::read_to_string(&html).unwrap());
+    for (c, means) in APPROVAL_CHECKS.iter().zip([
+        "each signed approval covers this event's exact action",
+        "each signed statement names this event and recorder",
+        "each approval signature verifies",
+        "each approval was valid when the event ran",
+        "each approval is signed by a pinned approver",
+        "no approval is used twice",
+    ]) {
+        assert_eq!(v["checks"][c], 2, "{c}: {v:#}");
+        assert!(report.contains(&format!("{c} 2 {means}")), "{c}: {report}");
+    }
     assert_eq!(v["trust"]["approvers_pinned"], 2);
     assert_eq!(v["trust"]["require_signed_approvals"], false);
     let notes = v["notes"].to_string();
@@ -437,10 +456,11 @@ fn each_approval_is_reported_and_attributed_to_a_pinned_approver() {
         ])
     );
 
-    // No approvers pinned (the recorder alone): signed approvals are attributed to no one.
+    // No approvers pinned (the recorder alone): signed approvals are attributed to no one, a
+    // note as for the unsigned one (a valid signature bound to the event is no less).
     let rec = format!("0x{}", hex::encode(RECORDER));
     let (code, v) = run_json(&f, &["--chain-id", "31337", "--recorder", &rec]);
-    assert_eq!(code, 2, "{v:#}");
+    assert_eq!(code, 0, "{v:#}");
     assert_eq!(
         rows(&v)[..2],
         [
@@ -452,14 +472,60 @@ fn each_approval_is_reported_and_attributed_to_a_pinned_approver() {
         v["approvals"][0]["detail"],
         "not attributed: no approvers are pinned"
     );
-    assert_eq!(
-        v["missing"][0],
-        format!(
-            "event 1: approval signed by {eth}, but no approvers are pinned (trust file [[party.approver]]), so it is not attributed to anyone"
-        )
+    assert_eq!(v["missing"], json!([]), "{v:#}");
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains(&format!(
+            "event 1: approval by 'j.doe@acme.example': signature valid and bound to the event; signer {eth} not attributed: no approvers pinned"
+        )),
+        "{notes}"
     );
-    assert_eq!(v["checks"]["approval-signature"], 2);
+    // No signer was checked against pinned approvers: `approval-signer` does not count.
+    for c in APPROVAL_CHECKS {
+        let want = if c == "approval-signer" {
+            json!(null)
+        } else {
+            json!(2)
+        };
+        assert_eq!(v["checks"][c], want, "{c}: {v:#}");
+    }
+
+    // Signed approvals required and no approvers pinned: attribution is required too, so the
+    // signed approvals leave the answer incomplete, as does the unsigned one.
+    std::fs::write(
+        &f.trust,
+        format!(
+            "chain_id = 31337\nrequire_signed_approvals = true\n\
+             [[party]]\nname = \"Acme\"\nrecorders = [\"{rec}\"]\n"
+        ),
+    )
+    .unwrap();
+    let (code, v) = run_json(&f, &trust);
+    assert_eq!(code, 2, "{v:#}");
+    assert_eq!(
+        v["missing"],
+        json!([
+            format!(
+                "event 1: approval signed by {eth}, but no approvers are pinned (trust file [[party.approver]]), so it is not attributed to anyone, and the trust file requires signed approvals"
+            ),
+            format!(
+                "event 2: approval signed by {ssh}, but no approvers are pinned (trust file [[party.approver]]), so it is not attributed to anyone, and the trust file requires signed approvals"
+            ),
+            "event 3: the approval by 'ops-oncall' is unsigned, and the trust file requires signed approvals",
+        ]),
+        "{v:#}"
+    );
 }
+
+/// The checks a signed approval that holds passes (`docs/spec/approvals.md` §4).
+const APPROVAL_CHECKS: [&str; 6] = [
+    "approval-digest",
+    "approval-statement",
+    "approval-signature",
+    "approval-window",
+    "approval-signer",
+    "approval-nonce",
+];
 
 #[test]
 fn every_failed_approval_is_reported_and_the_first_decides() {
@@ -547,8 +613,19 @@ fn every_failed_approval_is_reported_and_the_first_decides() {
         "{}",
         detail(4)
     );
-    // Only the one approval that holds counts as passed; the anchored roots still do.
-    assert_eq!(v["checks"]["approval-signature"], 1);
+    // Each check counts the approvals that passed it: 2, 3 and 4 were accepted on their own
+    // (bound, signed, in their window); 3 and 4 by a pinned signer; only 3 with a fresh nonce.
+    // The anchored roots still count.
+    for (c, n) in [
+        ("approval-digest", 3),
+        ("approval-statement", 3),
+        ("approval-signature", 3),
+        ("approval-window", 3),
+        ("approval-signer", 2),
+        ("approval-nonce", 1),
+    ] {
+        assert_eq!(v["checks"][c], n, "{c}: {v:#}");
+    }
     assert_eq!(
         v["checks"]["anchored-root"],
         json!(v["epoch_roots"].as_array().unwrap().len())

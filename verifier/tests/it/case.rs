@@ -373,12 +373,43 @@ fn case_exit_codes_follow_the_verdict_and_usage_errors_are_64() {
             vec![case_file(d, "empty.toml", &[("Acme", ADDR_A, &[], &[])]).into_os_string()],
             "names no bundle",
         ),
+        // Bundles without a case file or --trust: refused before the chain is asked anything.
+        (
+            vec![
+                at(&ab),
+                at(&bb),
+                "--rpc".into(),
+                "http://127.0.0.1:1".into(),
+                "--chain-id".into(),
+                "31337".into(),
+            ],
+            "a.bundle is a disclosure bundle, not a case file: give a case file first \
+             (afr-verify case CASE.toml [MORE.bundle ...]), or --trust TRUST.toml with the bundles",
+        ),
+        (
+            vec![
+                case_file(
+                    d,
+                    "twice.toml",
+                    &[("Acme", ADDR_A, &[&ab], &[]), ("Acme", ADDR_B, &[&bb], &[])],
+                )
+                .into_os_string(),
+            ],
+            "two parties are named \"Acme\" in",
+        ),
     ] {
         let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
         let (code, out, err) = run(&args);
         assert_eq!(code, 64, "{args:?}: {out}{err}");
         assert!(err.contains(want), "{args:?}: {err}");
     }
+    // `case --help` says what becomes of bundles given without --trust.
+    let (code, out, _) = run(&["--help".as_ref()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("bundles alone (afr-verify case A.bundle B.bundle) are a usage error"),
+        "{out}"
+    );
     // I/O errors (74): a bundle or a case file that cannot be read.
     let (code, _, err) = run(&[
         "--trust".as_ref(),
@@ -418,6 +449,26 @@ fn two_bundles_of_one_recorder_that_disagree_are_a_fork() {
         ("fork", Some("b2.bundle"))
     );
     assert_eq!(f.consistent_with(), "two histories from one recorder");
+    // With B's anchored roots: the other history alone differs from them (`anchored-root`);
+    // beside the anchored one, it is the fork that explains it, whichever comes first.
+    let ba = name(&b.anchors(d, None));
+    for (bundles, check) in [
+        (&["b2.bundle"][..], "anchored-root"),
+        (&["b.bundle", "b2.bundle"], "fork"),
+        (&["b2.bundle", "b.bundle"], "fork"),
+    ] {
+        let r = lib(&case_file(
+            d,
+            "anchored.toml",
+            &[
+                ("Acme", ADDR_A, &["a.bundle"], &[]),
+                ("Globex", ADDR_B, bundles, &[&ba]),
+            ],
+        ));
+        assert_eq!(r.outcome, Outcome::Tampered, "{}", r.to_text());
+        let (f, _) = r.parties[1].first_failure.as_ref().unwrap();
+        assert_eq!(f.check.name(), check, "{bundles:?}: {}", r.to_text());
+    }
 }
 
 #[test]

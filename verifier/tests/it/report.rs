@@ -92,7 +92,7 @@ fn dom(dir: &Path, page: &Path) -> String {
 
 /// The text of a serialized DOM as a reader sees it: style contents and tags dropped (block
 /// elements as a space), the five character references decoded, white space collapsed.
-fn text(dom: &str) -> String {
+pub(crate) fn text(dom: &str) -> String {
     const INLINE: [&str; 8] = ["code", "b", "span", "a", "i", "em", "strong", "br"];
     let mut dom = dom.to_owned();
     while let (Some(a), Some(b)) = (dom.find("<style>"), dom.find("</style>")) {
@@ -385,7 +385,8 @@ fn testdata_reports_of_a_tampered_bundle_and_an_honest_log() {
             pins[5]
         ),
     );
-    // A whole log: verified, every epoch's anchor, and no event to show.
+    // A whole log: verified, every epoch's anchor, and its records on the timeline and as
+    // cards, their payloads sealed.
     let html = tmp.path().join("log.html");
     let (code, stdout, stderr) = run("log", "honest-log.afr", &html);
     assert_eq!(code, 0, "{stdout}{stderr}");
@@ -393,10 +394,85 @@ fn testdata_reports_of_a_tampered_bundle_and_an_honest_log() {
     let t = text(&d);
     assert!(title(&d).starts_with("VERIFIED"), "{}", title(&d));
     assert!(t.contains("Evidence report: whole-log export honest-log.afr"));
-    assert!(
-        t.contains("A whole-log export carries every record with its sealed payload and no key")
+    says(&t, "12 events on 1 row.");
+    says(&t, "Records (12 records)");
+    says(
+        &t,
+        "Payload sealed: not opened (a whole-log export carries no keys)",
     );
+    assert_eq!(d.matches("class=\"card\"").count(), 12);
     says(&t, "TRUSTED the anchors file anchors.json");
+}
+
+#[test]
+fn log_report_shows_its_records_within_the_bounds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // 6,000 records: more than the timeline's 5,000 marks and the 1,000 cards.
+    let (log, roots) = super::honest_log(1500);
+    std::fs::write(dir.join("big.afr"), &log).unwrap();
+    super::anchors_file(dir, "anchors.json", &roots);
+    let rec = format!("0x{}", hex::encode(super::RECORDER));
+    let args = os(&[
+        "log",
+        "big.afr",
+        "--anchors",
+        "anchors.json",
+        "--chain-id",
+        "31337",
+        "--recorder",
+        &rec,
+        "--html",
+        "big.html",
+    ]);
+    let (code, stdout, stderr) = afr_verify(dir, &refs(&args));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let raw = std::fs::read_to_string(dir.join("big.html")).unwrap();
+    let t = text(&raw);
+    // The timeline: every other record, and the last, and it says so.
+    says(
+        &t,
+        "3001 events on 1 row. 2999 more records are not on the timeline (at most 5000 marks): \
+         one record in every 2 is drawn, evenly spaced from the first, and the last.",
+    );
+    assert_eq!(raw.matches("<g><title>event ").count(), 3001);
+    assert!(raw.contains("<title>event 5999 · api"), "the last record");
+    assert!(!raw.contains("<title>event 5997 · api"), "an odd one");
+    // The cards: the first 500 and the last 500, and it says so.
+    says(&t, "Records (6000 records)");
+    says(
+        &t,
+        "5000 more records are not shown as cards (at most 1000 cards in one report: \
+         the first 500 records and the last 500 are shown)",
+    );
+    assert_eq!(raw.matches("<article class=\"card\"").count(), 1000);
+    for (id, shown) in [
+        ("e0-0", true),
+        ("e0-499", true),
+        ("e0-500", false),
+        ("e0-5499", false),
+        ("e0-5500", true),
+        ("e0-5999", true),
+    ] {
+        assert_eq!(raw.contains(&format!("id=\"{id}\"")), shown, "{id}");
+    }
+    // A card: sequence number, category, time, epoch, lane, leaf hash; its payload sealed.
+    let mut r = afr_core::export::LogReader::new(&log);
+    let leaf = loop {
+        if let Some(afr_core::export::Frame::Event { record_bytes, .. }) = r.next_frame().unwrap() {
+            break afr_core::hash::leaf_hash(record_bytes);
+        }
+    };
+    says(&t, "Event 0 · api 1970-01-01T00:00:00");
+    says(
+        &t,
+        &format!("UTC · epoch 0 · lane — · payload sealed · leaf {leaf}"),
+    );
+    says(
+        &t,
+        "Payload sealed: not opened (a whole-log export carries no keys)",
+    );
+    assert!(raw.len() < 4 << 20, "report of {} bytes", raw.len());
 }
 
 #[test]
