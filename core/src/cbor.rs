@@ -44,6 +44,65 @@ pub enum CborError {
     Trailing(usize),
 }
 
+/// The length in bytes of the one CBOR item at the start of `buf`, walking its heads without
+/// decoding it: [`CborError::Truncated`] if it does not end within `buf`, `Malformed` for an
+/// indefinite length, a reserved head or nesting deeper than 64. A streaming reader uses it to
+/// know when a whole item is buffered.
+pub fn item_len(buf: &[u8]) -> Result<usize, CborError> {
+    let mut pos = 0usize;
+    // Items still to read at each open level.
+    let mut todo: Vec<u64> = vec![1];
+    while let Some(top) = todo.last_mut() {
+        if *top == 0 {
+            todo.pop();
+            continue;
+        }
+        *top -= 1;
+        let ib = *buf.get(pos).ok_or(CborError::Truncated)?;
+        pos += 1;
+        let (major, info) = (ib >> 5, ib & 0x1f);
+        let width = match info {
+            0..=23 => 0,
+            24 => 1,
+            25 => 2,
+            26 => 4,
+            27 => 8,
+            _ => {
+                return Err(CborError::Malformed(
+                    "indefinite length or reserved head".into(),
+                ));
+            }
+        };
+        let arg_bytes = buf.get(pos..pos + width).ok_or(CborError::Truncated)?;
+        pos += width;
+        let arg = if width == 0 {
+            info as u64
+        } else {
+            arg_bytes.iter().fold(0u64, |a, b| (a << 8) | *b as u64)
+        };
+        match major {
+            2 | 3 => {
+                let n = usize::try_from(arg).map_err(|_| CborError::Truncated)?;
+                pos = pos.checked_add(n).ok_or(CborError::Truncated)?;
+                if pos > buf.len() {
+                    return Err(CborError::Truncated);
+                }
+            }
+            4 => todo.push(arg),
+            5 => todo.push(
+                arg.checked_mul(2)
+                    .ok_or_else(|| CborError::Malformed("map too long".into()))?,
+            ),
+            6 => todo.push(1),
+            _ => {}
+        }
+        if todo.len() > 64 {
+            return Err(CborError::Malformed("nesting deeper than 64".into()));
+        }
+    }
+    Ok(pos)
+}
+
 /// Encodes a serde value as canonical CBOR (directly, see [`crate::cbor_ser`]).
 pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CborError> {
     let mut out = Vec::with_capacity(256);

@@ -193,6 +193,138 @@ impl<'a> LogReader<'a> {
     }
 }
 
+/// A source of export frames: a whole file in memory ([`LogReader`]) or a stream
+/// ([`StreamLog`]). A frame borrows from the source until the next call.
+pub trait Frames {
+    /// The next frame; `Ok(None)` at the end of input.
+    fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CborError>;
+    /// Byte offset of the next frame, for error messages.
+    fn offset(&self) -> u64;
+    /// Whether every byte has been read.
+    fn at_end(&mut self) -> bool;
+}
+
+impl Frames for LogReader<'_> {
+    fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CborError> {
+        LogReader::next_frame(self)
+    }
+    fn offset(&self) -> u64 {
+        LogReader::offset(self) as u64
+    }
+    fn at_end(&mut self) -> bool {
+        LogReader::at_end(self)
+    }
+}
+
+/// Largest frame a [`StreamLog`] buffers: a recorder's events are capped far below it (1 MiB
+/// by default, sealed and with their record).
+pub const MAX_STREAM_FRAME: usize = 64 << 20;
+
+/// Reads export frames from a stream, holding one frame (and a read-ahead chunk) at a time:
+/// memory stays bounded whatever the size of the log.
+#[derive(Debug)]
+pub struct StreamLog<R> {
+    src: R,
+    buf: Vec<u8>,
+    /// Start of the unread bytes in `buf`.
+    start: usize,
+    /// Length of the frame last returned (consumed at the next call).
+    pending: usize,
+    /// File offset of `buf[0]`.
+    base: u64,
+    chunk: usize,
+    eof: bool,
+    /// The read error that ended the stream, if any (the frames then look truncated).
+    pub io_error: Option<std::io::Error>,
+}
+
+impl<R: std::io::Read> StreamLog<R> {
+    /// A reader of `src`, reading 1 MiB at a time.
+    pub fn new(src: R) -> StreamLog<R> {
+        StreamLog::with_chunk(src, 1 << 20)
+    }
+
+    /// A reader of `src` reading `chunk` bytes at a time (small chunks test the boundaries).
+    pub fn with_chunk(src: R, chunk: usize) -> StreamLog<R> {
+        StreamLog {
+            src,
+            buf: Vec::new(),
+            start: 0,
+            pending: 0,
+            base: 0,
+            chunk: chunk.max(1),
+            eof: false,
+            io_error: None,
+        }
+    }
+
+    /// Reads one more chunk after the unread bytes (dropping the read ones first).
+    fn fill(&mut self) {
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.base += self.start as u64;
+            self.start = 0;
+        }
+        let old = self.buf.len();
+        self.buf.resize(old + self.chunk, 0);
+        loop {
+            match self.src.read(&mut self.buf[old..]) {
+                Ok(n) => {
+                    self.buf.truncate(old + n);
+                    self.eof = n == 0;
+                    return;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.buf.truncate(old);
+                    self.eof = true;
+                    self.io_error = Some(e);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl<R: std::io::Read> Frames for StreamLog<R> {
+    fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CborError> {
+        self.start += std::mem::take(&mut self.pending);
+        let len = loop {
+            let avail = self.buf.len() - self.start;
+            if avail == 0 && self.eof {
+                return Ok(None);
+            }
+            match crate::cbor::item_len(&self.buf[self.start..]) {
+                Ok(n) => break n,
+                Err(CborError::Truncated) if !self.eof => {
+                    if avail > MAX_STREAM_FRAME {
+                        return Err(CborError::Malformed(format!(
+                            "a frame longer than {MAX_STREAM_FRAME} bytes"
+                        )));
+                    }
+                    self.fill();
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        self.pending = len;
+        let mut r = LogReader::new(&self.buf[self.start..self.start + len]);
+        r.next_frame()
+    }
+
+    fn offset(&self) -> u64 {
+        self.base + (self.start + self.pending) as u64
+    }
+
+    fn at_end(&mut self) -> bool {
+        self.start += std::mem::take(&mut self.pending);
+        while self.buf.len() == self.start && !self.eof {
+            self.fill();
+        }
+        self.buf.len() == self.start
+    }
+}
+
 /// Advances past one record item (a 10-item array) without interpreting it; `Record::decode`
 /// then checks it strictly.
 pub(crate) fn skip_record(r: &mut Reader<'_>) -> Result<(), CborError> {

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use crate::{
     Hash32, RecorderId,
     cbor::CborError,
-    export::{Frame, LogReader},
+    export::{Frame, Frames, LogReader, StreamLog},
     hash::leaf_hash,
     merkle::CompactRange,
 };
@@ -370,28 +370,7 @@ pub fn verify_log(bytes: &[u8]) -> Report {
 
 /// Verifies an exported log with only some integrity layers (see [`Layers`]).
 pub fn verify_log_layers(bytes: &[u8], layers: Layers) -> Report {
-    let mut rep = Report {
-        outcome: Outcome::Verified,
-        recorder: None,
-        events: 0,
-        epochs: 0,
-        checks: BTreeMap::new(),
-        first_failure: None,
-        missing: Vec::new(),
-        epoch_roots: Vec::new(),
-    };
-    match run(bytes, &mut rep, layers) {
-        Ok(()) => {
-            if !rep.missing.is_empty() {
-                rep.outcome = Outcome::Incomplete;
-            }
-        }
-        Err(Fail(f)) => {
-            rep.outcome = Outcome::Tampered;
-            rep.first_failure = Some(f);
-        }
-    }
-    rep
+    verify_frames(&mut LogReader::new(bytes), bytes.len() as u64, layers)
 }
 
 struct Chain {
@@ -479,15 +458,52 @@ impl Chain {
     }
 }
 
-fn next<'a>(rd: &mut LogReader<'a>) -> Result<Option<Frame<'a>>, Fail> {
+fn next<F: Frames>(rd: &mut F) -> Result<Option<Frame<'_>>, Fail> {
     let at = rd.offset();
-    rd.next_frame().map_err(|e| malformed(at, e))
+    rd.next_frame().map_err(|e| malformed(at as usize, e))
 }
 
-fn run(bytes: &[u8], rep: &mut Report, layers: Layers) -> Result<(), Fail> {
+/// [`verify_log`] of a stream (a file) of `len` bytes, reading one frame at a time: memory
+/// stays bounded by one epoch's state, whatever the size of the log. An I/O error is returned
+/// as such (nothing was decided), never as tampering.
+pub fn verify_log_stream<R: std::io::Read>(src: R, len: u64) -> std::io::Result<Report> {
+    let mut rd = StreamLog::new(src);
+    let rep = verify_frames(&mut rd, len, Layers::ALL);
+    match rd.io_error.take() {
+        Some(e) => Err(e),
+        None => Ok(rep),
+    }
+}
+
+/// [`verify_log_layers`] over any source of frames of a file of `len` bytes.
+pub fn verify_frames<F: Frames>(rd: &mut F, len: u64, layers: Layers) -> Report {
+    let mut rep = Report {
+        outcome: Outcome::Verified,
+        recorder: None,
+        events: 0,
+        epochs: 0,
+        checks: BTreeMap::new(),
+        first_failure: None,
+        missing: Vec::new(),
+        epoch_roots: Vec::new(),
+    };
+    match run(rd, len, &mut rep, layers) {
+        Ok(()) => {
+            if !rep.missing.is_empty() {
+                rep.outcome = Outcome::Incomplete;
+            }
+        }
+        Err(Fail(f)) => {
+            rep.outcome = Outcome::Tampered;
+            rep.first_failure = Some(f);
+        }
+    }
+    rep
+}
+
+fn run<F: Frames>(rd: &mut F, len: u64, rep: &mut Report, layers: Layers) -> Result<(), Fail> {
     let m = layers.merkle;
-    let mut rd = LogReader::new(bytes);
-    let recorder = match next(&mut rd)? {
+    let recorder = match next(rd)? {
         Some(Frame::Start { recorder, .. }) => recorder,
         _ => {
             return Err(fail(
@@ -508,7 +524,7 @@ fn run(bytes: &[u8], rep: &mut Report, layers: Layers) -> Result<(), Fail> {
     let mut prev_root = Hash32::ZERO;
     let mut epoch_no = 0u64;
     loop {
-        match next(&mut rd)? {
+        match next(rd)? {
             Some(Frame::Epoch(h)) => {
                 let at = Location::Epoch(h.epoch);
                 if m && h.recorder != recorder {
@@ -546,7 +562,7 @@ fn run(bytes: &[u8], rep: &mut Report, layers: Layers) -> Result<(), Fail> {
                 if m {
                     *rep.checks.entry("back-pointer").or_default() += 1;
                 }
-                if h.count > (bytes.len() as u64) / 40 {
+                if h.count > len / 40 {
                     return Err(fail(
                         at,
                         Check::HeaderCount,
@@ -555,7 +571,7 @@ fn run(bytes: &[u8], rep: &mut Report, layers: Layers) -> Result<(), Fail> {
                 }
                 let mut tree = CompactRange::new();
                 for _ in 0..h.count {
-                    let f = next(&mut rd)?;
+                    let f = next(rd)?;
                     tree.push(chain.event(f, h.epoch, rep)?);
                 }
                 if m && tree.root() != h.merkle_root {
@@ -581,7 +597,7 @@ fn run(bytes: &[u8], rep: &mut Report, layers: Layers) -> Result<(), Fail> {
                 epoch_no += 1;
             }
             Some(Frame::Tail(n)) => {
-                if n > (bytes.len() as u64) / 40 {
+                if n > len / 40 {
                     return Err(fail(
                         Location::Tail,
                         Check::TailCount,
@@ -589,7 +605,7 @@ fn run(bytes: &[u8], rep: &mut Report, layers: Layers) -> Result<(), Fail> {
                     ));
                 }
                 for _ in 0..n {
-                    let f = next(&mut rd)?;
+                    let f = next(rd)?;
                     chain.event(f, epoch_no, rep)?;
                 }
                 if n > 0 {

@@ -97,10 +97,48 @@ pub(crate) fn verify_full(
     }
     // A bundle's report is kept for its opened payloads: their approvals are checked last.
     let bundle = (kind == Kind::Bundle).then(|| verify_bundle(bytes));
-    let mut v = match &bundle {
+    let v = match &bundle {
         None => Verdict::from_log(&verify_log(bytes)),
         Some(rep) => Verdict::from_bundle(rep),
     };
+    finish(kind, v, bundle, trust, src)
+}
+
+/// [`verify`] of a whole-log export read as a stream (`afr_core::verify::verify_log_stream`):
+/// memory bounded by one epoch whatever the log's size. A read error is
+/// [`VerifyError::Read`] (nothing was decided).
+pub fn verify_log_file(
+    path: &Path,
+    trust: &Trust,
+    src: Source<'_>,
+) -> Result<Verdict, VerifyError> {
+    let read = |source| VerifyError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let f = std::fs::File::open(path).map_err(read)?;
+    let len = f.metadata().map_err(read)?.len();
+    let rep = afr_core::verify::verify_log_stream(std::io::BufReader::new(f), len).map_err(read)?;
+    finish(Kind::Log, Verdict::from_log(&rep), None, trust, src).map(|c| c.verdict)
+}
+
+/// The rest of [`verify`] once the file's own checks ran: the pinned recorder, the anchored
+/// roots, a bundle's approvals.
+fn finish(
+    kind: Kind,
+    mut v: Verdict,
+    bundle: Option<afr_core::bundle::BundleReport>,
+    trust: &Trust,
+    src: Source<'_>,
+) -> Result<Checked, VerifyError> {
+    let flag = match src {
+        Source::Rpc { .. } => Some("--rpc"),
+        Source::File(_) => Some("--anchors"),
+        Source::None => None,
+    };
+    if let (Some(flag), None) = (flag, trust.chain_id) {
+        return Err(UsageError::ChainNotPinned { flag }.into());
+    }
     check_recorder(&mut v, trust);
     if v.outcome == Outcome::Tampered {
         return Ok(Checked {

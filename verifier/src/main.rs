@@ -456,6 +456,18 @@ fn exit(o: Outcome) -> ExitCode {
     })
 }
 
+/// The verdict on stdout: JSON with `--json`, else the text report.
+fn print_verdict(v: &afr_verify::Verdict, trust: &Trust, json: bool) {
+    if json {
+        println!(
+            "{}",
+            afr_core::text::escape_json(&v.to_json(Some(trust)).to_string())
+        );
+    } else {
+        print!("{}", v.to_text(Some(trust)));
+    }
+}
+
 fn check(kind: Kind, a: &CheckArgs) -> Result<ExitCode> {
     let CheckArgs {
         file,
@@ -469,25 +481,24 @@ fn check(kind: Kind, a: &CheckArgs) -> Result<ExitCode> {
             "--rpc and --anchors need a pinned chain: give --chain-id (or a trust file with chain_id)",
         ));
     }
-    let bytes = std::fs::read(file).map_err(|source| Error::Read {
-        path: file.to_owned(),
-        source,
-    })?;
     let source = match (src.chain.source(), &src.anchors) {
         (Some(chain), _) => chain,
         (None, Some(p)) => Source::File(p),
         (None, None) => Source::None,
     };
+    // A log without a report is read as a stream: memory stays bounded whatever its size.
+    if kind == Kind::Log && report.html.is_none() && report.pdf.is_none() {
+        let v = afr_verify::verify_log_file(file, &trust, source)?;
+        print_verdict(&v, &trust, src.json);
+        return Ok(exit(v.outcome));
+    }
+    let bytes = std::fs::read(file).map_err(|source| Error::Read {
+        path: file.to_owned(),
+        source,
+    })?;
     let v = afr_verify::verify(kind, &bytes, &trust, source)?;
     let checked_at = now_us();
-    if src.json {
-        println!(
-            "{}",
-            afr_core::text::escape_json(&v.to_json(Some(&trust)).to_string())
-        );
-    } else {
-        print!("{}", v.to_text(Some(&trust)));
-    }
+    print_verdict(&v, &trust, src.json);
     report.write(|| {
         let name = file.display().to_string();
         let inv = afr_verify::report::Invocation {

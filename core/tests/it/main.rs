@@ -14,6 +14,7 @@ mod event_schema;
 mod fuzz_smoke;
 mod rfc6962;
 mod spec_vectors;
+mod stream;
 
 /// The round-trip oracles shared with the `fuzz/` crate, so the libFuzzer targets and the
 /// stable smoke run in [`fuzz_smoke`] check exactly the same properties.
