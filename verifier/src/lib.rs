@@ -80,6 +80,19 @@ pub(crate) struct Checked {
     pub anchors: Option<Anchors>,
 }
 
+/// A source of anchors needs a pinned chain: checked before anything is read.
+fn pinned_chain(trust: &Trust, src: Source<'_>) -> Result<(), VerifyError> {
+    let flag = match src {
+        Source::Rpc { .. } => Some("--rpc"),
+        Source::File(_) => Some("--anchors"),
+        Source::None => None,
+    };
+    match (flag, trust.chain_id) {
+        (Some(flag), None) => Err(UsageError::ChainNotPinned { flag }.into()),
+        _ => Ok(()),
+    }
+}
+
 /// [`verify`], keeping the bundle's report and the anchors.
 pub(crate) fn verify_full(
     kind: Kind,
@@ -87,14 +100,7 @@ pub(crate) fn verify_full(
     trust: &Trust,
     src: Source<'_>,
 ) -> Result<Checked, VerifyError> {
-    let flag = match src {
-        Source::Rpc { .. } => Some("--rpc"),
-        Source::File(_) => Some("--anchors"),
-        Source::None => None,
-    };
-    if let (Some(flag), None) = (flag, trust.chain_id) {
-        return Err(UsageError::ChainNotPinned { flag }.into());
-    }
+    pinned_chain(trust, src)?;
     // A bundle's report is kept for its opened payloads: their approvals are checked last.
     let bundle = (kind == Kind::Bundle).then(|| verify_bundle(bytes));
     let v = match &bundle {
@@ -112,6 +118,7 @@ pub fn verify_log_file(
     trust: &Trust,
     src: Source<'_>,
 ) -> Result<Verdict, VerifyError> {
+    pinned_chain(trust, src)?;
     let read = |source| VerifyError::Read {
         path: path.to_owned(),
         source,
@@ -131,14 +138,7 @@ fn finish(
     trust: &Trust,
     src: Source<'_>,
 ) -> Result<Checked, VerifyError> {
-    let flag = match src {
-        Source::Rpc { .. } => Some("--rpc"),
-        Source::File(_) => Some("--anchors"),
-        Source::None => None,
-    };
-    if let (Some(flag), None) = (flag, trust.chain_id) {
-        return Err(UsageError::ChainNotPinned { flag }.into());
-    }
+    pinned_chain(trust, src)?;
     check_recorder(&mut v, trust);
     if v.outcome == Outcome::Tampered {
         return Ok(Checked {

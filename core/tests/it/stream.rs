@@ -23,6 +23,14 @@ fn logs() -> Vec<(String, Vec<u8>)> {
     out
 }
 
+fn honest_log() -> Vec<u8> {
+    logs()
+        .into_iter()
+        .find(|(n, _)| n.ends_with("honest-log.afr"))
+        .unwrap()
+        .1
+}
+
 #[test]
 fn streaming_decides_as_in_memory_at_every_read_size() {
     for (name, bytes) in logs() {
@@ -42,10 +50,7 @@ fn streaming_decides_as_in_memory_at_every_read_size() {
 
 #[test]
 fn every_prefix_of_a_log_is_judged_as_in_memory() {
-    let (_, bytes) = logs()
-        .into_iter()
-        .find(|(n, _)| n.ends_with("honest-log.afr"))
-        .unwrap();
+    let bytes = honest_log();
     for cut in (0..bytes.len()).step_by(97) {
         let prefix = &bytes[..cut];
         let mut rd = StreamLog::with_chunk(prefix, 13);
@@ -78,10 +83,7 @@ impl std::io::Read for Broken<'_> {
 
 #[test]
 fn a_read_error_is_an_error_not_a_verdict() {
-    let (_, bytes) = logs()
-        .into_iter()
-        .find(|(n, _)| n.ends_with("honest-log.afr"))
-        .unwrap();
+    let bytes = honest_log();
     let e = verify_log_stream(
         Broken {
             data: &bytes,
