@@ -555,11 +555,12 @@ fn export(dir: &Path, out: &Path) -> Result<ExitCode> {
 }
 
 fn verify_export(file: &Path, json: bool) -> Result<ExitCode> {
-    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
-    print_verdict(
-        &afr_verify::Verdict::from_log(&verify::verify_log(&bytes)),
-        json,
-    )
+    // Streamed: memory stays bounded whatever the size of the log.
+    let cannot = || format!("cannot read {}", file.display());
+    let f = std::fs::File::open(file).with_context(cannot)?;
+    let len = f.metadata().with_context(cannot)?.len();
+    let rep = verify::verify_log_stream(std::io::BufReader::new(f), len).with_context(cannot)?;
+    print_verdict(&afr_verify::Verdict::from_log(&rep), json)
 }
 
 /// Prints an integrity-only verdict with `afr-verify`'s renderer; its exit code.
