@@ -103,14 +103,11 @@ fn link(r: &EventRef, leaf: Option<&Hash32>) -> &'static str {
     }
 }
 
+/// The payload of an event as `afr query --json` prints it.
 fn payload_of(v: &Value) -> Option<Payload> {
-    let mut v = v.clone();
-    if let Value::Object(m) = &mut v {
-        for k in ["category", "timestamp_us", "lane", "concurrent_with"] {
-            m.remove(k);
-        }
-    }
-    serde_json::from_value(v).ok()
+    serde_json::from_value::<afr_core::EventInput>(v.clone())
+        .ok()
+        .map(|e| e.into_payload().1)
 }
 
 /// The rows reached from `q`'s relations in the log of `dir` (recorder `own`).

@@ -70,6 +70,27 @@ pub fn run(dir: &Path, password_file: Option<&Path>, a: &ServeArgs) -> Result<Ex
             })
         }
     };
+    // The anchoring key, read (and a keystore decrypted) once: it anchors with --contract and
+    // signs delegation receipts (the recorder id is its address). Without it (an encrypted
+    // keystore and no passphrase) the delegation routes answer 503, and --contract fails.
+    let key = anchoring::signer(dir, password_file);
+    let receipt_signer = match &key {
+        Ok(k) => {
+            let k = k.clone();
+            Some(afr_server::ReceiptSigner(Arc::new(move |d: &[u8; 32]| {
+                afr_anchorer::sign_digest(&k, *d).map_err(|e| e.to_string())
+            })))
+        }
+        // With --contract the missing key is the error below.
+        Err(_) if a.contract.is_some() => None,
+        Err(e) => {
+            eprintln!(
+                "afr serve: no receipt key, so /v1/delegations/* is off: {}",
+                esc(e.to_string())
+            );
+            None
+        }
+    };
     let anchor = match &a.contract {
         None => None,
         Some(contract) => Some(AnchorConfig {
@@ -83,7 +104,7 @@ pub fn run(dir: &Path, password_file: Option<&Path>, a: &ServeArgs) -> Result<Ex
                 confirmations: 0,
             },
             options: Options::default(),
-            signer: anchoring::signer(dir, password_file)?,
+            signer: key?,
             interval: Duration::from_millis(a.anchor_interval_ms.max(100)),
             on_event: Arc::new(|e: &Event| {
                 if let Some(line) = anchoring::event_line(e) {
@@ -112,20 +133,6 @@ pub fn run(dir: &Path, password_file: Option<&Path>, a: &ServeArgs) -> Result<Ex
         max_body_bytes: a.max_body_bytes.max(1),
         max_inflight: a.max_inflight.max(1),
         ..Limits::default()
-    };
-    // Delegation receipts are signed with the anchoring key (the recorder id is its address);
-    // without it (an encrypted keystore and no passphrase) the delegation routes answer 503.
-    let receipt_signer = match anchoring::signer(dir, password_file) {
-        Ok(k) => Some(afr_server::ReceiptSigner(Arc::new(move |d: &[u8; 32]| {
-            afr_anchorer::sign_digest(&k, *d).map_err(|e| e.to_string())
-        }))),
-        Err(e) => {
-            eprintln!(
-                "afr serve: no receipt key, so /v1/delegations/* is off: {}",
-                esc(e.to_string())
-            );
-            None
-        }
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
