@@ -249,7 +249,9 @@ impl RecordOpts {
 
 /// `x` rendered for a terminal: every control, DEL and bidi character escaped (see
 /// [`afr_core::text::escape`]). For any human-readable print of text that comes from a file,
-/// the store, an RPC answer or the command line; JSON output is left to serde_json.
+/// the store, an RPC answer or the command line. JSON output is escaped by serde_json (C0
+/// controls) and, where printed through [`afr_core::text::escape_json`] (`afr status --json`
+/// among others), entirely.
 pub(crate) fn esc(x: impl std::fmt::Display) -> String {
     let s = x.to_string();
     match escape(&s) {
@@ -447,15 +449,18 @@ fn status(dir: &Path, json: bool) -> Result<ExitCode> {
     print_status(&v, json)
 }
 
-/// Prints a status object (`afr_server::status::status_json`) as `afr status` does.
+/// Prints a status object (`afr_server::status::status_json`) as `afr status` does. The
+/// object comes from the store or from the server's socket: every string in it is escaped
+/// before it reaches the terminal (`--json` as `afr-verify --json` is,
+/// [`afr_core::text::escape_json`]).
 fn print_status(v: &serde_json::Value, json: bool) -> Result<ExitCode> {
     let n = |k: &str| v[k].as_u64().unwrap_or_default();
     let alarm = v["fork_alarm"].as_object().map(|_| &v["fork_alarm"]);
     if json {
-        println!("{v}");
+        println!("{}", afr_core::text::escape_json(&v.to_string()));
     } else {
         if let Some(a) = alarm {
-            println!("{}", afr_server::status::fork_alarm_line(a));
+            println!("{}", esc(afr_server::status::fork_alarm_line(a)));
         }
         let rs = &v["receipt_states"];
         let state = |k: &str| rs[k].as_u64().unwrap_or_default();
@@ -476,9 +481,9 @@ fn print_status(v: &serde_json::Value, json: bool) -> Result<ExitCode> {
             state("included"),
             state("confirmed"),
             state("finalized"),
-            v["covered_when"]
+            esc(v["covered_when"]
                 .as_str()
-                .unwrap_or("the anchorer's policy (no pass yet)")
+                .unwrap_or("the anchorer's policy (no pass yet)"))
         );
         let archived = n("archived_receipts");
         if archived > 0 {
@@ -493,14 +498,15 @@ fn print_status(v: &serde_json::Value, json: bool) -> Result<ExitCode> {
         );
         if let Some(root) = v["last_epoch_root"].as_str() {
             println!(
-                "last root         {root} (epoch {})",
+                "last root         {} (epoch {})",
+                esc(root),
                 sealed.saturating_sub(1)
             );
         }
         let a = &v["last_anchor"];
         if a.is_object() {
             let an = |k: &str| a[k].as_u64().unwrap_or_default();
-            let at = |k: &str| a[k].as_str().unwrap_or_default();
+            let at = |k: &str| esc(a[k].as_str().unwrap_or_default());
             println!(
                 "last anchor       epoch {} in tx {} (block {}, chain {}, {} gas, {} wei, {})",
                 an("epoch"),
@@ -523,7 +529,7 @@ fn print_status(v: &serde_json::Value, json: bool) -> Result<ExitCode> {
     }
     Ok(match alarm {
         Some(a) => {
-            eprintln!("afr: {}", afr_server::status::fork_alarm_line(a));
+            eprintln!("afr: {}", esc(afr_server::status::fork_alarm_line(a)));
             ExitCode::from(anchoring::EXIT_FORK)
         }
         None => ExitCode::SUCCESS,

@@ -554,12 +554,18 @@ mod tests {
 
     /// A one-epoch bundle of 5 events, built with the core API alone.
     fn sample(with_keys: bool) -> Bundle {
+        sample_from(with_keys, 0)
+    }
+
+    /// [`sample`] with its epoch 0 starting at sequence number `first` (0 honestly): every
+    /// record, proof, payload and key consistent with that header.
+    fn sample_from(with_keys: bool, first: u64) -> Bundle {
         let recorder = [9u8; 20];
         let ek = MasterKey::from_bytes([1; 32]).epoch_key(&[2; 32], &recorder, 0);
         let mut prev = Hash32::ZERO;
         let mut records = Vec::new();
         let mut sealed = Vec::new();
-        for seq in 0..5u64 {
+        for seq in first..first + 5 {
             let p = Payload::intent_only(format!("tool-{seq}"), serde_json::Value::Null);
             let slot = Slot {
                 recorder,
@@ -591,7 +597,7 @@ mod tests {
         let header = EpochHeader {
             recorder,
             epoch: 0,
-            first_seq: 0,
+            first_seq: first,
             count: 5,
             merkle_root: merkle::root(&leaves),
             chain_head: prev,
@@ -604,7 +610,7 @@ mod tests {
                 record: records[i].clone(),
                 proof: merkle::inclusion_proof(&leaves, i).unwrap(),
                 payload: with_keys.then(|| sealed[i].clone()),
-                key: with_keys.then(|| ek.event_key(i as u64)),
+                key: with_keys.then(|| ek.event_key(first + i as u64)),
             })
             .collect();
         Bundle {
@@ -623,6 +629,18 @@ mod tests {
         assert_eq!(
             verify_bundle(&sample(false).encode()).outcome,
             Outcome::Incomplete
+        );
+    }
+
+    #[test]
+    fn epoch_0_must_start_at_sequence_0() {
+        // Consistent in itself, but the log does not start at event 0: events 0..5 are gone.
+        let rep = verify_bundle(&sample_from(true, 5).encode());
+        assert_eq!(rep.outcome, Outcome::Tampered);
+        let f = rep.first_failure.unwrap();
+        assert_eq!(
+            (f.check, f.location),
+            (Check::BackPointer, Location::Epoch(0))
         );
     }
 

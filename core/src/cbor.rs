@@ -136,6 +136,100 @@ pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CborError> {
         .map_err(|e| CborError::Malformed(e.to_string()))
 }
 
+/// Decodes CBOR straight into JSON, as `from_slice::<serde_json::Value>` would, without the
+/// canonical-form check or the intermediate value: for payloads already authenticated (an
+/// opened AEAD with its key commitment), where only speed matters. A full scan decodes every
+/// payload of the log with it. Map keys must be text; byte strings, tags and indefinite
+/// lengths are refused, as the strict decoder refuses them for JSON; nesting is capped at 128.
+pub fn to_json(bytes: &[u8]) -> Result<serde_json::Value, CborError> {
+    let mut r = Reader::new(bytes);
+    let v = json_item(&mut r, 0)?;
+    r.finish()?;
+    Ok(v)
+}
+
+fn json_item(r: &mut Reader<'_>, depth: u32) -> Result<serde_json::Value, CborError> {
+    use serde_json::Value as J;
+    if depth > 128 {
+        return Err(CborError::Malformed("nesting deeper than 128".into()));
+    }
+    let ib = r.peek()?;
+    let (major, info) = (ib >> 5, ib & 0x1f);
+    Ok(match major {
+        MAJOR_UINT => J::from(r.uint()?),
+        1 => {
+            let n = r.arg(1)?;
+            // Below i64::MIN JSON's numbers (as serde_json holds them) have no exact form.
+            let n = i64::try_from(n)
+                .map_err(|_| CborError::Malformed("integer below i64::MIN".into()))?;
+            J::from(-1 - n)
+        }
+        3 => J::String(r.text()?.to_owned()),
+        4 => {
+            let n = r.array()?;
+            let mut a = Vec::with_capacity(n.min(1024) as usize);
+            for _ in 0..n {
+                a.push(json_item(r, depth + 1)?);
+            }
+            J::Array(a)
+        }
+        5 => {
+            let n = r.arg(5)?;
+            let mut m = serde_json::Map::new();
+            for _ in 0..n {
+                if r.peek()? >> 5 != 3 {
+                    return Err(CborError::Malformed("map key is not text".into()));
+                }
+                let k = r.text()?.to_owned();
+                let v = json_item(r, depth + 1)?;
+                m.insert(k, v);
+            }
+            J::Object(m)
+        }
+        7 => {
+            r.take(1)?;
+            match info {
+                20 => J::Bool(false),
+                21 => J::Bool(true),
+                22 | 23 => J::Null,
+                25 => {
+                    let b = r.take(2)?;
+                    J::from(f16_to_f64(u16::from_be_bytes([b[0], b[1]])))
+                }
+                26 => {
+                    let b = r.take(4)?;
+                    J::from(f32::from_be_bytes([b[0], b[1], b[2], b[3]]) as f64)
+                }
+                27 => {
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(r.take(8)?);
+                    J::from(f64::from_be_bytes(a))
+                }
+                _ => return Err(CborError::Malformed("unsupported simple value".into())),
+            }
+        }
+        2 => {
+            return Err(CborError::Malformed(
+                "byte string where JSON was expected".into(),
+            ));
+        }
+        _ => return Err(CborError::Malformed("cbor tags are not allowed".into())),
+    })
+}
+
+/// An IEEE 754 half-precision float, widened.
+fn f16_to_f64(h: u16) -> f64 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = (h >> 10) & 0x1f;
+    let frac = (h & 0x3ff) as f64;
+    sign * match exp {
+        0 => frac * 2f64.powi(-24),
+        31 if frac == 0.0 => f64::INFINITY,
+        31 => f64::NAN,
+        e => (1.0 + frac / 1024.0) * 2f64.powi(e as i32 - 15),
+    }
+}
+
 /// No AFR structure uses tags; refusing them keeps one encoding per value.
 fn reject_tags(v: &Value) -> Result<(), CborError> {
     match v {
@@ -334,6 +428,12 @@ impl<'a> Reader<'a> {
         self.head(MAJOR_UINT, "unsigned integer")
     }
 
+    /// The argument of a head of major type `major` (a negative integer's `-1 - n`, a map's
+    /// number of pairs).
+    fn arg(&mut self, major: u8) -> Result<u64, CborError> {
+        self.head(major, "item")
+    }
+
     /// A byte string, borrowed from the input.
     pub fn bytes(&mut self) -> Result<&'a [u8], CborError> {
         let n = self.head(MAJOR_BYTES, "byte string")?;
@@ -426,6 +526,15 @@ mod tests {
             prop_assert_eq!(to_vec(&v).unwrap(), to_vec_via_value(&v).unwrap());
         }
 
+        // The fast JSON decoder agrees with the strict one on every canonical encoding:
+        // the same JSON, or both refuse (byte strings, which JSON has no form for).
+        #[test]
+        fn to_json_matches_strict_decoder(v in arb_value()) {
+            let b = to_vec(&v).unwrap();
+            let strict = from_slice::<serde_json::Value>(&b).ok();
+            prop_assert_eq!(to_json(&b).ok(), strict);
+        }
+
         // Any bytes the decoder accepts re-encode to themselves.
         #[test]
         fn accepted_bytes_are_canonical(b in proptest::collection::vec(any::<u8>(), 0..64)) {
@@ -446,6 +555,46 @@ mod tests {
                 prop_assert_ne!(w, v);
             }
         }
+    }
+
+    #[test]
+    fn to_json_reads_every_float_width_and_refuses_what_json_cannot_hold() {
+        // Half 1.5, half -0.0, single 100000.0, double 0.1, half infinity (JSON null).
+        let cases: &[(&[u8], serde_json::Value)] = &[
+            (&[0xf9, 0x3e, 0x00], serde_json::json!(1.5)),
+            (&[0xf9, 0x80, 0x00], serde_json::json!(-0.0)),
+            (&[0xf9, 0x00, 0x01], serde_json::json!(2f64.powi(-24))),
+            (&[0xfa, 0x47, 0xc3, 0x50, 0x00], serde_json::json!(100000.0)),
+            (
+                &[0xfb, 0x3f, 0xb9, 0x99, 0x99, 0x99, 0x99, 0x99, 0x9a],
+                serde_json::json!(0.1),
+            ),
+            (&[0xf9, 0x7c, 0x00], serde_json::Value::Null),
+            (
+                &[0x3b, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+                serde_json::json!(i64::MIN),
+            ),
+        ];
+        for (b, want) in cases {
+            assert_eq!(&to_json(b).unwrap(), want, "{b:02x?}");
+            assert_eq!(
+                &from_slice::<serde_json::Value>(b).unwrap(),
+                want,
+                "{b:02x?}"
+            );
+        }
+        for bad in [
+            &[0x41, 0x00][..],   // a byte string
+            &[0xc1, 0x00],       // a tag
+            &[0xa1, 0x01, 0x02], // a map with an integer key
+            &[0x9f, 0x01, 0xff], // an indefinite array
+            &[0x01, 0x00],       // trailing bytes
+            &[0x82, 0x01],       // truncated
+        ] {
+            assert!(to_json(bad).is_err(), "accepted {bad:02x?}");
+        }
+        let deep = [vec![0x81u8; 200], vec![0x01]].concat();
+        assert!(to_json(&deep).is_err());
     }
 
     #[test]

@@ -13,8 +13,9 @@
 use std::collections::BTreeMap;
 
 use crate::{
-    Hash32, RecorderId,
+    EpochHeader, Hash32, Record, RecorderId,
     cbor::CborError,
+    crypto::SealedPayload,
     export::{Frame, Frames, LogReader, StreamLog},
     hash::leaf_hash,
     merkle::CompactRange,
@@ -382,20 +383,15 @@ struct Chain {
 }
 
 impl Chain {
-    /// Checks one event frame at position `seq` of epoch `epoch`; returns its leaf hash.
-    fn event(
-        &mut self,
-        frame: Option<Frame<'_>>,
-        epoch: u64,
-        rep: &mut Report,
-    ) -> Result<Hash32, Fail> {
+    /// Checks one event at position `seq` of epoch `epoch`; returns its leaf hash.
+    fn event(&mut self, item: Option<Item>, epoch: u64, rep: &mut Report) -> Result<Hash32, Fail> {
         let seq = self.next_seq;
         let at = || Location::Event(seq);
-        let Some(Frame::Event {
-            record_bytes,
+        let Some(Item::Event {
             record,
-            payload,
-        }) = frame
+            leaf,
+            commitment,
+        }) = item
         else {
             return Err(fail(
                 at(),
@@ -437,9 +433,9 @@ impl Chain {
             ));
         }
         *rep.checks.entry("chain-link").or_default() += 1;
-        match payload {
-            Some(p) => {
-                if p.commitment() != record.payload_commitment {
+        match commitment {
+            Some(c) => {
+                if c != record.payload_commitment {
                     return Err(fail(
                         at(),
                         Check::PayloadCommitment,
@@ -450,7 +446,6 @@ impl Chain {
             }
             None => self.withheld += 1,
         }
-        let leaf = leaf_hash(record_bytes);
         self.prev_leaf = leaf;
         self.next_seq += 1;
         rep.events += 1;
@@ -458,25 +453,195 @@ impl Chain {
     }
 }
 
-fn next<F: Frames>(rd: &mut F) -> Result<Option<Frame<'_>>, Fail> {
-    let at = rd.offset();
-    rd.next_frame().map_err(|e| malformed(at as usize, e))
+/// A frame as the checks take it: an event comes with its leaf hash and its payload's
+/// commitment, computed where the frame was read (inline, or on another core).
+enum Item {
+    Start(RecorderId),
+    Epoch(EpochHeader),
+    Tail(u64),
+    Event {
+        record: Record,
+        leaf: Hash32,
+        /// `None`: the payload is withheld.
+        commitment: Option<Hash32>,
+    },
+    End {
+        events: u64,
+        epochs: u64,
+        /// Bytes follow the end frame.
+        trailing: bool,
+    },
 }
 
-/// [`verify_log`] of a stream (a file) of `len` bytes, reading one frame at a time: memory
-/// stays bounded by one epoch's state, whatever the size of the log. An I/O error is returned
-/// as such (nothing was decided), never as tampering.
-pub fn verify_log_stream<R: std::io::Read>(src: R, len: u64) -> std::io::Result<Report> {
-    let mut rd = StreamLog::new(src);
-    let rep = verify_frames(&mut rd, len, Layers::ALL);
-    match rd.io_error.take() {
-        Some(e) => Err(e),
-        None => Ok(rep),
+/// An item whose hashes are still to compute (the reading stage's output).
+enum Pending {
+    Ready(Item),
+    Event {
+        record_bytes: Vec<u8>,
+        record: Record,
+        payload: Option<SealedPayload>,
+    },
+}
+
+impl Pending {
+    /// The hashing stage: leaf hash of the record, commitment of the sealed payload.
+    fn digest(self) -> Item {
+        match self {
+            Pending::Ready(i) => i,
+            Pending::Event {
+                record_bytes,
+                record,
+                payload,
+            } => Item::Event {
+                leaf: leaf_hash(&record_bytes),
+                commitment: payload.map(|p| p.commitment()),
+                record,
+            },
+        }
     }
+}
+
+/// The reading stage: the next frame of `rd`, parsed; `Encoding` at its offset if it is not
+/// a frame.
+fn read_pending<F: Frames>(rd: &mut F) -> Result<Option<Pending>, Fail> {
+    let at = rd.offset();
+    let frame = rd.next_frame().map_err(|e| malformed(at as usize, e))?;
+    let item = match frame {
+        None => return Ok(None),
+        Some(Frame::Event {
+            record_bytes,
+            record,
+            payload,
+        }) => {
+            return Ok(Some(Pending::Event {
+                record_bytes: record_bytes.to_vec(),
+                record,
+                payload,
+            }));
+        }
+        Some(Frame::Start { recorder, .. }) => Item::Start(recorder),
+        Some(Frame::Epoch(h)) => Item::Epoch(h),
+        Some(Frame::Tail(n)) => Item::Tail(n),
+        Some(Frame::End { events, epochs }) => Item::End {
+            events,
+            epochs,
+            trailing: !rd.at_end(),
+        },
+    };
+    Ok(Some(Pending::Ready(item)))
+}
+
+/// Where the checks take their items from.
+trait Items {
+    fn next_item(&mut self) -> Result<Option<Item>, Fail>;
+}
+
+/// Frames read and hashed on the calling thread.
+struct Inline<'f, F>(&'f mut F);
+
+impl<F: Frames> Items for Inline<'_, F> {
+    fn next_item(&mut self) -> Result<Option<Item>, Fail> {
+        Ok(read_pending(self.0)?.map(Pending::digest))
+    }
+}
+
+/// Items from the pipeline's hashing stage, in file order.
+struct Piped {
+    rx: std::sync::mpsc::Receiver<Vec<Result<Item, Fail>>>,
+    batch: std::vec::IntoIter<Result<Item, Fail>>,
+}
+
+impl Items for Piped {
+    fn next_item(&mut self) -> Result<Option<Item>, Fail> {
+        loop {
+            if let Some(x) = self.batch.next() {
+                return x.map(Some);
+            }
+            match self.rx.recv() {
+                Ok(b) => self.batch = b.into_iter(),
+                Err(_) => return Ok(None),
+            }
+        }
+    }
+}
+
+/// Frames per batch passed between the pipeline's stages, and bytes per batch: with two
+/// batches queued at each stage, the pipeline holds a few MiB whatever the log's size.
+const BATCH_FRAMES: usize = 2048;
+const BATCH_BYTES: usize = 1 << 20;
+
+/// [`verify_log`] of a stream (a file) of `len` bytes, reading one frame at a time: memory
+/// stays bounded by one epoch's state and a few batches, whatever the size of the log. An I/O
+/// error is returned as such (nothing was decided), never as tampering.
+///
+/// It runs as a pipeline over three threads: reading and parsing frames, hashing them (each
+/// record's leaf hash, each payload's commitment: most of the work), and the checks with the
+/// Merkle tree of each epoch on the calling thread. The decision is the one [`verify_log`]
+/// takes on the same bytes: items reach the checks in file order, and the first failure ends
+/// every stage.
+pub fn verify_log_stream<R: std::io::Read + Send>(src: R, len: u64) -> std::io::Result<Report> {
+    use std::sync::mpsc::sync_channel;
+    std::thread::scope(|sc| {
+        let (raw_tx, raw_rx) = sync_channel::<Vec<Result<Pending, Fail>>>(2);
+        let (item_tx, item_rx) = sync_channel::<Vec<Result<Item, Fail>>>(2);
+        let reader = sc.spawn(move || {
+            let mut rd = StreamLog::new(src);
+            let (mut batch, mut bytes) = (Vec::new(), 0usize);
+            loop {
+                let next = read_pending(&mut rd).transpose();
+                let last = !matches!(next, Some(Ok(_)));
+                if let Some(Ok(Pending::Event {
+                    record_bytes,
+                    payload,
+                    ..
+                })) = &next
+                {
+                    bytes +=
+                        record_bytes.len() + payload.as_ref().map_or(0, |p| p.ciphertext.len());
+                }
+                batch.extend(next);
+                if last || batch.len() >= BATCH_FRAMES || bytes >= BATCH_BYTES {
+                    if raw_tx.send(std::mem::take(&mut batch)).is_err() {
+                        break;
+                    }
+                    bytes = 0;
+                }
+                if last {
+                    break;
+                }
+            }
+            rd.io_error
+        });
+        let hasher = sc.spawn(move || {
+            for batch in raw_rx {
+                let items = batch.into_iter().map(|p| p.map(Pending::digest)).collect();
+                if item_tx.send(items).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut items = Piped {
+            rx: item_rx,
+            batch: Vec::new().into_iter(),
+        };
+        let rep = verify_items(&mut items, len, Layers::ALL);
+        // Stops the other stages if the checks ended early.
+        drop(items);
+        let _ = hasher.join();
+        match reader.join() {
+            Ok(Some(e)) => Err(e),
+            Ok(None) => Ok(rep),
+            Err(_) => Err(std::io::Error::other("the log reading thread panicked")),
+        }
+    })
 }
 
 /// [`verify_log_layers`] over any source of frames of a file of `len` bytes.
 pub fn verify_frames<F: Frames>(rd: &mut F, len: u64, layers: Layers) -> Report {
+    verify_items(&mut Inline(rd), len, layers)
+}
+
+fn verify_items(rd: &mut impl Items, len: u64, layers: Layers) -> Report {
     let mut rep = Report {
         outcome: Outcome::Verified,
         recorder: None,
@@ -501,10 +666,10 @@ pub fn verify_frames<F: Frames>(rd: &mut F, len: u64, layers: Layers) -> Report 
     rep
 }
 
-fn run<F: Frames>(rd: &mut F, len: u64, rep: &mut Report, layers: Layers) -> Result<(), Fail> {
+fn run(rd: &mut impl Items, len: u64, rep: &mut Report, layers: Layers) -> Result<(), Fail> {
     let m = layers.merkle;
-    let recorder = match next(rd)? {
-        Some(Frame::Start { recorder, .. }) => recorder,
+    let recorder = match rd.next_item()? {
+        Some(Item::Start(recorder)) => recorder,
         _ => {
             return Err(fail(
                 Location::File,
@@ -524,8 +689,8 @@ fn run<F: Frames>(rd: &mut F, len: u64, rep: &mut Report, layers: Layers) -> Res
     let mut prev_root = Hash32::ZERO;
     let mut epoch_no = 0u64;
     loop {
-        match next(rd)? {
-            Some(Frame::Epoch(h)) => {
+        match rd.next_item()? {
+            Some(Item::Epoch(h)) => {
                 let at = Location::Epoch(h.epoch);
                 if m && h.recorder != recorder {
                     return Err(fail(
@@ -571,8 +736,8 @@ fn run<F: Frames>(rd: &mut F, len: u64, rep: &mut Report, layers: Layers) -> Res
                 }
                 let mut tree = CompactRange::new();
                 for _ in 0..h.count {
-                    let f = next(rd)?;
-                    tree.push(chain.event(f, h.epoch, rep)?);
+                    let item = rd.next_item()?;
+                    tree.push(chain.event(item, h.epoch, rep)?);
                 }
                 if m && tree.root() != h.merkle_root {
                     return Err(fail(
@@ -596,7 +761,7 @@ fn run<F: Frames>(rd: &mut F, len: u64, rep: &mut Report, layers: Layers) -> Res
                 rep.epochs += 1;
                 epoch_no += 1;
             }
-            Some(Frame::Tail(n)) => {
+            Some(Item::Tail(n)) => {
                 if n > len / 40 {
                     return Err(fail(
                         Location::Tail,
@@ -605,8 +770,8 @@ fn run<F: Frames>(rd: &mut F, len: u64, rep: &mut Report, layers: Layers) -> Res
                     ));
                 }
                 for _ in 0..n {
-                    let f = next(rd)?;
-                    chain.event(f, epoch_no, rep)?;
+                    let item = rd.next_item()?;
+                    chain.event(item, epoch_no, rep)?;
                 }
                 if n > 0 {
                     rep.missing.push(format!(
@@ -616,7 +781,11 @@ fn run<F: Frames>(rd: &mut F, len: u64, rep: &mut Report, layers: Layers) -> Res
                     ));
                 }
             }
-            Some(Frame::End { events, epochs }) => {
+            Some(Item::End {
+                events,
+                epochs,
+                trailing,
+            }) => {
                 if m && (events != rep.events || epochs != rep.epochs) {
                     return Err(fail(
                         Location::File,
@@ -627,7 +796,7 @@ fn run<F: Frames>(rd: &mut F, len: u64, rep: &mut Report, layers: Layers) -> Res
                         ),
                     ));
                 }
-                if !rd.at_end() {
+                if trailing {
                     return Err(fail(
                         Location::File,
                         Check::TrailingBytes,
@@ -640,14 +809,14 @@ fn run<F: Frames>(rd: &mut F, len: u64, rep: &mut Report, layers: Layers) -> Res
                 }
                 return Ok(());
             }
-            Some(Frame::Event { record, .. }) => {
+            Some(Item::Event { record, .. }) => {
                 return Err(fail(
                     Location::Event(record.seq),
                     Check::EventOutsideEpoch,
                     "event outside any epoch".into(),
                 ));
             }
-            Some(Frame::Start { .. }) => {
+            Some(Item::Start(_)) => {
                 return Err(fail(
                     Location::File,
                     Check::SecondStartFrame,

@@ -11,6 +11,7 @@
 //! | [`tamper`], [`matrix`] | RQ3: honest histories, the attack generator, the detection matrix |
 //! | [`scenarios`] | RQ4: structured queries vs grep on three synthetic incidents |
 //! | [`bench`], [`query_bench`] | benchmarks of the real recorder and of queries |
+//! | [`scale_bench`] | the growth curve: 1M and 10M events through every step |
 //! | [`serve_bench`] | a real `afr serve` over its socket beside the in-process recorder |
 //! | [`report`], [`svg`] | `docs/evaluation.md` and its plots |
 //!
@@ -26,6 +27,7 @@ pub mod otlp_bench;
 pub mod query_bench;
 pub mod report;
 pub mod rq1;
+pub mod scale_bench;
 pub mod scenarios;
 pub mod serve_bench;
 pub mod svg;

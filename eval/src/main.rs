@@ -8,7 +8,8 @@ use std::{
 };
 
 use afr_eval::{
-    bench, cost, matrix, mcp_bench, otlp_bench, query_bench, report, scenarios, serve_bench, synth,
+    bench, cost, matrix, mcp_bench, otlp_bench, query_bench, report, scale_bench, scenarios,
+    serve_bench, synth,
 };
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -85,6 +86,9 @@ enum BenchCmd {
     /// Tool spans over OTLP/HTTP protobuf into `afr otlp`, beside the same events POSTed to
     /// `afr serve`: spans per second.
     Otlp(otlp_bench::OtlpBench),
+    /// The growth curve: 1M and 10M events recorded, anchored on anvil, exported, verified,
+    /// queried and disclosed; figures, growth exponents and a plot.
+    Scale(scale_bench::ScaleBench),
 }
 
 fn main() -> ExitCode {
@@ -151,5 +155,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Bench {
             what: BenchCmd::Otlp(b),
         } => otlp_bench::run(&b),
+        Cmd::Bench {
+            what: BenchCmd::Scale(b),
+        } => scale_bench::run(&b),
     }
 }

@@ -594,24 +594,60 @@ impl<'a> Opener<'a> {
     }
 
     /// The payload of `record` as JSON (the shape `serde_json::to_value` gives a [`Payload`]),
-    /// decoded straight from CBOR, or `None` if its epoch was erased. Full scans use this: it
-    /// skips building the typed payload.
+    /// or `None` if its epoch was erased. Full scans use this: the plaintext goes straight
+    /// from CBOR to JSON ([`afr_core::cbor::to_json`]), with no typed payload built, and a
+    /// scan that iterates the payload column itself passes the `sealed` bytes it read
+    /// (otherwise the payload is looked up).
     pub fn payload_json(
         &mut self,
         record: &Record,
+        sealed: Option<&[u8]>,
     ) -> Result<Option<serde_json::Value>, RecordError> {
-        self.decode(record)
+        let seq = record.seq;
+        let sealed = match sealed {
+            Some(b) => Some(
+                afr_core::crypto::SealedPayload::decode(b)
+                    .map_err(|e| RecordError::Corrupt(format!("payload {seq}: {e}")))?,
+            ),
+            None => None,
+        };
+        let Some(plain) = self.plaintext(record, sealed)? else {
+            return Ok(None);
+        };
+        // The plaintext passed the AEAD and its key commitment: it is what was sealed, so
+        // the fast decoder suffices (no canonical-form check).
+        afr_core::cbor::to_json(&plain)
+            .map(Some)
+            .map_err(|e| RecordError::Corrupt(format!("payload {seq}: {e}")))
     }
 
     fn decode<T: serde::de::DeserializeOwned>(
         &mut self,
         record: &Record,
     ) -> Result<Option<T>, RecordError> {
+        let Some(plain) = self.plaintext(record, None)? else {
+            return Ok(None);
+        };
+        afr_core::cbor::from_slice::<T>(&plain)
+            .map(Some)
+            .map_err(|e| RecordError::Corrupt(format!("payload {}: {e}", record.seq)))
+    }
+
+    /// The opened plaintext of `record`'s payload (`sealed`, or looked up), or `None` if its
+    /// epoch was erased.
+    fn plaintext(
+        &mut self,
+        record: &Record,
+        sealed: Option<afr_core::crypto::SealedPayload>,
+    ) -> Result<Option<zeroize::Zeroizing<Vec<u8>>>, RecordError> {
         let seq = record.seq;
-        let sealed = self
-            .store
-            .payload(seq)?
-            .ok_or_else(|| RecordError::Corrupt(format!("record {seq} has no payload")))?;
+        let sealed = match sealed {
+            Some(s) => s,
+            None => self
+                .store
+                .payload(seq)?
+                .ok_or_else(|| RecordError::Corrupt(format!("record {seq} has no payload")))?,
+        };
         let recorder = self.recorder;
         let Some(ek) = self.epoch_key(record.epoch)? else {
             return Ok(None);
@@ -621,13 +657,9 @@ impl<'a> Opener<'a> {
             epoch: record.epoch,
             seq,
         };
-        let plain = afr_core::crypto::open(&ek.event_key(seq), &slot, &sealed)
-            .map_err(|_| RecordError::Corrupt(format!("payload {seq}: decryption failed")))?;
-        // Our own store: the commitment was checked when it was written, so the lenient
-        // decoder suffices (the strict one re-encodes to compare, twice the cost).
-        afr_core::cbor::from_slice::<T>(&plain)
-            .map(Some)
-            .map_err(|e| RecordError::Corrupt(format!("payload {seq}: {e}")))
+        afr_core::crypto::open(&ek.event_key(seq), &slot, &sealed)
+            .map(|p| Some(zeroize::Zeroizing::new(p)))
+            .map_err(|_| RecordError::Corrupt(format!("payload {seq}: decryption failed")))
     }
 }
 

@@ -137,6 +137,52 @@ fn u64_key(k: &[u8]) -> Result<u64, RecordError> {
         .map_err(|_| corrupt("key is not 8 bytes"))
 }
 
+/// RocksDB settings of the whole store, chosen for an append-only log (see
+/// `docs/performance.md`, "Store settings"): two background jobs for flushes and two for
+/// compactions, so a flush never queues behind a compaction, and writes to disk smoothed in
+/// 1 MiB steps instead of bursts at each file's end.
+fn db_options() -> Options {
+    let mut o = Options::default();
+    o.increase_parallelism(2);
+    o.set_max_background_jobs(4);
+    o.set_bytes_per_sync(1 << 20);
+    o
+}
+
+/// The block cache every column family of one store shares: index and filter blocks live in
+/// it too, so a reader's memory is bounded by it whatever the size of the log.
+const BLOCK_CACHE_BYTES: usize = 32 << 20;
+
+/// Per column family. Records, payloads and epochs are keyed by a big-endian sequence
+/// number: every write appends at the end of the key space, so flushed files never overlap
+/// and compaction moves them down without rewriting (level compaction with dynamic level
+/// sizes keeps it so as the log grows). Four 64 MiB memtables let writes continue while one
+/// is flushed; the L0 stall triggers are raised above what a flush backlog reaches at full
+/// ingest speed on two cores. Payloads are ciphertext, which does not compress.
+fn cf_options(name: &str, cache: &rocksdb::Cache) -> Options {
+    let mut o = Options::default();
+    o.set_write_buffer_size(64 << 20);
+    o.set_max_write_buffer_number(4);
+    o.set_level_zero_file_num_compaction_trigger(4);
+    o.set_level_zero_slowdown_writes_trigger(40);
+    o.set_level_zero_stop_writes_trigger(64);
+    o.set_target_file_size_base(64 << 20);
+    o.set_max_bytes_for_level_base(256 << 20);
+    o.set_level_compaction_dynamic_level_bytes(true);
+    o.set_compression_type(if name == CF_PAYLOADS {
+        DBCompressionType::None
+    } else {
+        DBCompressionType::Lz4
+    });
+    let mut t = rocksdb::BlockBasedOptions::default();
+    t.set_block_cache(cache);
+    t.set_cache_index_and_filter_blocks(true);
+    t.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    t.set_block_size(16 << 10);
+    o.set_block_based_table_factory(&t);
+    o
+}
+
 /// The stored receipt of `epoch`, decoded.
 fn decode_anchor(epoch: u64, b: &[u8]) -> Result<AnchorReceipt, RecordError> {
     AnchorReceipt::decode(epoch, b).map_err(|e| corrupt(format!("anchor of epoch {epoch}: {e}")))
@@ -145,25 +191,15 @@ fn decode_anchor(epoch: u64, b: &[u8]) -> Result<AnchorReceipt, RecordError> {
 impl Store {
     /// Opens (or with `create`, creates) the store at `path`.
     pub fn open(path: &Path, create: bool) -> Result<Store, RecordError> {
-        let mut opts = Options::default();
+        let mut opts = db_options();
         opts.create_if_missing(create);
         // Always: a store created before the query index gains its column family on open
         // (the recorder then builds the index; see `crate::index::catch_up`).
         opts.create_missing_column_families(true);
-        opts.set_compression_type(DBCompressionType::Lz4);
-        opts.increase_parallelism(2);
-        // Larger memtable: fewer flushes on the record path.
-        opts.set_write_buffer_size(64 << 20);
-        let cfs = ALL_CFS.iter().map(|n| {
-            let mut o = Options::default();
-            o.set_compression_type(if *n == CF_PAYLOADS {
-                // Ciphertext does not compress.
-                DBCompressionType::None
-            } else {
-                DBCompressionType::Lz4
-            });
-            ColumnFamilyDescriptor::new(*n, o)
-        });
+        let cache = rocksdb::Cache::new_lru_cache(BLOCK_CACHE_BYTES);
+        let cfs = ALL_CFS
+            .iter()
+            .map(|n| ColumnFamilyDescriptor::new(*n, cf_options(n, &cache)));
         let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(db_err)?;
         Ok(Store {
             db,
@@ -175,8 +211,12 @@ impl Store {
     /// nothing is written). It does not take RocksDB's lock: a writer may hold the store, and
     /// this view does not see what the writer adds after it opened.
     pub fn open_read_only(path: &Path) -> Result<Store, RecordError> {
-        let opts = Options::default();
-        let db = DB::open_cf_for_read_only(&opts, path, ALL_CFS, false).map_err(db_err)?;
+        let cache = rocksdb::Cache::new_lru_cache(BLOCK_CACHE_BYTES);
+        let cfs = ALL_CFS
+            .iter()
+            .map(|n| ColumnFamilyDescriptor::new(*n, cf_options(n, &cache)));
+        let db =
+            DB::open_cf_descriptors_read_only(&db_options(), path, cfs, false).map_err(db_err)?;
         Ok(Store {
             db,
             path: path.to_owned(),
@@ -361,9 +401,16 @@ impl Store {
         from: u64,
     ) -> Result<impl Iterator<Item = Result<(u64, Vec<u8>), RecordError>> + '_, RecordError> {
         let key = from.to_be_bytes();
-        let it = self
-            .db
-            .iterator_cf(self.cf(cf)?, IteratorMode::From(&key, Direction::Forward));
+        // A sequential read of the log: large readahead, and the blocks it passes are not
+        // kept in the block cache (a full scan would only evict what lookups need).
+        let mut ro = rocksdb::ReadOptions::default();
+        ro.fill_cache(false);
+        ro.set_readahead_size(2 << 20);
+        let it = self.db.iterator_cf_opt(
+            self.cf(cf)?,
+            ro,
+            IteratorMode::From(&key, Direction::Forward),
+        );
         Ok(it.map(|kv| {
             let (k, v) = kv.map_err(db_err)?;
             Ok((u64_key(&k)?, v.into_vec()))
@@ -521,6 +568,51 @@ impl Store {
     pub fn disk_bytes(&self) -> u64 {
         dir_size(&self.path)
     }
+
+    /// The write stalls RocksDB imposed since the store was opened (its `dbstats` and
+    /// per-column-family `cfstats` properties), for benchmarks of sustained ingest.
+    pub fn write_stalls(&self) -> WriteStalls {
+        let mut out = WriteStalls::default();
+        if let Ok(Some(s)) = self.db.property_value("rocksdb.dbstats") {
+            out.stall_secs = parse_cumulative_stall(&s).unwrap_or(0.0);
+        }
+        for n in ALL_CFS {
+            let Ok(cf) = self.cf(n) else { continue };
+            if let Ok(Some(s)) = self.db.property_value_cf(cf, "rocksdb.cfstats") {
+                for line in s.lines().filter_map(|l| l.strip_prefix("Stalls(count):")) {
+                    for part in line.split(',') {
+                        let mut w = part.split_whitespace();
+                        if let (Some(Ok(k)), Some(name)) =
+                            (w.next().map(str::parse::<u64>), w.next())
+                        {
+                            *out.counts.entry(name.to_owned()).or_default() += k;
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Write stalls of a store (see [`Store::write_stalls`]).
+#[derive(Debug, Clone, Default)]
+pub struct WriteStalls {
+    /// Time writers were delayed or stopped, in seconds (`Cumulative stall` of `dbstats`).
+    pub stall_secs: f64,
+    /// Stall events by cause, summed over column families (`Stalls(count)` of `cfstats`).
+    pub counts: std::collections::BTreeMap<String, u64>,
+}
+
+/// The seconds of `Cumulative stall: HH:MM:SS.sss H:M:S` in RocksDB's `dbstats` text.
+fn parse_cumulative_stall(s: &str) -> Option<f64> {
+    let rest = s.split("Cumulative stall:").nth(1)?;
+    let hms = rest.split_whitespace().next()?;
+    let mut secs = 0.0;
+    for part in hms.split(':') {
+        secs = secs * 60.0 + part.parse::<f64>().ok()?;
+    }
+    Some(secs)
 }
 
 /// How far an anchoring transaction has got, as the anchorer last saw it under its

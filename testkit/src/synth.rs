@@ -60,11 +60,41 @@ const ORGS: [&str; 3] = ["acme-corp", "globex", "initech"];
 
 /// Generates `n` events from `seed`, numbered as if recorded from sequence number 0.
 pub fn generate(n: u64, seed: u64) -> Vec<EventInput> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut out = Vec::with_capacity(n as usize);
-    let mut delegation_parent: Option<u64> = None;
-    let base_ts = 1_767_225_600_000_000u64; // 2026-01-01T00:00:00Z
-    for i in 0..n {
+    stream(seed).take(n as usize).collect()
+}
+
+/// The same workload as an endless iterator: one event at a time, so a benchmark of ten
+/// million events never holds them all. `stream(s).take(n)` yields `generate(n, s)`.
+pub fn stream(seed: u64) -> Stream {
+    Stream {
+        rng: StdRng::seed_from_u64(seed),
+        next: 0,
+        delegation_parent: None,
+    }
+}
+
+/// The iterator of [`stream`].
+#[derive(Debug)]
+pub struct Stream {
+    rng: StdRng,
+    next: u64,
+    delegation_parent: Option<u64>,
+}
+
+impl Iterator for Stream {
+    type Item = EventInput;
+
+    fn next(&mut self) -> Option<EventInput> {
+        let i = self.next;
+        self.next += 1;
+        Some(self.event(i))
+    }
+}
+
+impl Stream {
+    fn event(&mut self, i: u64) -> EventInput {
+        let rng = &mut self.rng;
+        let base_ts = 1_767_225_600_000_000u64; // 2026-01-01T00:00:00Z
         let (tool, category, command) = TOOLS[rng.random_range(0..TOOLS.len())];
         let env = ENVS[rng.random_range(0..ENVS.len())];
         let agent = AGENTS[rng.random_range(0..AGENTS.len())];
@@ -79,7 +109,7 @@ pub fn generate(n: u64, seed: u64) -> Vec<EventInput> {
             (None, Vec::new())
         };
         if category == Category::Delegation {
-            delegation_parent = Some(i);
+            self.delegation_parent = Some(i);
         }
         let guarded = matches!(
             category,
@@ -107,7 +137,7 @@ pub fn generate(n: u64, seed: u64) -> Vec<EventInput> {
             decided_at_us: base_ts + i * 1_000_000 + 500_000,
             signature: None,
         });
-        let delegation_provenance = match delegation_parent {
+        let delegation_provenance = match self.delegation_parent {
             Some(p) if p != i && rng.random_bool(0.5) => Some(DelegationProvenance {
                 parent_event: Some(EventRef {
                     recorder: None,
@@ -123,7 +153,7 @@ pub fn generate(n: u64, seed: u64) -> Vec<EventInput> {
             _ => None,
         };
         let ok = rng.random_bool(0.93);
-        out.push(EventInput {
+        EventInput {
             category,
             timestamp_us: Some(base_ts + i * 1_000_000),
             lane,
@@ -167,9 +197,8 @@ pub fn generate(n: u64, seed: u64) -> Vec<EventInput> {
                 ..CodeProvenance::default()
             }),
             delegation_provenance,
-        });
+        }
     }
-    out
 }
 
 #[cfg(test)]

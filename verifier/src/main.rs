@@ -23,6 +23,13 @@ use afr_core::verify::Outcome;
 use afr_verify::{Kind, Source, Trust, VerifyError, anchors::Rpc};
 use clap::{Args, Parser, Subcommand};
 
+/// mimalloc instead of the system allocator: the log verifier is a pipeline whose reading
+/// thread allocates what the hashing and checking threads free, and glibc's malloc makes
+/// those frees wait on the reader's arena lock (a quarter of the run on a 1M-event log, in
+/// futex calls; docs/performance.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const PINNED: &str = "\
 Pin what you trust, then verify:
   afr-verify log log.afr --rpc URL --chain-id 10 --recorder 0xREC

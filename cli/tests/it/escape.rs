@@ -72,13 +72,82 @@ fn hostile_tool_and_command_are_escaped_by_query_status_and_verify_bundle() {
         "the verdict line, and the tool and command (escaped): {shown}"
     );
 
-    // `afr status` prints nothing stored as text; whatever it prints stays clean.
+    // `afr status` of this store: nothing in it is free text, and what it prints stays clean
+    // (`status_escapes_every_string_it_is_given` gives it hostile strings).
     let s = ok(afr(&dir).arg("status"));
     let shown = String::from_utf8_lossy(&s.stdout);
     assert!(
         !s.stdout.contains(&0x1b) && !s.stdout.contains(&b'\r') && !shown.contains(RLO),
         "{shown:?}"
     );
+}
+
+/// `afr status` prints the status object of whatever answers on the recorder's socket: a
+/// stand-in server here whose every string field is hostile. The text escapes each one; the
+/// JSON (`--json`) escapes them as JSON and still carries them exactly.
+#[test]
+fn status_escapes_every_string_it_is_given() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("afr");
+    std::fs::create_dir(&dir).unwrap();
+    let h = format!("{HOSTILE}{RLO}");
+    let status = serde_json::json!({
+        "recorder": format!("0x{h}"),
+        "events": 1,
+        "sealed_epochs": 1,
+        "covered_when": h,
+        "last_epoch_root": h,
+        "last_anchor": {"epoch": 0, "tx": h, "cost_wei": h, "state": h},
+        "fork_alarm": {"epoch": 0, "contract": h, "onchain_root": h, "local_root": h, "tx": h},
+    });
+    let body = status.to_string();
+    let socket = std::os::unix::net::UnixListener::bind(dir.join(afr_server::SOCKET_FILE)).unwrap();
+    // One answer per `afr status` below, each on its own connection.
+    let server = std::thread::spawn(move || {
+        for _ in 0..2 {
+            let (conn, _) = socket.accept().unwrap();
+            let mut r = std::io::BufReader::new(conn);
+            let mut line = String::new();
+            while std::io::BufRead::read_line(&mut r, &mut line).unwrap() > 2 {
+                line.clear();
+            }
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n",
+                body.len()
+            );
+            std::io::Write::write_all(r.get_mut(), (head + &body).as_bytes()).unwrap();
+        }
+    });
+
+    let out = afr(&dir).arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "the fork alarm's exit code");
+    assert_escaped("afr status", &out.stdout);
+    assert_escaped("afr status (stderr)", &out.stderr);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "FORK ALARM",
+        "recorder",
+        "covered when",
+        "last root",
+        "last anchor",
+    ] {
+        let l = shown.lines().find(|l| l.contains(line)).unwrap();
+        assert!(l.contains("\\u{1b}[2K\\rVERIFIED\\u{202e}"), "{line}: {l}");
+    }
+
+    let out = afr(&dir).args(["status", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !text.contains(['\u{1b}', '\r', '\u{202e}']) && text.contains("\\u202e"),
+        "{text:?}"
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+        status
+    );
+    server.join().unwrap();
 }
 
 #[test]

@@ -357,7 +357,7 @@ fn fuzz_smoke_event_json() {
 
 /// A small honest recorder history: `sizes[e]` events in epoch `e`, then `tail` unsealed
 /// events. Returns the whole-log export and bundles of a few events (with keys, without keys).
-fn honest_files(sizes: &[usize], tail: usize) -> (Vec<u8>, Vec<Vec<u8>>) {
+pub(crate) fn honest_files(sizes: &[usize], tail: usize) -> (Vec<u8>, Vec<Vec<u8>>) {
     use afr_core::{
         bundle::{Bundle, DisclosedEvent},
         export::LogWriter,

@@ -94,3 +94,45 @@ fn a_read_error_is_an_error_not_a_verdict() {
     .unwrap_err();
     assert_eq!(e.to_string(), "disk on fire");
 }
+
+/// The pipelined verifier ([`verify_log_stream`]: reading, hashing and checking on three
+/// threads, in batches of 2,048 frames) against the in-memory one, on a log of several
+/// batches: honest, with one byte changed at each of 64 places spread over the file, cut at 64
+/// places, and with two whole event frames swapped. Same report every time.
+#[test]
+fn the_pipeline_decides_as_in_memory_across_batches() {
+    let (log, _) = crate::fuzz_smoke::honest_files(&[2500, 3000, 1200], 40);
+    let judge = |bytes: &[u8], what: &str| {
+        let streamed = verify_log_stream(bytes, bytes.len() as u64).unwrap();
+        assert_eq!(streamed, verify_log(bytes), "{what}");
+        streamed
+    };
+    let honest = judge(&log, "honest");
+    assert_eq!(honest.events, 6740);
+    assert_eq!(honest.outcome, afr_core::verify::Outcome::Incomplete); // the unsealed tail
+    let mut tampered = 0;
+    for k in 0..64 {
+        let at = 17 + k * (log.len() - 17) / 64;
+        let mut m = log.clone();
+        m[at] ^= 0x20;
+        if judge(&m, &format!("byte {at} changed")).outcome == afr_core::verify::Outcome::Tampered
+        {
+            tampered += 1;
+        }
+        judge(&log[..at], &format!("cut at {at}"));
+    }
+    assert!(tampered >= 60, "only {tampered} of 64 changes detected");
+    // Two adjacent event frames of the second epoch swapped (a reorder).
+    let mut rd = afr_core::export::LogReader::new(&log);
+    let mut offsets = Vec::new();
+    while let Ok(Some(_)) = rd.next_frame() {
+        offsets.push(rd.offset());
+    }
+    let (a, b, c) = (offsets[3000], offsets[3001], offsets[3002]);
+    let mut m = log[..a].to_vec();
+    m.extend_from_slice(&log[b..c]);
+    m.extend_from_slice(&log[a..b]);
+    m.extend_from_slice(&log[c..]);
+    let r = judge(&m, "two events swapped");
+    assert_eq!(r.outcome, afr_core::verify::Outcome::Tampered);
+}

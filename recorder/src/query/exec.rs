@@ -40,7 +40,7 @@ pub(crate) fn run(
     match cand {
         Some(c) => {
             for seq in c.clip(count).into_list() {
-                ex.check(&node, seq, None, &mut res)?;
+                ex.check(&node, seq, None, None, &mut res)?;
             }
         }
         None => {
@@ -111,6 +111,8 @@ impl Tri {
 struct EventState {
     seq: u64,
     record: Option<Record>,
+    /// The sealed payload's bytes, when a scan read them beside the record.
+    sealed: Option<Vec<u8>>,
     /// `Some(None)`: erased.
     payload: Option<Option<Json>>,
 }
@@ -190,11 +192,13 @@ impl<'a> Exec<'a> {
         node: &Node,
         seq: u64,
         record: Option<Record>,
+        sealed: Option<Vec<u8>>,
         res: &mut QueryResult,
     ) -> Result<(), RecordError> {
         let mut ev = EventState {
             seq,
             record,
+            sealed,
             payload: None,
         };
         res.examined += 1;
@@ -206,12 +210,18 @@ impl<'a> Exec<'a> {
         Ok(())
     }
 
-    /// Checks every event in `[from, to)`, reading records in order.
+    /// Checks every event in `[from, to)`, reading records in order, and the payloads beside
+    /// them (one sequential read of each column) when the plan reads payloads.
     fn scan(mut self, node: &Node, from: u64, to: u64) -> Result<QueryResult, RecordError> {
         let mut res = QueryResult::default();
         if from >= to {
             return Ok(res);
         }
+        let mut payloads = if reads_payload(node) {
+            Some(self.store.payloads_from(from)?)
+        } else {
+            None
+        };
         for kv in self.store.records_from(from)? {
             let (seq, bytes) = kv?;
             if seq >= to {
@@ -219,7 +229,16 @@ impl<'a> Exec<'a> {
             }
             let r = Record::decode(&bytes)
                 .map_err(|e| RecordError::Corrupt(format!("record {seq}: {e}")))?;
-            self.check(node, seq, Some(r), &mut res)?;
+            let sealed = match payloads.as_mut().and_then(Iterator::next).transpose()? {
+                Some((ps, p)) if ps == seq => Some(p),
+                Some((ps, _)) => {
+                    return Err(RecordError::Corrupt(format!(
+                        "payload {ps} found where {seq} was expected"
+                    )));
+                }
+                None => None,
+            };
+            self.check(node, seq, Some(r), sealed, &mut res)?;
         }
         res.decrypted = self.decrypted;
         Ok(res)
@@ -329,7 +348,7 @@ impl<'a> Exec<'a> {
                     let p = match &ev.record {
                         Some(r) => {
                             self.decrypted += 1;
-                            self.opener.payload_json(r)?
+                            self.opener.payload_json(r, ev.sealed.as_deref())?
                         }
                         None => None,
                     };

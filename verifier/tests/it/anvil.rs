@@ -595,17 +595,30 @@ fn forged_erasure_mutations_and_escapes_never_pass() {
         );
     }
 
-    // Case 6: the text report escapes what the file says.
+    // Case 6: the text report escapes what the file says, whether the bundle verifies or is
+    // tampered (a flipped byte in the inclusion proof of the event after the hostile one, so
+    // the hostile one is opened first): the first line stays the verdict.
+    let mut tampered = honest.clone();
+    tampered.events[2].proof[0].0[0] ^= 1;
     let tmp = tempfile::tempdir().unwrap();
     let f = tmp.path().join("escape.bundle");
-    std::fs::write(&f, &honest_bytes).unwrap();
-    let (code, _, text) = verify_cli("bundle", &f, &pins(url, Some(&contract), ADDR, false));
-    assert_eq!(code, 0, "{text}");
-    assert!(
-        !text.contains('\u{1b}') && !text.contains('\r') && !text.contains('\u{202e}'),
-        "{text:?}"
-    );
-    assert!(text.contains("\\u{1b}[2K\\rVERIFIED \\u{202e}"), "{text}");
+    for (bytes, want, verdict, failure) in [
+        (honest_bytes, 0, "VERIFIED\n", None),
+        (
+            tampered.encode(),
+            1,
+            "TAMPERED\n",
+            Some(": inclusion-proof ("),
+        ),
+    ] {
+        std::fs::write(&f, bytes).unwrap();
+        let (code, _, text) = verify_cli("bundle", &f, &pins(url, Some(&contract), ADDR, false));
+        assert_eq!(code, want, "{text}");
+        assert!(text.starts_with(verdict), "{text}");
+        assert!(failure.is_none_or(|c| text.contains(c)), "{text}");
+        assert!(!text.contains(['\u{1b}', '\r', '\u{202e}']), "{text:?}");
+        assert!(text.contains("\\u{1b}[2K\\rVERIFIED \\u{202e}"), "{text}");
+    }
 }
 
 #[test]

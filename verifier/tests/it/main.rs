@@ -217,11 +217,35 @@ fn usage_and_io_errors_use_their_own_exit_codes() {
             .contains("--recorder must be 0x followed by 40 hex digits"),
         "{out:?}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_afr-verify"))
-        .args(["--help"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
+}
+
+/// `afr-verify --help` (and the help of each verifying command) opens with the pinned
+/// invocation: before the usage line, the first example pins the chain and the recorder.
+#[test]
+fn help_shows_the_pinned_invocation_first() {
+    for args in [
+        &["--help"][..],
+        &["log", "--help"],
+        &["bundle", "--help"],
+        &["case", "--help"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_afr-verify"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let help = String::from_utf8(out.stdout).unwrap();
+        let (before, _) = help.split_once("Usage:").unwrap();
+        assert!(
+            before.starts_with("Pin what you trust, then verify:\n  afr-verify "),
+            "{args:?}: {help}"
+        );
+        let first = before.lines().nth(1).unwrap();
+        assert!(
+            first.contains("--chain-id") && first.contains("--recorder"),
+            "{args:?}: {first}"
+        );
+    }
 }
 
 #[test]
