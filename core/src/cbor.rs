@@ -148,6 +148,34 @@ pub fn to_json(bytes: &[u8]) -> Result<serde_json::Value, CborError> {
     Ok(v)
 }
 
+/// [`to_json`] of a map keeping only the entries whose key is in `keep` (the others are
+/// skipped unread): a query that reads two fields of an event builds only those. Anything
+/// but a map is decoded whole.
+pub fn to_json_fields(bytes: &[u8], keep: &[String]) -> Result<serde_json::Value, CborError> {
+    let mut r = Reader::new(bytes);
+    if r.peek()? >> 5 != 5 {
+        return to_json(bytes);
+    }
+    let n = r.arg(5)?;
+    let mut m = serde_json::Map::new();
+    for _ in 0..n {
+        if r.peek()? >> 5 != 3 {
+            return Err(CborError::Malformed("map key is not text".into()));
+        }
+        let k = r.text()?;
+        if keep.iter().any(|x| x == k) {
+            let k = k.to_owned();
+            let v = json_item(&mut r, 1)?;
+            m.insert(k, v);
+        } else {
+            let len = item_len(&r.buf[r.pos..])?;
+            r.take(len)?;
+        }
+    }
+    r.finish()?;
+    Ok(serde_json::Value::Object(m))
+}
+
 fn json_item(r: &mut Reader<'_>, depth: u32) -> Result<serde_json::Value, CborError> {
     use serde_json::Value as J;
     if depth > 128 {
@@ -595,6 +623,15 @@ mod tests {
         }
         let deep = [vec![0x81u8; 200], vec![0x01]].concat();
         assert!(to_json(&deep).is_err());
+        // Only the kept fields of a map are built; the others are skipped whole.
+        let b =
+            to_vec(&serde_json::json!({"a": [1, {"x": 2}], "b": "skip", "c": {"d": 1.5}})).unwrap();
+        assert_eq!(
+            to_json_fields(&b, &["a".into(), "c".into()]).unwrap(),
+            serde_json::json!({"a": [1, {"x": 2}], "c": {"d": 1.5}})
+        );
+        assert_eq!(to_json_fields(&b, &[]).unwrap(), serde_json::json!({}));
+        assert!(to_json_fields(&b[..b.len() - 1], &["a".into()]).is_err());
     }
 
     #[test]

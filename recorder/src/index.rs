@@ -597,11 +597,13 @@ impl<'a> Opener<'a> {
     /// or `None` if its epoch was erased. Full scans use this: the plaintext goes straight
     /// from CBOR to JSON ([`afr_core::cbor::to_json`]), with no typed payload built, and a
     /// scan that iterates the payload column itself passes the `sealed` bytes it read
-    /// (otherwise the payload is looked up).
+    /// (otherwise the payload is looked up). With `fields`, only those top-level fields are
+    /// decoded.
     pub fn payload_json(
         &mut self,
         record: &Record,
         sealed: Option<&[u8]>,
+        fields: Option<&[String]>,
     ) -> Result<Option<serde_json::Value>, RecordError> {
         let seq = record.seq;
         let sealed = match sealed {
@@ -616,9 +618,12 @@ impl<'a> Opener<'a> {
         };
         // The plaintext passed the AEAD and its key commitment: it is what was sealed, so
         // the fast decoder suffices (no canonical-form check).
-        afr_core::cbor::to_json(&plain)
-            .map(Some)
-            .map_err(|e| RecordError::Corrupt(format!("payload {seq}: {e}")))
+        match fields {
+            Some(f) => afr_core::cbor::to_json_fields(&plain, f),
+            None => afr_core::cbor::to_json(&plain),
+        }
+        .map(Some)
+        .map_err(|e| RecordError::Corrupt(format!("payload {seq}: {e}")))
     }
 
     fn decode<T: serde::de::DeserializeOwned>(

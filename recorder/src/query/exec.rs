@@ -15,7 +15,7 @@ use serde_json::Value as Json;
 use super::{
     Query, QueryError, QueryResult,
     lex::Op,
-    plan::{Node, Pred, reads_payload},
+    plan::{Node, Pred, payload_fields, reads_payload},
     schema::{Root, Seg},
 };
 use crate::{
@@ -31,6 +31,7 @@ pub(crate) fn run(
 ) -> Result<QueryResult, QueryError> {
     let mut ex = Exec::new(store, master)?;
     let node = ex.plan(&query.expr)?;
+    ex.fields = payload_fields(&node);
     let cand = ex.candidates(&node);
     let mut res = QueryResult {
         indexed: cand.is_some(),
@@ -138,6 +139,9 @@ pub(super) struct Exec<'a> {
     pub(super) walk_cut: bool,
     /// Payloads decrypted.
     decrypted: u64,
+    /// The top-level payload fields the plan reads (`None`: all of them): only these are
+    /// decoded.
+    fields: Option<Vec<String>>,
 }
 
 impl<'a> Exec<'a> {
@@ -166,6 +170,7 @@ impl<'a> Exec<'a> {
             notes: Vec::new(),
             walk_cut: false,
             decrypted: 0,
+            fields: None,
         })
     }
 
@@ -183,6 +188,7 @@ impl<'a> Exec<'a> {
             notes: Vec::new(),
             walk_cut: false,
             decrypted: 0,
+            fields: self.fields.clone(),
         }
     }
 
@@ -348,7 +354,11 @@ impl<'a> Exec<'a> {
                     let p = match &ev.record {
                         Some(r) => {
                             self.decrypted += 1;
-                            self.opener.payload_json(r, ev.sealed.as_deref())?
+                            self.opener.payload_json(
+                                r,
+                                ev.sealed.as_deref(),
+                                self.fields.as_deref(),
+                            )?
                         }
                         None => None,
                     };

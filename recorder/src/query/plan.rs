@@ -22,7 +22,7 @@ use super::{
     exec::Exec,
     lex::Op,
     parse::Expr,
-    schema::{Root, Target},
+    schema::{Root, Seg, Target},
 };
 use crate::index::Field;
 
@@ -118,6 +118,34 @@ fn cost(n: &Node) -> u8 {
 }
 
 /// Whether the plan reads payload fields (and so cannot see into erased epochs).
+/// The top-level payload fields the plan's predicates read, or `None` if one reads the
+/// payload whole (a full scan then decodes only these; see `cbor::to_json_fields`).
+pub(super) fn payload_fields(n: &Node) -> Option<Vec<String>> {
+    fn walk(n: &Node, out: &mut Vec<String>) -> bool {
+        let pred = |p: &Pred, out: &mut Vec<String>| {
+            let t = p.target();
+            match (t.root, t.segs.first()) {
+                (Root::Envelope, _) => true,
+                (Root::Payload, Some(Seg::Key(k))) => {
+                    if !out.contains(k) {
+                        out.push(k.clone());
+                    }
+                    true
+                }
+                (Root::Payload, _) => false,
+            }
+        };
+        match n {
+            Node::Indexed(_, p) | Node::Pred(p) => pred(p, out),
+            Node::Not(x) => walk(x, out),
+            Node::And(v) | Node::Or(v) => v.iter().all(|x| walk(x, out)),
+            Node::All | Node::Set(..) => true,
+        }
+    }
+    let mut out = Vec::new();
+    walk(n, &mut out).then_some(out)
+}
+
 pub(super) fn reads_payload(n: &Node) -> bool {
     match n {
         Node::Indexed(..) => true,
