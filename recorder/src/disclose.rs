@@ -1,7 +1,4 @@
 //! Disclosure bundles and crypto-erasure over the store.
-
-use std::collections::BTreeMap;
-
 use afr_core::{
     Category, EventInput, Hash32,
     bundle::{Bundle, DisclosedEvent},
@@ -47,6 +44,26 @@ fn erase_event_key(epoch: u64) -> Vec<u8> {
 }
 
 impl Store {
+    /// The epochs whose key material was destroyed, in order: one prefix read of the
+    /// metadata, whatever the number of epochs.
+    pub fn erased_epochs(&self) -> Result<Vec<u64>, RecordError> {
+        let it = self.db().iterator_cf(
+            self.cf(crate::store::CF_META)?,
+            rocksdb::IteratorMode::From(META_ERASED, rocksdb::Direction::Forward),
+        );
+        let mut out = Vec::new();
+        for kv in it {
+            let (k, _) = kv.map_err(|e| RecordError::Storage(e.into_string()))?;
+            let Some(rest) = k.strip_prefix(META_ERASED) else {
+                break;
+            };
+            let e = <[u8; 8]>::try_from(rest)
+                .map_err(|_| RecordError::Corrupt("erased-epoch key is not 15 bytes".into()))?;
+            out.push(u64::from_be_bytes(e));
+        }
+        Ok(out)
+    }
+
     /// Whether epoch `epoch`'s key material was destroyed.
     pub fn is_erased(&self, epoch: u64) -> Result<bool, RecordError> {
         Ok(self.meta(&erased_key(epoch))?.is_some())
@@ -104,7 +121,9 @@ pub(crate) fn disclose(
                 .map_err(|err| RecordError::Corrupt(format!("epoch {e}: {err}")))?,
         );
     }
-    let mut leaves_of: BTreeMap<u64, Vec<Hash32>> = BTreeMap::new();
+    // The leaf hashes of one epoch at a time: `seqs` is sorted, so each epoch is read once
+    // and memory stays bounded by one epoch whatever the size of the log.
+    let mut leaves_of: Option<(u64, Vec<Hash32>)> = None;
     let mut events = Vec::with_capacity(seqs.len());
     let mut last_epoch = 0;
     let mut erased = Vec::new();
@@ -117,19 +136,28 @@ pub(crate) fn disclose(
                 epoch: record.epoch,
             })?;
         last_epoch = last_epoch.max(record.epoch);
-        let leaves = match leaves_of.entry(h.epoch) {
-            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::btree_map::Entry::Vacant(slot) => {
-                // The header's count comes from disk: reserve no more than the log holds.
-                let mut leaves = Vec::with_capacity(h.count.min(1 << 20) as usize);
-                for s in h.first_seq..h.end_seq() {
-                    let b = store
-                        .record_bytes(s)?
-                        .ok_or_else(|| RecordError::Corrupt(format!("record {s} missing")))?;
-                    leaves.push(leaf_hash(&b));
+        if leaves_of.as_ref().is_none_or(|(e, _)| *e != h.epoch) {
+            // The header's count comes from disk: reserve no more than the log holds.
+            let mut leaves = Vec::with_capacity(h.count.min(1 << 20) as usize);
+            for kv in store.records_from(h.first_seq)?.take(h.count as usize) {
+                let (s, b) = kv?;
+                if s != h.first_seq + leaves.len() as u64 {
+                    return Err(RecordError::Corrupt(format!("record {s} out of place")));
                 }
-                slot.insert(leaves)
+                leaves.push(leaf_hash(&b));
             }
+            if (leaves.len() as u64) < h.count {
+                return Err(RecordError::Corrupt(format!(
+                    "epoch {} holds {} of its {} records",
+                    h.epoch,
+                    leaves.len(),
+                    h.count
+                )));
+            }
+            leaves_of = Some((h.epoch, leaves));
+        }
+        let Some((_, leaves)) = &leaves_of else {
+            return Err(RecordError::Corrupt(format!("epoch {} unread", h.epoch)));
         };
         let proof = merkle::inclusion_proof(leaves, (seq - h.first_seq) as usize)
             .ok_or_else(|| RecordError::Corrupt(format!("record {seq} outside its epoch")))?;
