@@ -128,6 +128,12 @@ fn chart(title: &str, xl: &str, yl: &str, x: &Axis, y: &Axis, series: &[Series])
     );
     for (i, ser) in series.iter().enumerate() {
         let c = COLORS[i % COLORS.len()];
+        // Past the palette, the same colours dashed.
+        let dash = if i >= COLORS.len() {
+            r#" stroke-dasharray="6 3""#
+        } else {
+            ""
+        };
         let pts: Vec<String> = ser
             .points
             .iter()
@@ -135,13 +141,13 @@ fn chart(title: &str, xl: &str, yl: &str, x: &Axis, y: &Axis, series: &[Series])
             .collect();
         let _ = writeln!(
             s,
-            r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
+            r#"<polyline fill="none" stroke="{c}" stroke-width="2"{dash} points="{}"/>"#,
             pts.join(" ")
         );
         let ly = TOP + 10.0 + 18.0 * i as f64;
         let _ = writeln!(
             s,
-            r#"<line x1="{0}" y1="{1}" x2="{2}" y2="{1}" stroke="{c}" stroke-width="3"/><text x="{3}" y="{4}">{5}</text>"#,
+            r#"<line x1="{0}" y1="{1}" x2="{2}" y2="{1}" stroke="{c}" stroke-width="3"{dash}/><text x="{3}" y="{4}">{5}</text>"#,
             LEFT + pw + 10.0,
             ly,
             LEFT + pw + 30.0,

@@ -605,6 +605,34 @@ impl Store {
     }
 }
 
+impl Store {
+    /// RocksDB's memory by use, in bytes, summed over column families: memtables
+    /// (`size-all-mem-tables`), table readers outside the block cache
+    /// (`estimate-table-readers-mem`) and the block cache (`block-cache-usage`, shared).
+    pub fn memory_usage(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        for (name, prop, shared) in [
+            ("memtables", "rocksdb.size-all-mem-tables", false),
+            ("table_readers", "rocksdb.estimate-table-readers-mem", false),
+            ("block_cache", "rocksdb.block-cache-usage", true),
+        ] {
+            let mut total = 0;
+            for n in ALL_CFS {
+                let Ok(cf) = self.cf(n) else { continue };
+                if let Ok(Some(v)) = self.db.property_int_value_cf(cf, prop) {
+                    if shared {
+                        total = total.max(v);
+                    } else {
+                        total += v;
+                    }
+                }
+            }
+            out.insert(name, total);
+        }
+        out
+    }
+}
+
 /// Write stalls of a store (see [`Store::write_stalls`]).
 #[derive(Debug, Clone, Default)]
 pub struct WriteStalls {
