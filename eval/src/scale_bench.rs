@@ -280,17 +280,26 @@ fn anchor(dir: &Path, n: u64, rpc: &str, b: &ScaleBench) -> Result<Value> {
 /// Indexed lookups (median of runs) and one full scan on the store at `dir`.
 fn query(dir: &Path, n: u64) -> Result<Value> {
     let rec = Recorder::open(dir, Config::default())?;
-    // A delegation in the middle of the log: its children are a selective lookup.
+    // A delegation in the middle of the log with children: they are a selective lookup.
     let mut parent = None;
+    let mut tried = 0;
     for kv in rec.store().records_from(n / 2)? {
         let (seq, bytes) = kv?;
         let r = afr_core::Record::decode(&bytes)?;
-        if r.category == afr_core::Category::Delegation {
+        if r.category != afr_core::Category::Delegation {
+            continue;
+        }
+        let q = Query::parse(&format!("delegation_provenance.parent_event.seq = {seq}"))?;
+        if !rec.query(&q)?.matches.is_empty() {
             parent = Some(seq);
             break;
         }
+        tried += 1;
+        if tried == 50 {
+            break;
+        }
     }
-    let parent = parent.context("no delegation event in the second half of the log")?;
+    let parent = parent.context("no delegation with children in the second half of the log")?;
     let mut indexed = Vec::new();
     for text in [
         format!("delegation_provenance.parent_event.seq = {parent}"),

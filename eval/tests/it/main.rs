@@ -79,3 +79,99 @@ fn bench_serve_measures_the_server_beside_the_recorder() {
         assert!(v["met"][target].is_boolean(), "{target}: {v}");
     }
 }
+
+/// `afr bench scale` end to end at small sizes: records, anchors on a real anvil, exports,
+/// verifies (beside `sha256sum`), queries and discloses at each size, and reports each figure
+/// the issue asks for with its growth exponent; `--from` re-plots a saved run.
+#[test]
+fn bench_scale_measures_every_step_at_each_size() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("scale.json");
+    let svg = work.path().join("scale.svg");
+    let run = ok(afr_eval()
+        .args([
+            "bench",
+            "scale",
+            "--sizes",
+            "3000,9000",
+            "--epoch-size",
+            "100",
+        ])
+        .args(["--batch", "10", "--json", "--anvil"])
+        .arg(afr_testkit::tool("anvil"))
+        .arg("--dir")
+        .arg(work.path().join("w"))
+        .arg("--out")
+        .arg(&out)
+        .arg("--svg")
+        .arg(&svg));
+    let v: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let sizes = v["sizes"].as_array().unwrap();
+    assert_eq!(sizes.len(), 2);
+    for (r, n) in sizes.iter().zip([3000u64, 9000]) {
+        assert_eq!(r["events"], n);
+        let num = |p: &str| {
+            r.pointer(p)
+                .and_then(serde_json::Value::as_f64)
+                .unwrap_or_else(|| panic!("{p} missing in {r}"))
+        };
+        for p in [
+            "/record/events_per_s",
+            "/record/store_bytes_per_event",
+            "/record/peak_rss_mb",
+            "/anchor/gas_per_event",
+            "/export/secs",
+            "/export/bytes",
+            "/export/peak_rss_mb",
+            "/verify/secs",
+            "/verify/peak_rss_mb",
+            "/verify/sha256sum_secs",
+            "/verify/pinned/secs",
+            "/query/scan/events_per_s",
+            "/disclose/secs",
+            "/disclose/bundle_bytes",
+        ] {
+            assert!(num(p) > 0.0, "{p} is not positive in {r}");
+        }
+        assert_eq!(num("/record/write_stall_s"), 0.0);
+        // Every epoch anchored, 10 per transaction; the pinned verification sees them.
+        assert_eq!(num("/anchor/epochs"), (n / 100) as f64);
+        assert_eq!(num("/anchor/transactions"), (n / 1000) as f64);
+        assert_eq!(r["verify"]["pinned"]["outcome"], "verified");
+        // The selective lookup finds the delegation's children through the index.
+        assert!(num("/query/indexed/0/matches") >= 1.0, "{r}");
+        let per_event = num("/export/bytes") / n as f64;
+        assert!(
+            (400.0..800.0).contains(&per_event),
+            "{per_event} bytes/event"
+        );
+    }
+    let growth = v["growth"].as_array().unwrap();
+    let k = |name: &str| {
+        growth
+            .iter()
+            .find(|g| g["figure"] == name)
+            .and_then(|g| g["exponent"].as_f64())
+            .unwrap_or_else(|| panic!("no exponent for {name}"))
+    };
+    // Bytes grow linearly, gas too (one anchor per 100 events).
+    assert!(
+        (0.95..1.05).contains(&k("export bytes")),
+        "{}",
+        k("export bytes")
+    );
+    assert!(
+        (0.95..1.05).contains(&k("anchoring gas")),
+        "{}",
+        k("anchoring gas")
+    );
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") && text.contains("linear (k=1)"));
+    // Re-plotting a saved run measures nothing and gives the same exponents.
+    let again = ok(afr_eval()
+        .args(["bench", "scale", "--json", "--from"])
+        .arg(&out));
+    let w: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(w["growth"], v["growth"]);
+    assert_eq!(w["sizes"], v["sizes"]);
+}
