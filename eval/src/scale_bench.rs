@@ -184,7 +184,7 @@ fn record(dir: &Path, n: u64, b: &ScaleBench, recorder: [u8; 20]) -> Result<Valu
     let step = (n / 10).max(1);
     for (i, ev) in crate::synth::stream(b.seed).take(n as usize).enumerate() {
         rec.record(ev)?;
-        if (i as u64 + 1) % step == 0 {
+        if (i as u64 + 1).is_multiple_of(step) {
             marks.push(t0.elapsed().as_secs_f64());
             rss.push(
                 status_kb("/proc/self/status", "VmRSS:")
