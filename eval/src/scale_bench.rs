@@ -106,7 +106,7 @@ fn run_child(cmd: &mut Command) -> Result<Child> {
         use std::io::{Read as _, Seek as _};
         let mut f = out;
         f.rewind()?;
-        f.take(1 << 20).read_to_string(&mut stdout)?;
+        f.read_to_string(&mut stdout)?;
     }
     // Exit 2 is `afr-verify`'s "incomplete" (an unanchored or unpinned log): a result.
     if !(st.success() || st.code() == Some(2)) {
@@ -406,7 +406,8 @@ fn one(n: u64, work: &Path, rpc: Option<&str>, b: &ScaleBench) -> Result<Value> 
                     .args(["--contract", a["contract"].as_str().unwrap_or_default()])
                     .arg("--json"),
             )?;
-            let rep: Value = serde_json::from_str(&v.stdout).unwrap_or_default();
+            let rep: Value = serde_json::from_str(&v.stdout)
+                .with_context(|| format!("afr-verify printed no JSON report: {:.200}", v.stdout))?;
             Some(json!({
                 "secs": round(v.secs, 3),
                 "peak_rss_mb": round(v.peak_rss_mb, 1),

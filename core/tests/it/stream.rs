@@ -115,8 +115,7 @@ fn the_pipeline_decides_as_in_memory_across_batches() {
         let at = 17 + k * (log.len() - 17) / 64;
         let mut m = log.clone();
         m[at] ^= 0x20;
-        if judge(&m, &format!("byte {at} changed")).outcome == afr_core::verify::Outcome::Tampered
-        {
+        if judge(&m, &format!("byte {at} changed")).outcome == afr_core::verify::Outcome::Tampered {
             tampered += 1;
         }
         judge(&log[..at], &format!("cut at {at}"));
