@@ -156,6 +156,18 @@ pub fn to_json_fields(bytes: &[u8], keep: &[String]) -> Result<serde_json::Value
     if r.peek()? >> 5 != 5 {
         return to_json(bytes);
     }
+    let v = json_map(&mut r, 1, Some(keep))?;
+    r.finish()?;
+    Ok(v)
+}
+
+/// A map (the reader at its head) as a JSON object; with `keep`, only the entries whose key is
+/// in it are built and the others skipped unread.
+fn json_map(
+    r: &mut Reader<'_>,
+    depth: u32,
+    keep: Option<&[String]>,
+) -> Result<serde_json::Value, CborError> {
     let n = r.arg(5)?;
     let mut m = serde_json::Map::new();
     for _ in 0..n {
@@ -163,16 +175,14 @@ pub fn to_json_fields(bytes: &[u8], keep: &[String]) -> Result<serde_json::Value
             return Err(CborError::Malformed("map key is not text".into()));
         }
         let k = r.text()?;
-        if keep.iter().any(|x| x == k) {
+        if keep.is_none_or(|keep| keep.iter().any(|x| x == k)) {
             let k = k.to_owned();
-            let v = json_item(&mut r, 1)?;
-            m.insert(k, v);
+            m.insert(k, json_item(r, depth)?);
         } else {
             let len = item_len(&r.buf[r.pos..])?;
             r.take(len)?;
         }
     }
-    r.finish()?;
     Ok(serde_json::Value::Object(m))
 }
 
@@ -201,19 +211,7 @@ fn json_item(r: &mut Reader<'_>, depth: u32) -> Result<serde_json::Value, CborEr
             }
             J::Array(a)
         }
-        5 => {
-            let n = r.arg(5)?;
-            let mut m = serde_json::Map::new();
-            for _ in 0..n {
-                if r.peek()? >> 5 != 3 {
-                    return Err(CborError::Malformed("map key is not text".into()));
-                }
-                let k = r.text()?.to_owned();
-                let v = json_item(r, depth + 1)?;
-                m.insert(k, v);
-            }
-            J::Object(m)
-        }
+        5 => json_map(r, depth + 1, None)?,
         7 => {
             r.take(1)?;
             match info {

@@ -45,11 +45,8 @@ pub fn bench(b: &QueryBench) -> Result<ExitCode> {
             );
         }
         let t0 = Instant::now();
-        // Generate in slices: the workload is seeded as one sequence, so generate it whole
-        // once, then record and drop it slice by slice.
-        let mut events = crate::synth::generate(b.events, b.seed);
-        events.reverse();
-        while let Some(ev) = events.pop() {
+        // One event at a time: the workload never sits in memory.
+        for ev in crate::synth::stream(b.seed).take(b.events as usize) {
             r.record(ev)?;
         }
         r.seal()?;

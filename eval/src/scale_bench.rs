@@ -71,11 +71,22 @@ pub struct ScaleBench {
     from: Option<PathBuf>,
 }
 
+/// The full-scan query: a substring of the arguments, which the index cannot answer.
+const SCAN: &str = r#"intent.args.input ~ "credentials""#;
+
 /// A finished child process: wall time and peak resident memory.
 struct Child {
     secs: f64,
     peak_rss_mb: f64,
     stdout: String,
+}
+
+impl Child {
+    /// The JSON report the child printed (`afr-verify --json`).
+    fn report(&self) -> Result<Value> {
+        serde_json::from_str(&self.stdout)
+            .with_context(|| format!("afr-verify printed no JSON report: {:.200}", self.stdout))
+    }
 }
 
 /// Runs `cmd` to completion. Its peak RSS is the kernel's high-water mark (`VmHWM` in
@@ -316,7 +327,7 @@ fn query(dir: &Path, n: u64) -> Result<Value> {
         })?;
         indexed.push(json!({ "query": text, "ms": round(ms, 2), "matches": matches }));
     }
-    let scan = Query::parse(r#"intent.args.input ~ "credentials""#)?;
+    let scan = Query::parse(SCAN)?;
     let t0 = Instant::now();
     let r = rec.query(&scan)?;
     let secs = t0.elapsed().as_secs_f64();
@@ -324,7 +335,7 @@ fn query(dir: &Path, n: u64) -> Result<Value> {
     Ok(json!({
         "indexed": indexed,
         "scan": {
-            "query": r#"intent.args.input ~ "credentials""#,
+            "query": SCAN,
             "secs": round(secs, 3),
             "events_per_s": round(r.examined as f64 / secs, 0),
             "matches": r.matches.len(),
@@ -382,8 +393,7 @@ fn one(n: u64, work: &Path, rpc: Option<&str>, b: &ScaleBench) -> Result<Value> 
                 .arg(&recorder_hex)
                 .arg("--json"),
         )?;
-        let rep: Value = serde_json::from_str(&v.stdout).unwrap_or_default();
-        let checked = rep["events"].as_u64().unwrap_or(0);
+        let checked = v.report()?["events"].as_u64().unwrap_or(0);
         anyhow::ensure!(
             checked == n,
             "afr-verify checked {checked} of {n} events: {}",
@@ -406,8 +416,7 @@ fn one(n: u64, work: &Path, rpc: Option<&str>, b: &ScaleBench) -> Result<Value> 
                     .args(["--contract", a["contract"].as_str().unwrap_or_default()])
                     .arg("--json"),
             )?;
-            let rep: Value = serde_json::from_str(&v.stdout)
-                .with_context(|| format!("afr-verify printed no JSON report: {:.200}", v.stdout))?;
+            let rep = v.report()?;
             Some(json!({
                 "secs": round(v.secs, 3),
                 "peak_rss_mb": round(v.peak_rss_mb, 1),

@@ -47,21 +47,14 @@ impl Store {
     /// The epochs whose key material was destroyed, in order: one prefix read of the
     /// metadata, whatever the number of epochs.
     pub fn erased_epochs(&self) -> Result<Vec<u64>, RecordError> {
-        let it = self.db().iterator_cf(
-            self.cf(crate::store::CF_META)?,
-            rocksdb::IteratorMode::From(META_ERASED, rocksdb::Direction::Forward),
-        );
-        let mut out = Vec::new();
-        for kv in it {
-            let (k, _) = kv.map_err(|e| RecordError::Storage(e.into_string()))?;
-            let Some(rest) = k.strip_prefix(META_ERASED) else {
-                break;
-            };
-            let e = <[u8; 8]>::try_from(rest)
-                .map_err(|_| RecordError::Corrupt("erased-epoch key is not 15 bytes".into()))?;
-            out.push(u64::from_be_bytes(e));
-        }
-        Ok(out)
+        self.meta_prefixed(META_ERASED)?
+            .map(|kv| {
+                let (rest, _) = kv?;
+                <[u8; 8]>::try_from(rest.as_slice())
+                    .map(u64::from_be_bytes)
+                    .map_err(|_| RecordError::Corrupt("erased-epoch key is not 15 bytes".into()))
+            })
+            .collect()
     }
 
     /// Whether epoch `epoch`'s key material was destroyed.

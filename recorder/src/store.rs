@@ -130,6 +130,9 @@ fn corrupt(what: impl Into<String>) -> RecordError {
 /// A key and its value, as RocksDB's iterators return them.
 type Entry = (Box<[u8]>, Box<[u8]>);
 
+/// The rest of a key after a prefix, and its value ([`Store::meta_prefixed`]).
+type KeyRest = (Vec<u8>, Box<[u8]>);
+
 /// A key of the column families keyed by sequence number or epoch: 8 bytes, big-endian.
 fn u64_key(k: &[u8]) -> Result<u64, RecordError> {
     <[u8; 8]>::try_from(k)
@@ -193,6 +196,15 @@ fn cf_options(name: &str, cache: &rocksdb::Cache) -> Options {
     o
 }
 
+/// Every column family with its settings, sharing one block cache.
+fn cf_descriptors() -> Vec<ColumnFamilyDescriptor> {
+    let cache = rocksdb::Cache::new_lru_cache(BLOCK_CACHE_BYTES);
+    ALL_CFS
+        .iter()
+        .map(|n| ColumnFamilyDescriptor::new(*n, cf_options(n, &cache)))
+        .collect()
+}
+
 /// The stored receipt of `epoch`, decoded.
 fn decode_anchor(epoch: u64, b: &[u8]) -> Result<AnchorReceipt, RecordError> {
     AnchorReceipt::decode(epoch, b).map_err(|e| corrupt(format!("anchor of epoch {epoch}: {e}")))
@@ -206,11 +218,7 @@ impl Store {
         // Always: a store created before the query index gains its column family on open
         // (the recorder then builds the index; see `crate::index::catch_up`).
         opts.create_missing_column_families(true);
-        let cache = rocksdb::Cache::new_lru_cache(BLOCK_CACHE_BYTES);
-        let cfs = ALL_CFS
-            .iter()
-            .map(|n| ColumnFamilyDescriptor::new(*n, cf_options(n, &cache)));
-        let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(db_err)?;
+        let db = DB::open_cf_descriptors(&opts, path, cf_descriptors()).map_err(db_err)?;
         Ok(Store {
             db,
             path: path.to_owned(),
@@ -221,12 +229,8 @@ impl Store {
     /// nothing is written). It does not take RocksDB's lock: a writer may hold the store, and
     /// this view does not see what the writer adds after it opened.
     pub fn open_read_only(path: &Path) -> Result<Store, RecordError> {
-        let cache = rocksdb::Cache::new_lru_cache(BLOCK_CACHE_BYTES);
-        let cfs = ALL_CFS
-            .iter()
-            .map(|n| ColumnFamilyDescriptor::new(*n, cf_options(n, &cache)));
-        let db =
-            DB::open_cf_descriptors_read_only(&db_options(), path, cfs, false).map_err(db_err)?;
+        let db = DB::open_cf_descriptors_read_only(&db_options(), path, cf_descriptors(), false)
+            .map_err(db_err)?;
         Ok(Store {
             db,
             path: path.to_owned(),
@@ -514,19 +518,27 @@ impl Store {
         Ok(n)
     }
 
+    /// The metadata entries whose key starts with `prefix`, in key order, as (the rest of
+    /// the key, value).
+    pub(crate) fn meta_prefixed<'a>(
+        &'a self,
+        prefix: &'a [u8],
+    ) -> Result<impl Iterator<Item = Result<KeyRest, RecordError>> + 'a, RecordError> {
+        let it = self.db.iterator_cf(
+            self.cf(CF_META)?,
+            IteratorMode::From(prefix, Direction::Forward),
+        );
+        Ok(it
+            .map(|kv| kv.map_err(db_err))
+            .take_while(move |kv| kv.as_ref().map_or(true, |(k, _)| k.starts_with(prefix)))
+            .map(move |kv| kv.map(|(k, v)| (k[prefix.len()..].to_vec(), v))))
+    }
+
     /// The archived receipts (from chains or contracts anchored to before a switch).
     pub fn archived_anchors(&self) -> Result<Vec<AnchorReceipt>, RecordError> {
-        let cf = self.cf(CF_META)?;
-        let it = self.db.iterator_cf(
-            cf,
-            IteratorMode::From(META_ARCHIVED_ANCHOR, Direction::Forward),
-        );
         let mut out = Vec::new();
-        for kv in it {
-            let (k, v) = kv.map_err(db_err)?;
-            let Some(rest) = k.strip_prefix(META_ARCHIVED_ANCHOR) else {
-                break;
-            };
+        for kv in self.meta_prefixed(META_ARCHIVED_ANCHOR)? {
+            let (rest, v) = kv?;
             let epoch = rest
                 .get(28..36)
                 .and_then(|e| <[u8; 8]>::try_from(e).ok())
@@ -603,9 +615,7 @@ impl Store {
         }
         out
     }
-}
 
-impl Store {
     /// RocksDB's memory by use, in bytes, summed over column families: memtables
     /// (`size-all-mem-tables`), table readers outside the block cache
     /// (`estimate-table-readers-mem`) and the block cache (`block-cache-usage`, shared).

@@ -117,7 +117,6 @@ fn cost(n: &Node) -> u8 {
     }
 }
 
-/// Whether the plan reads payload fields (and so cannot see into erased epochs).
 /// The top-level payload fields the plan's predicates read, or `None` if one reads the
 /// payload whole (a full scan then decodes only these; see `cbor::to_json_fields`).
 pub(super) fn payload_fields(n: &Node) -> Option<Vec<String>> {
@@ -146,6 +145,7 @@ pub(super) fn payload_fields(n: &Node) -> Option<Vec<String>> {
     walk(n, &mut out).then_some(out)
 }
 
+/// Whether the plan reads payload fields (and so cannot see into erased epochs).
 pub(super) fn reads_payload(n: &Node) -> bool {
     match n {
         Node::Indexed(..) => true,
