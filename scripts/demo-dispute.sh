@@ -41,7 +41,8 @@ cat >"$work/accept-event.json" <<'EOF'
  "code_provenance":{"agent":"globex-dba-agent","agent_version":"0.9.1"},
  "delegation_provenance":{"delegating_agent":"acme-orchestrator","organisation":"Acme Corp"}}
 EOF
-show acme delegate offer "$work/offer-event.json" | tee "$work/offer.json"
+globex_id="$(globex status --json | json '["recorder"]')"
+show acme delegate offer "$work/offer-event.json" --to "$globex_id" | tee "$work/offer.json"
 show globex delegate accept "$work/accept-event.json" --parent "$work/offer.json" | tee "$work/accepted.json"
 show acme delegate receipt --offer "$work/offer.json" --receipt "$work/accepted.json" >/dev/null
 accepted_seq="$(json '["seq"]' <"$work/accepted.json")"

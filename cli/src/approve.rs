@@ -151,9 +151,37 @@ fn show(a: &Action, digest: &str) -> Result<()> {
             escape(x.target.as_deref().unwrap_or(""))
         )?;
     }
-    writeln!(e, "arguments:")?;
-    for line in args.lines() {
-        writeln!(e, "    {}", escape(line))?;
+    // Arguments over the gateway's cap are recorded (and signed) as their size and SHA-256:
+    // show the approver the full arguments the held call carries, and whether they are the
+    // ones that hash is of, so what is signed can be reviewed.
+    let capped = a.intent.args.get("truncated") == Some(&serde_json::Value::Bool(true));
+    match (&a.call, capped) {
+        (Some(c), true) => {
+            let full = c.arguments.to_string();
+            let hash = afr_gateway::session::sha256(full.as_bytes());
+            let bound = a.intent.args.get("sha256").and_then(|v| v.as_str()) == Some(&hash);
+            writeln!(
+                e,
+                "arguments: {} bytes, over the recording cap: the event records (and this approval signs) their size and {}; {}",
+                full.len(),
+                escape(&hash),
+                if bound {
+                    "the full arguments below are the ones that hash is of"
+                } else {
+                    "WARNING: the full arguments below do NOT match the recorded hash"
+                }
+            )?;
+            let full = serde_json::to_string_pretty(&c.arguments).unwrap_or_default();
+            for line in full.lines() {
+                writeln!(e, "    {}", escape(line))?;
+            }
+        }
+        _ => {
+            writeln!(e, "arguments:")?;
+            for line in args.lines() {
+                writeln!(e, "    {}", escape(line))?;
+            }
+        }
     }
     writeln!(e, "recorder:  0x{}", hex::encode(a.recorder))?;
     writeln!(

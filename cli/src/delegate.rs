@@ -25,6 +25,10 @@ pub enum DelegateCmd {
     Offer {
         /// The event (JSON of docs/event.schema.json), or `-` for standard input.
         event: PathBuf,
+        /// The receiving recorder the work is offered to (its id, 0x and 40 hex digits): the
+        /// receipt names it, so no other recorder can cite the offer as accepted.
+        #[arg(long, value_name = "RECORDER")]
+        to: String,
         /// Records the event once under this key; a retry returns the first receipt.
         #[arg(long)]
         idempotency_key: Option<String>,
@@ -86,16 +90,21 @@ pub fn run(dir: &Path, password_file: Option<&Path>, cmd: DelegateCmd) -> Result
     let (step, body, local): (&str, Value, Box<Step>) = match cmd {
         DelegateCmd::Offer {
             event,
+            to,
             idempotency_key,
         } => {
             let (json, ev) = event_arg(&event)?;
             let key = idempotency_key.clone();
+            let to_id = afr_core::delegation::parse_recorder(&to.to_ascii_lowercase())
+                .with_context(|| {
+                    format!("--to `{to}` is not a recorder id (0x and 40 hex digits)")
+                })?;
             (
                 "offer",
-                json!({"event": json, "idempotency_key": idempotency_key}),
+                json!({"event": json, "to": to, "idempotency_key": idempotency_key}),
                 Box::new(
                     move |r: &Recorder, sign: afr_recorder::delegation::SignFn<'_>| {
-                        r.delegate_offer(ev, key.as_deref(), sign)
+                        r.delegate_offer(ev, &to_id, key.as_deref(), sign)
                     },
                 ),
             )

@@ -407,6 +407,10 @@ pub struct Signed {
     pub approver: String,
     /// The decision.
     pub decision: Decision,
+    /// When the approver signed (the statement's `issued_at`, Unix seconds).
+    pub issued_at: u64,
+    /// When the approval lapses (`expires_at`, Unix seconds).
+    pub expires_at: u64,
 }
 
 /// Checks the approval of one event, made by `recorder` and timestamped `at_us` (the time it
@@ -482,6 +486,8 @@ pub fn check(p: &Payload, recorder: &RecorderId, at_us: u64) -> Result<Option<Si
         nonce: st.nonce.clone(),
         approver: h.approver.clone(),
         decision: h.decision,
+        issued_at: st.issued_at,
+        expires_at: st.expires_at,
     }))
 }
 

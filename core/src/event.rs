@@ -395,9 +395,41 @@ pub struct EventRef {
     /// digits: its word that the leaf sits at `seq` of its log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
+    /// In a receipt of a delegating event (an offer): the recorder it is offered to, `0x` + 40
+    /// hex digits, bound by the signature (`docs/spec/delegation.md` §1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// In a receipt of a receiving event (an accept): the offer it accepts, bound by the
+    /// signature (`docs/spec/delegation.md` §1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<OfferRef>,
+}
+
+/// The offer an accepting event's receipt answers: a delegating recorder's event, exactly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OfferRef {
+    /// The delegating recorder, `0x` + 40 hex digits.
+    pub recorder: String,
+    /// The offer's sequence number in its log.
+    pub seq: u64,
+    /// The offer's record leaf hash, 64 hex digits.
+    pub leaf_hash: String,
 }
 
 impl EventRef {
+    /// A reference to event `seq` of the same log, by position only.
+    pub fn same_log(seq: u64) -> EventRef {
+        EventRef {
+            recorder: None,
+            seq,
+            leaf_hash: None,
+            signature: None,
+            to: None,
+            answers: None,
+        }
+    }
+
     /// Checks the shapes serde cannot: `recorder` 40 hex digits (0x optional), `leaf_hash` 64
     /// hex, `signature` 0x + 130 hex.
     fn validate(&self, path: &str) -> Result<(), InputError> {
@@ -425,6 +457,34 @@ impl EventRef {
                 &format!("{path}.signature"),
                 "must be 0x followed by 130 hex digits",
             ));
+        }
+        if let Some(t) = &self.to
+            && !hex_of(t.strip_prefix("0x").unwrap_or(t), 40)
+        {
+            return Err(InputError::new(
+                &format!("{path}.to"),
+                "must be 0x followed by 40 hex digits",
+            ));
+        }
+        if let Some(a) = &self.answers {
+            if self.to.is_some() {
+                return Err(InputError::new(
+                    path,
+                    "a receipt names either `to` (an offer) or `answers` (an accept), not both",
+                ));
+            }
+            if !hex_of(a.recorder.strip_prefix("0x").unwrap_or(&a.recorder), 40) {
+                return Err(InputError::new(
+                    &format!("{path}.answers.recorder"),
+                    "must be 0x followed by 40 hex digits",
+                ));
+            }
+            if !hex_of(&a.leaf_hash, 64) {
+                return Err(InputError::new(
+                    &format!("{path}.answers.leaf_hash"),
+                    "must be 64 hex digits",
+                ));
+            }
         }
         Ok(())
     }

@@ -255,12 +255,7 @@ fn delegated(
     behalf: &str,
 ) -> Option<DelegationProvenance> {
     Some(DelegationProvenance {
-        parent_event: parent.map(|seq| EventRef {
-            recorder: None,
-            leaf_hash: None,
-            signature: None,
-            seq,
-        }),
+        parent_event: parent.map(EventRef::same_log),
         delegating_agent: Some(by.into()),
         organisation: Some(org.into()),
         on_behalf_of: Some(behalf.into()),

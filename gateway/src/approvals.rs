@@ -201,6 +201,45 @@ pub fn decision(dir: &Path, id: &str) -> Result<Option<Ruling>, QueueError> {
     read_json(&decision_path(&queue_dir(dir), id))
 }
 
+/// The used-nonce ledger: one empty file per signed approval nonce a gateway of this
+/// recorder accepted (`<dir>/approval-nonces/<nonce>`, directory 0700, files 0600).
+pub fn nonce_dir(dir: &Path) -> PathBuf {
+    dir.join("approval-nonces")
+}
+
+/// Claims `nonce` (64 lower-case hex digits, as a signed statement's) for one call, durably
+/// and once: `Ok(true)` the first time it is claimed by any gateway process of this recorder,
+/// ever (the claim is synced, with its directory, before this returns); `Ok(false)` when it
+/// was claimed before, by this process or another one, before or after a restart: a
+/// replayed approval. A call MUST NOT be forwarded on an approval whose nonce this did not
+/// return `Ok(true)` for; a nonce claimed by a call that then fails to run stays used (the
+/// approver signs again).
+pub fn claim_nonce(dir: &Path, nonce: &str) -> Result<bool, QueueError> {
+    if nonce.len() != 64 || !nonce.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return Err(QueueError::Io {
+            path: nonce_dir(dir),
+            source: std::io::Error::other("an approval nonce is 64 lower-case hex digits"),
+        });
+    }
+    let d = nonce_dir(dir);
+    ensure_dir(&d)?;
+    let path = d.join(nonce);
+    match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+    {
+        Ok(f) => {
+            f.sync_all().map_err(io(&path))?;
+            File::open(&d).and_then(|d| d.sync_all()).map_err(io(&d))?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(QueueError::Io { path, source: e }),
+    }
+}
+
 /// Removes `id` from the queue once the gateway has acted on it.
 pub fn remove(dir: &Path, id: &str) {
     let q = queue_dir(dir);
@@ -328,6 +367,21 @@ mod tests {
             decided_at_us: 9,
             reason: None,
             signature: None,
+        }
+    }
+
+    #[test]
+    fn a_nonce_is_claimed_once_across_processes_and_restarts() {
+        let d = tempfile::tempdir().unwrap();
+        let n = "ab".repeat(32);
+        assert!(claim_nonce(d.path(), &n).unwrap());
+        assert!(!claim_nonce(d.path(), &n).unwrap());
+        assert!(claim_nonce(d.path(), &"cd".repeat(32)).unwrap());
+        let mode = |p: PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(nonce_dir(d.path())), 0o700);
+        assert_eq!(mode(nonce_dir(d.path()).join(&n)), 0o600);
+        for bad in ["../x", "AB".repeat(32).as_str(), "ab"] {
+            assert!(claim_nonce(d.path(), bad).is_err(), "{bad}");
         }
     }
 

@@ -237,8 +237,6 @@ pub struct Gate {
     deferred: Mutex<Vec<CallRecord>>,
     deferred_cv: Condvar,
     journal: Mutex<Option<Arc<Journal>>>,
-    /// Nonces of the signed approvals this gateway accepted (a second use is a replay).
-    nonces: Mutex<HashSet<String>>,
 }
 
 /// How long a completed call's event waits for others to share a synced write with.
@@ -285,7 +283,6 @@ impl Gate {
             deferred: Mutex::new(Vec::new()),
             deferred_cv: Condvar::new(),
             journal: Mutex::new(None),
-            nonces: Mutex::new(HashSet::new()),
         });
         gate.recover();
         let weak = Arc::downgrade(&gate);
@@ -796,13 +793,18 @@ impl Gate {
             };
             event["human_approval"]["approver"] = a.name.clone().into();
         }
-        if !lock(&self.nonces).insert(signed.nonce.clone()) {
-            return Err(format!(
+        // Durable and shared by every gateway of this recorder: a restarted `afr mcp wrap`
+        // (every MCP client restart) must not run the same signed decision twice.
+        match approvals::claim_nonce(&self.dir, &signed.nonce) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(format!(
                 "the approval's nonce {} was used before: a replayed approval",
                 signed.nonce
-            ));
+            )),
+            Err(e) => Err(format!(
+                "the approval's nonce could not be claimed durably ({e}); not forwarded"
+            )),
         }
-        Ok(())
     }
 
     /// Refuses `held` because its approval's signature does not hold (`why`): the call never

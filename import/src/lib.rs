@@ -359,14 +359,11 @@ fn step_event(
     });
 
     let parent = match (opts.first_seq, i) {
-        (Some(first), 1..) => Some(EventRef {
-            recorder: None,
-            leaf_hash: None,
-            signature: None,
-            seq: first
+        (Some(first), 1..) => Some(EventRef::same_log(
+            first
                 .checked_add(i as u64 - 1)
                 .ok_or_else(|| step_err(i, "sequence numbers past 2^64 - 1 (--first-seq)"))?,
-        }),
+        )),
         _ => None,
     };
     let delegation = (parent.is_some() || run.instance.is_some()).then(|| DelegationProvenance {

@@ -10,9 +10,16 @@
 //! ```
 //!
 //! A receipt is signed by the recorder's anchoring key (its address is the recorder id), so
-//! neither side can later deny the leaf it vouched for.
+//! neither side can later deny the leaf it vouched for. The offer's receipt names the
+//! receiving recorder, the accept's names the offer it accepts: each step refuses a receipt
+//! that is not addressed to it or does not answer its own offer, so no step pairs the evidence
+//! of two different delegations.
 
-use afr_core::{Category, EventInput, Hash32, delegation::Receipt, event::DelegationProvenance};
+use afr_core::{
+    Category, EventInput, Hash32, RecorderId,
+    delegation::{Receipt, Role},
+    event::DelegationProvenance,
+};
 
 use crate::{RecordError, Recorder};
 
@@ -41,17 +48,18 @@ fn invalid(m: impl Into<String>) -> DelegationError {
 }
 
 impl Recorder {
-    /// This recorder's signed receipt of its event `seq` with leaf hash `leaf`.
+    /// This recorder's signed receipt of its event `seq` with leaf hash `leaf`, in `role`.
     pub fn sign_receipt(
         &self,
         seq: u64,
         leaf: &Hash32,
+        role: &Role,
         sign: SignFn<'_>,
     ) -> Result<Receipt, DelegationError> {
         let me = self.recorder_id();
-        let digest = afr_core::delegation::signing_hash(&me, seq, leaf);
+        let digest = afr_core::delegation::signing_hash(&me, seq, leaf, role);
         let sig = sign(&digest).map_err(DelegationError::Sign)?;
-        let r = Receipt::new(&me, seq, leaf, &sig);
+        let r = Receipt::new(&me, seq, leaf, role, &sig);
         r.verify().map_err(|e| {
             DelegationError::Sign(format!(
                 "the key given is not this recorder's anchoring key ({e})"
@@ -74,15 +82,22 @@ impl Recorder {
     }
 
     /// The delegating side's first step: records `event` (the call that hands work to another
-    /// recorder's agent) and returns its signed receipt, to give to the receiving side.
+    /// recorder's agent) and returns its signed receipt, addressed to recorder `to`, to give
+    /// to the receiving side.
     pub fn delegate_offer(
         &self,
         event: EventInput,
+        to: &RecorderId,
         idempotency_key: Option<&str>,
         sign: SignFn<'_>,
     ) -> Result<Receipt, DelegationError> {
+        if *to == self.recorder_id() {
+            return Err(invalid(
+                "the offer is to this recorder itself: a delegation is between two recorders",
+            ));
+        }
         let r = self.record_keyed(event, idempotency_key)?;
-        self.sign_receipt(r.seq, &r.leaf_hash, sign)
+        self.sign_receipt(r.seq, &r.leaf_hash, &Role::Offer { to: *to }, sign)
     }
 
     /// The receiving side's one step: checks `parent` (the delegating recorder's signed
@@ -98,11 +113,27 @@ impl Recorder {
         parent
             .verify()
             .map_err(|e| invalid(format!("the delegating side's receipt does not hold: {e}")))?;
-        let (from, _) = parent.parts().map_err(invalid)?;
+        let (from, from_leaf) = parent.parts().map_err(invalid)?;
         if from == self.recorder_id() {
             return Err(invalid(
                 "the receipt is this recorder's own: a delegation is between two recorders",
             ));
+        }
+        match parent.role().map_err(invalid)? {
+            Role::Offer { to } if to == self.recorder_id() => {}
+            Role::Offer { to } => {
+                return Err(invalid(format!(
+                    "the offer is made to recorder 0x{}, not to this recorder (0x{})",
+                    hex::encode(to),
+                    hex::encode(self.recorder_id())
+                )));
+            }
+            other => {
+                return Err(invalid(format!(
+                    "the delegating side's receipt is a {} receipt, not an offer: it names no receiving recorder (an offer from `afr delegate offer --to`)",
+                    other.name()
+                )));
+            }
         }
         let d = event
             .delegation_provenance
@@ -120,12 +151,19 @@ impl Recorder {
         }
         d.parent_event = Some(parent.to_ref());
         let r = self.record_keyed(event, idempotency_key)?;
-        self.sign_receipt(r.seq, &r.leaf_hash, sign)
+        let answers = Role::Accept {
+            recorder: from,
+            seq: parent.seq,
+            leaf: from_leaf,
+        };
+        self.sign_receipt(r.seq, &r.leaf_hash, &answers, sign)
     }
 
-    /// The delegating side's last step: checks that `ours` is this recorder's receipt of an
-    /// event in its log and `theirs` the receiving recorder's signed receipt, and records them
-    /// as this recorder's own `afr.delegated` event (once: a retry returns the first).
+    /// The delegating side's last step: checks that `ours` is this recorder's signed offer of
+    /// an event in its log, and `theirs` the signed receipt of the recorder it was offered to,
+    /// accepting exactly that offer; records them as this recorder's own `afr.delegated` event
+    /// (once: a retry returns the first). A receipt that answers another offer, or comes from
+    /// another recorder than the offer names, is refused.
     pub fn delegate_receipt(
         &self,
         ours: &Receipt,
@@ -150,6 +188,8 @@ impl Recorder {
                 ours.seq
             )));
         }
+        ours.verify()
+            .map_err(|e| invalid(format!("the offer's receipt does not hold: {e}")))?;
         theirs
             .verify()
             .map_err(|e| invalid(format!("the receiving side's receipt does not hold: {e}")))?;
@@ -158,6 +198,47 @@ impl Recorder {
             return Err(invalid(
                 "the receipt is this recorder's own: a delegation is between two recorders",
             ));
+        }
+        match ours.role().map_err(invalid)? {
+            Role::Offer { to } if to == them => {}
+            Role::Offer { to } => {
+                return Err(invalid(format!(
+                    "offer {} was made to recorder 0x{}, but the receipt is recorder {}'s",
+                    ours.seq,
+                    hex::encode(to),
+                    theirs.recorder
+                )));
+            }
+            other => {
+                return Err(invalid(format!(
+                    "the offer's receipt is a {} receipt: it names no receiving recorder",
+                    other.name()
+                )));
+            }
+        }
+        match theirs.role().map_err(invalid)? {
+            Role::Accept {
+                recorder,
+                seq,
+                leaf: answered,
+            } if recorder == me && seq == ours.seq && answered == leaf => {}
+            Role::Accept {
+                recorder,
+                seq,
+                leaf: answered,
+            } => {
+                return Err(invalid(format!(
+                    "the receipt accepts event {seq} (leaf {answered}) of recorder 0x{}, not this offer (event {} of this recorder, leaf {leaf})",
+                    hex::encode(recorder),
+                    ours.seq
+                )));
+            }
+            other => {
+                return Err(invalid(format!(
+                    "the receiving side's receipt is a {} receipt: it does not name the offer it accepts",
+                    other.name()
+                )));
+            }
         }
         let event = EventInput {
             lane: stored.lane.clone(),
@@ -185,6 +266,6 @@ impl Recorder {
             afr_core::hash::sha256(&[pair.as_bytes()]).to_hex()
         );
         let r = self.record_own_keyed(key.as_bytes(), event)?;
-        self.sign_receipt(r.seq, &r.leaf_hash, sign)
+        self.sign_receipt(r.seq, &r.leaf_hash, &Role::Plain, sign)
     }
 }

@@ -451,6 +451,8 @@ async fn post_delegation(
         offer: Option<Receipt>,
         #[serde(default)]
         receipt: Option<Receipt>,
+        #[serde(default)]
+        to: Option<String>,
     }
     let Some(sign) = state.receipt_signer.clone() else {
         return Err(Failure::new(
@@ -491,7 +493,17 @@ async fn post_delegation(
         let sign = |d: &[u8; 32]| (sign.0)(d);
         let key = ask.idempotency_key.as_deref();
         let out = match (step.as_str(), event) {
-            ("offer", Some(e)) => r.delegate_offer(e, key, &sign),
+            ("offer", Some(e)) => {
+                let to = ask.to.as_deref().ok_or_else(|| missing(&step, "to"))?;
+                let to = afr_core::delegation::parse_recorder(&to.to_ascii_lowercase())
+                        .ok_or_else(|| {
+                        Failure::new(
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            format!("to: `{to}` is not a recorder id (0x and 40 hex digits)"),
+                        )
+                    })?;
+                r.delegate_offer(e, &to, key, &sign)
+            }
             ("accept", Some(e)) => {
                 let parent = ask
                     .parent

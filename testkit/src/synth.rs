@@ -139,12 +139,7 @@ impl Stream {
         });
         let delegation_provenance = match self.delegation_parent {
             Some(p) if p != i && rng.random_bool(0.5) => Some(DelegationProvenance {
-                parent_event: Some(EventRef {
-                    recorder: None,
-                    leaf_hash: None,
-                    signature: None,
-                    seq: p,
-                }),
+                parent_event: Some(EventRef::same_log(p)),
                 delegating_agent: Some("planner".into()),
                 organisation: Some(ORGS[rng.random_range(0..ORGS.len())].into()),
                 on_behalf_of: None,

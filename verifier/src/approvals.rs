@@ -82,6 +82,15 @@ pub struct Approval {
     pub check: Option<Check>,
     /// Why it failed, or what limits a signed approval.
     pub detail: Option<String>,
+    /// The signed statement's nonce, once its signature is accepted: single-use per recorder,
+    /// also across the bundles of a case ([`crate::case`]).
+    pub nonce: Option<String>,
+    /// When the approver signed (the statement's `issued_at`, Unix seconds), once its
+    /// signature is accepted: the signed time, unlike `human_approval.decided_at_us`.
+    pub signed_at: Option<u64>,
+    /// A rejection on a call that ran anyway (the event records its execution): the
+    /// operator's own log shows the call went ahead against the decision.
+    pub ran_against_rejection: bool,
 }
 
 impl Approval {
@@ -97,6 +106,9 @@ impl Approval {
             pinned_name: None,
             check: None,
             detail: None,
+            nonce: None,
+            signed_at: None,
+            ran_against_rejection: false,
         }
     }
 
@@ -123,6 +135,9 @@ impl Approval {
             "pinned_name": self.pinned_name,
             "check": self.check.map(Check::name),
             "detail": self.detail,
+            "nonce": self.nonce,
+            "signed_at": self.signed_at,
+            "ran_against_rejection": self.ran_against_rejection,
         })
     }
 
@@ -227,10 +242,21 @@ pub fn check(v: &mut Verdict, rep: &BundleReport, trust: &Trust) {
                 signed(v, seq, h, s, trust, pinned, &mut nonces)
             }
         };
+        let mut a = a;
         if let (Status::Invalid, Some(check), Some(detail)) = (a.status, a.check, &a.detail)
             && v.outcome != Outcome::Tampered
         {
             v.tamper(Location::Event(seq), check, detail.clone());
+        }
+        // The record is intact, and it shows the call executed although the decision was a
+        // rejection: not tampering, but the first thing a reader must be told.
+        if h.decision == Decision::Rejected && p.execution.is_some() {
+            a.ran_against_rejection = true;
+            v.notes.push(format!(
+                "event {seq}: the call RAN AGAINST A {} REJECTION by '{}': its record holds the execution",
+                if a.status == Status::Signed { "SIGNED" } else { "recorded" },
+                h.approver
+            ));
         }
         v.approvals.push(a);
     }
@@ -250,6 +276,9 @@ fn signed(
     let mut a = Approval::new(seq, h, Status::Signed);
     a.scheme = Some(s.scheme.name().to_owned());
     a.attribute(s.signer.clone(), trust);
+    a.nonce = Some(s.nonce.clone());
+    a.signed_at = Some(s.issued_at);
+
     let earlier = *nonces.entry(s.nonce.clone()).or_insert(seq);
     let failure = if pinned && a.pinned_name.is_none() {
         Some((

@@ -53,7 +53,7 @@ use std::{
 
 use afr_core::{
     Hash32, RecorderId,
-    delegation::{RefProof, check_ref},
+    delegation::{CheckedRef, RefProof, Role, check_ref},
     event::EventRef,
     text::escape,
     verify::{Check, Failure, Location, Outcome},
@@ -85,8 +85,15 @@ pub struct Case {
     pub bundles: Vec<Vec<PathBuf>>,
     /// Bundles assigned to the party whose recorder made them.
     pub loose: Vec<PathBuf>,
-    /// Anchors files (any order, one per recorder), used unless the roots are read from a chain.
+    /// The arbiter's own anchors files (`--anchors`; any order, one per recorder), used for any
+    /// recorder unless the roots are read from a chain.
     pub anchors: Vec<PathBuf>,
+    /// For each party of [`Case::trust`] (same order), the anchors files the case file lists
+    /// for it: used for that party's own recorders only (a party's file cannot speak for
+    /// another party's recorder), and not where the arbiter gave one for the same recorder.
+    pub party_anchors: Vec<Vec<PathBuf>>,
+    /// Name, size and SHA-256 of the case file, as read.
+    pub digest: Option<(String, u64, Hash32)>,
     /// Whether the parties name their own bundles (a case file): a party without any is then
     /// incomplete. Otherwise a party with no bundle is in the case only if a link names it.
     pub listed: bool,
@@ -123,6 +130,7 @@ impl Case {
         ) {
             return Err(not_case("a whole-log export").into());
         }
+        let digest = (name.clone(), bytes.len() as u64, afr_core::hash::sha256(&[&bytes]));
         let text = String::from_utf8(bytes).map_err(|_| not_case("not UTF-8 text"))?;
         let (trust, evidence) = Trust::case((&name, &text), chain_id, contract)?;
         let base = path.parent().unwrap_or(Path::new(""));
@@ -133,10 +141,12 @@ impl Case {
                 .map(|e| e.bundles.iter().map(|b| base.join(b)).collect())
                 .collect(),
             loose: Vec::new(),
-            anchors: evidence
+            anchors: Vec::new(),
+            party_anchors: evidence
                 .iter()
-                .flat_map(|e| e.anchors.iter().map(|a| base.join(a)))
+                .map(|e| e.anchors.iter().map(|a| base.join(a)).collect())
                 .collect(),
+            digest: Some(digest),
             listed: true,
             base: Some(base.to_owned()),
         })
@@ -146,9 +156,11 @@ impl Case {
     pub fn with_bundles(trust: Trust, bundles: Vec<PathBuf>) -> Case {
         Case {
             bundles: vec![Vec::new(); trust.parties.len()],
+            party_anchors: vec![Vec::new(); trust.parties.len()],
             trust,
             loose: bundles,
             anchors: Vec::new(),
+            digest: None,
             listed: false,
             base: None,
         }
@@ -160,6 +172,10 @@ impl Case {
 pub struct BundleVerdict {
     /// The file, as named.
     pub file: String,
+    /// The size of the bytes verified.
+    pub size: u64,
+    /// The SHA-256 of the bytes verified (what the report names as the evidence judged).
+    pub sha256: Hash32,
     /// The trust, narrowed to the party the bundle stands for.
     pub trust: Trust,
     /// What `afr-verify bundle` would answer.
@@ -291,6 +307,9 @@ pub struct Link {
     pub kind: LinkKind,
     /// What backs its leaf hash.
     pub backing: Backing,
+    /// The role the reference states (`offer`, `accept` or `plain`; bound by its signature
+    /// only when [`Link::backing`] is [`Backing::Signed`]); `None` when it does not parse.
+    pub role: Option<&'static str>,
     /// The leaf hash it names.
     pub leaf_hash: Option<Hash32>,
     /// The answer for this link.
@@ -346,10 +365,15 @@ pub struct CaseReport {
 struct Checked {
     party: Option<usize>,
     file: String,
+    /// Size and SHA-256 of the bytes verified.
+    size: u64,
+    sha256: Hash32,
     trust: Trust,
     verdict: Verdict,
     report: Option<afr_core::bundle::BundleReport>,
     anchors: Option<Anchors>,
+    /// Where its anchors' block times came from.
+    time_src: TimeSrc,
 }
 
 /// A disclosed event of a bundle that verified (or is only incomplete).
@@ -365,6 +389,8 @@ struct Known {
     /// Its payload was erased, by a proven erasure.
     erased: bool,
     tool: Option<String>,
+    /// Its opened payload's `delegation_provenance.parent_event`.
+    parent: Option<EventRef>,
 }
 
 /// The recorder a bundle's start frame names, if it has one (the bundle is checked later):
@@ -391,9 +417,14 @@ fn secs(us: u64) -> String {
 pub fn verify_case(case: &Case, src: Source<'_>) -> Result<CaseReport, VerifyError> {
     let trust = &case.trust;
     let mut notes = Vec::new();
-    let mut anchor_files: Vec<PathBuf> = case.anchors.clone();
+    // The arbiter's files first (`None`), then each party's.
+    let mut anchor_files: Vec<(Option<usize>, PathBuf)> =
+        case.anchors.iter().map(|p| (None, p.clone())).collect();
     if let Source::File(p) = src {
-        anchor_files.push(p.to_owned());
+        anchor_files.push((None, p.to_owned()));
+    }
+    for (i, files) in case.party_anchors.iter().enumerate() {
+        anchor_files.extend(files.iter().map(|p| (Some(i), p.clone())));
     }
     let rpc = match src {
         Source::Rpc {
@@ -423,13 +454,36 @@ pub fn verify_case(case: &Case, src: Source<'_>) -> Result<CaseReport, VerifyErr
         }
         _ => None,
     };
-    let mut by_recorder: BTreeMap<RecorderId, PathBuf> = BTreeMap::new();
+    // The anchors file of each recorder, and who gave it.
+    let mut by_recorder: BTreeMap<RecorderId, (PathBuf, Option<usize>)> = BTreeMap::new();
     if rpc.is_none() {
-        for p in &anchor_files {
+        for (by, p) in &anchor_files {
             let a = Anchors::load(p)?;
             let rec =
                 crate::verdict::parse_addr(&a.recorder, &format!("recorder of {}", p.display()))?;
-            if let Some(first) = by_recorder.insert(rec, p.clone()) {
+            if let Some(i) = *by {
+                let lister = trust.parties.get(i);
+                if !lister.is_some_and(|l| l.recorders.contains(&rec)) {
+                    notes.push(format!(
+                        "the anchors file {} listed by party \"{}\" is for recorder {}, which is not that party's: not used (a party's anchors count only for its own recorders)",
+                        p.display(),
+                        lister.map_or("?", |l| l.name.as_str()),
+                        hex_id(&rec)
+                    ));
+                    continue;
+                }
+                if let Some((first, None)) = by_recorder.get(&rec) {
+                    notes.push(format!(
+                        "the anchors file {} listed by party \"{}\" for recorder {} was not used: the arbiter's {} was given for it",
+                        p.display(),
+                        lister.map_or("?", |l| l.name.as_str()),
+                        hex_id(&rec),
+                        first.display()
+                    ));
+                    continue;
+                }
+            }
+            if let Some((first, _)) = by_recorder.insert(rec, (p.clone(), *by)) {
                 return Err(UsageError::AnchorsTwice {
                     recorder: rec,
                     first,
@@ -467,18 +521,27 @@ pub fn verify_case(case: &Case, src: Source<'_>) -> Result<CaseReport, VerifyErr
             },
             None => trust.clone(),
         };
-        let src = match (rpc, recorder.and_then(|r| by_recorder.get(&r))) {
-            (Some((url, block, from_block)), _) => Source::Rpc {
-                url,
-                block: Some(block),
-                from_block,
-            },
-            (None, Some(p)) => Source::File(p),
-            (None, None) => Source::None,
+        let (src, time_src) = match (rpc, recorder.and_then(|r| by_recorder.get(&r))) {
+            (Some((url, block, from_block)), _) => (
+                Source::Rpc {
+                    url,
+                    block: Some(block),
+                    from_block,
+                },
+                TimeSrc::Chain,
+            ),
+            (None, Some((p, by))) => (
+                Source::File(p),
+                by.map_or(TimeSrc::Arbiter, TimeSrc::Party),
+            ),
+            (None, None) => (Source::None, TimeSrc::Arbiter),
         };
         let c = verify_full(Kind::Bundle, &bytes, &narrowed, src)?;
         checked.push(Checked {
             party,
+            size: bytes.len() as u64,
+            sha256: afr_core::hash::sha256(&[&bytes]),
+            time_src,
             file: case
                 .base
                 .as_deref()
@@ -497,9 +560,10 @@ pub fn verify_case(case: &Case, src: Source<'_>) -> Result<CaseReport, VerifyErr
 }
 
 /// Everything after the bundles are verified: parties, links, chains, the case's answer.
-fn judge(case: &Case, checked: Vec<Checked>, notes: Vec<String>) -> CaseReport {
+fn judge(case: &Case, mut checked: Vec<Checked>, notes: Vec<String>) -> CaseReport {
     let trust = &case.trust;
     let n = trust.parties.len();
+    let replays = pool_nonces(&mut checked, n);
     let mut parties: Vec<PartyVerdict> = trust
         .parties
         .iter()
@@ -525,8 +589,8 @@ fn judge(case: &Case, checked: Vec<Checked>, notes: Vec<String>) -> CaseReport {
     });
     // What the bundles that did not fail disclose, by recorder and sequence number.
     let mut known: BTreeMap<(RecorderId, u64), Known> = BTreeMap::new();
-    // When each anchored epoch was anchored: (block, block time).
-    let mut anchored_at: BTreeMap<(RecorderId, u64), (u64, Option<u64>)> = BTreeMap::new();
+    // When each anchored epoch was anchored: (block, block time, where the time came from).
+    let mut anchored_at: AnchoredAt = BTreeMap::new();
     // Epoch roots by recorder, to find two bundles of one recorder that fork.
     let mut roots: BTreeMap<(RecorderId, u64), (Hash32, String)> = BTreeMap::new();
     let mut failed: BTreeSet<RecorderId> = BTreeSet::new();
@@ -585,23 +649,32 @@ fn judge(case: &Case, checked: Vec<Checked>, notes: Vec<String>) -> CaseReport {
                 .as_ref()
                 .and_then(|a| a.roots.get(&e))
                 .and_then(|p| p.block_time);
-            anchored_at.entry((rec, e)).or_insert((block, time));
+            anchored_at
+                .entry((rec, e))
+                .or_insert((block, time, c.time_src));
         }
-        let tools: BTreeMap<u64, &str> = rep
-            .opened
-            .iter()
-            .map(|(s, pl)| (*s, pl.intent.tool.as_str()))
-            .collect();
+        let payloads: BTreeMap<u64, &afr_core::event::Payload> =
+            rep.opened.iter().map(|(s, p)| (*s, p)).collect();
         for (seq, l) in &rep.leaves {
+            let opened = payloads.get(seq);
             known.entry((rec, *seq)).or_insert_with(|| Known {
                 leaf: l.leaf,
                 timestamp_us: l.timestamp_us,
                 epoch: l.epoch,
                 anchored: anchored.contains(&l.epoch),
-                opened: tools.contains_key(seq),
+                opened: opened.is_some(),
                 erased: rep.erased.contains(seq),
-                tool: tools.get(seq).map(|t| (*t).to_owned()),
+                tool: opened.map(|p| p.intent.tool.clone()),
+                parent: opened
+                    .and_then(|p| p.delegation_provenance.as_ref())
+                    .and_then(|d| d.parent_event.clone()),
             });
+        }
+    }
+    for (i, f, file) in replays {
+        if let Some(p) = parties.get_mut(i) {
+            p.in_case = true;
+            p.tamper(f, Some(file));
         }
     }
     // Recorders with a bundle that did not fail.
@@ -614,6 +687,28 @@ fn judge(case: &Case, checked: Vec<Checked>, notes: Vec<String>) -> CaseReport {
         }
     }
 
+    // What each delegating side's own log records of the accepts of its offers.
+    let mut acks: BTreeMap<(RecorderId, u64), BTreeSet<(RecorderId, u64)>> = BTreeMap::new();
+    for c in &checked {
+        let (Some(own), Some(rep), Outcome::Verified | Outcome::Incomplete) =
+            (c.verdict.recorder, &c.report, c.verdict.outcome)
+        else {
+            continue;
+        };
+        for (seq, payload) in &rep.opened {
+            let Some(d) = &payload.delegation_provenance else {
+                continue;
+            };
+            let (offer, _) = origin_of(payload, *seq);
+            for r in &d.delegated_to {
+                if let Ok(c) = check_ref(r, &own) {
+                    acks.entry((own, offer))
+                        .or_default()
+                        .insert((c.recorder, r.seq));
+                }
+            }
+        }
+    }
     // Every cross-recorder reference of an opened event of a bundle that did not fail.
     let mut links: Vec<Link> = Vec::new();
     let mut edges: Edges = BTreeMap::new();
@@ -637,12 +732,12 @@ fn judge(case: &Case, checked: Vec<Checked>, notes: Vec<String>) -> CaseReport {
                 .iter()
                 .map(|r| (LinkKind::ParentEvent, r))
                 .chain(d.delegated_to.iter().map(|r| (LinkKind::DelegatedTo, r)));
-            // The delegating event an `afr.delegated` answers, else the event itself.
-            let origin = if payload.intent.tool == DELEGATED_TOOL {
-                payload.intent.args["offer"]["seq"].as_u64().unwrap_or(*seq)
-            } else {
-                *seq
-            };
+            let (origin, origin_leaf) = origin_of(payload, *seq);
+            let origin_leaf = origin_leaf.or_else(|| {
+                (origin != *seq)
+                    .then(|| known.get(&(own, origin)).map(|k| k.leaf))
+                    .flatten()
+            });
             for (kind, r) in refs {
                 let citing = Site {
                     party: from_party,
@@ -653,12 +748,14 @@ fn judge(case: &Case, checked: Vec<Checked>, notes: Vec<String>) -> CaseReport {
                     &citing,
                     kind,
                     r,
+                    (origin, origin_leaf),
                     &Ctx {
                         trust,
                         known: &known,
                         anchored_at: &anchored_at,
                         with_bundle: &with_bundle,
                         failed: &failed,
+                        acks: &acks,
                     },
                 );
                 let Some(link) = link else {
@@ -743,6 +840,8 @@ fn judge(case: &Case, checked: Vec<Checked>, notes: Vec<String>) -> CaseReport {
     for c in checked {
         parties[c.party.unwrap_or(n)].bundles.push(BundleVerdict {
             file: c.file,
+            size: c.size,
+            sha256: c.sha256,
             trust: c.trust,
             verdict: c.verdict,
         });
@@ -765,6 +864,77 @@ fn judge(case: &Case, checked: Vec<Checked>, notes: Vec<String>) -> CaseReport {
         missing,
         notes,
     }
+}
+
+/// A signed approval's nonce is single-use per recorder across every bundle of the case: the
+/// same approval disclosed for two events in two bundles (each of which alone verifies) is a
+/// replay. The first event by sequence number keeps it; each later one is marked invalid
+/// (`approval-nonce`) in its bundle's verdict, and returned as a failure of its party, with
+/// the bundle. The same event disclosed in two bundles is not a replay.
+fn pool_nonces(checked: &mut [Checked], stray: usize) -> Vec<(usize, Failure, String)> {
+    use crate::approvals::Status;
+    // (recorder, nonce) -> every (seq, bundle index) whose accepted signature used it.
+    let mut uses: BTreeMap<(RecorderId, String), BTreeSet<(u64, usize)>> = BTreeMap::new();
+    for (b, c) in checked.iter().enumerate() {
+        let Some(rec) = c.verdict.recorder else {
+            continue;
+        };
+        if c.verdict.outcome == Outcome::Tampered {
+            continue;
+        }
+        for a in &c.verdict.approvals {
+            if let (Status::Signed, Some(nonce)) = (a.status, &a.nonce) {
+                uses.entry((rec, nonce.clone()))
+                    .or_default()
+                    .insert((a.seq, b));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for ((_, nonce), used) in uses {
+        let Some(&(first, first_b)) = used.first() else {
+            continue;
+        };
+        for &(seq, b) in used.iter().filter(|(s, _)| *s != first) {
+            let first_file = checked.get(first_b).map(|c| c.file.clone()).unwrap_or_default();
+            let Some(c) = checked.get_mut(b) else {
+                continue;
+            };
+            let detail = format!(
+                "the approval's nonce {nonce} was already used by event {first} (bundle {first_file}): the same approval replayed across bundles"
+            );
+            for a in c.verdict.approvals.iter_mut().filter(|a| a.seq == seq) {
+                a.status = Status::Invalid;
+                a.check = Some(Check::ApprovalNonce);
+                a.detail = Some(detail.clone());
+            }
+            out.push((
+                c.party.unwrap_or(stray),
+                Failure {
+                    check: Check::ApprovalNonce,
+                    location: Location::Event(seq),
+                    detail,
+                },
+                c.file.clone(),
+            ));
+        }
+    }
+    out
+}
+
+/// The delegating event an opened event at `seq` stands for, and its leaf hash if named: for
+/// `afr.delegated`, the offer its `intent.args.offer` names; else the event itself.
+fn origin_of(payload: &afr_core::event::Payload, seq: u64) -> (u64, Option<Hash32>) {
+    if payload.intent.tool != DELEGATED_TOOL {
+        return (seq, None);
+    }
+    let offer = &payload.intent.args["offer"];
+    (
+        offer["seq"].as_u64().unwrap_or(seq),
+        offer["leaf_hash"]
+            .as_str()
+            .and_then(|h| Hash32::from_hex(&h.to_ascii_lowercase())),
+    )
 }
 
 /// The worse of two answers: tampered, then incomplete, then verified.
@@ -791,14 +961,40 @@ struct Site {
 struct Ctx<'a> {
     trust: &'a Trust,
     known: &'a BTreeMap<(RecorderId, u64), Known>,
-    anchored_at: &'a BTreeMap<(RecorderId, u64), (u64, Option<u64>)>,
+    anchored_at: &'a AnchoredAt,
     with_bundle: &'a BTreeSet<RecorderId>,
     failed: &'a BTreeSet<RecorderId>,
+    /// For each delegating event (recorder, seq): the accepting events its own log records
+    /// receipts of (`delegated_to` of its opened `afr.delegated` events).
+    acks: &'a BTreeMap<(RecorderId, u64), BTreeSet<(RecorderId, u64)>>,
 }
 
-/// Judges reference `r` of kind `kind` made by `citing`; `None` for a reference to the citing
-/// recorder's own log.
-fn link(citing: &Site, kind: LinkKind, r: &EventRef, cx: &Ctx<'_>) -> Option<Link> {
+/// Where a block time came from: only the chain, or a file the arbiter gave, can date one
+/// party's epoch to convict another party.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TimeSrc {
+    /// Read from the chain (`--rpc`).
+    Chain,
+    /// An anchors file given on the command line (`--anchors`): the arbiter's own.
+    Arbiter,
+    /// An anchors file a party's case-file entry lists: that party's word.
+    Party(usize),
+}
+
+/// When an anchored epoch was anchored: its block, the block's time if known, and where the
+/// time came from.
+type AnchoredAt = BTreeMap<(RecorderId, u64), (u64, Option<u64>, TimeSrc)>;
+
+/// Judges reference `r` of kind `kind` made by `citing` (whose delegation `origin` names, for
+/// a `delegated_to` reference: the offer's sequence number and leaf hash); `None` for a
+/// reference to the citing recorder's own log. The rows of the module table, in order.
+fn link(
+    citing: &Site,
+    kind: LinkKind,
+    r: &EventRef,
+    origin: (u64, Option<Hash32>),
+    cx: &Ctx<'_>,
+) -> Option<Link> {
     let mut l = Link {
         from_party: citing.party,
         from_recorder: citing.recorder,
@@ -808,6 +1004,7 @@ fn link(citing: &Site, kind: LinkKind, r: &EventRef, cx: &Ctx<'_>) -> Option<Lin
         to_seq: r.seq,
         kind,
         backing: Backing::Unsigned,
+        role: None,
         leaf_hash: None,
         status: Outcome::Incomplete,
         blame: None,
@@ -825,7 +1022,13 @@ fn link(citing: &Site, kind: LinkKind, r: &EventRef, cx: &Ctx<'_>) -> Option<Lin
         citing.seq,
         hex_id(&citing.recorder)
     );
-    let (rec, proof) = match check_ref(r, &citing.recorder) {
+    let own_known = cx.known.get(&(citing.recorder, citing.seq));
+    let own_anchored = own_known.is_some_and(|k| k.anchored);
+    let CheckedRef {
+        recorder: rec,
+        proof,
+        role,
+    } = match check_ref(r, &citing.recorder) {
         Ok(x) => x,
         Err(why) => {
             // A reference that names no event cites nothing; whether it is the citing party's
@@ -833,8 +1036,7 @@ fn link(citing: &Site, kind: LinkKind, r: &EventRef, cx: &Ctx<'_>) -> Option<Lin
             l.backing = Backing::Malformed(why.clone());
             l.blame = Some(Blame::Citing);
             let reference = format!("{from} makes a {} reference", kind.name());
-            let own = cx.known.get(&(citing.recorder, citing.seq));
-            if own.is_some_and(|k| k.anchored) {
+            if own_anchored {
                 l.status = Outcome::Tampered;
                 l.check = Some(Check::DelegationLink);
                 l.why = format!("{reference} that names no event: {why}");
@@ -850,11 +1052,13 @@ fn link(citing: &Site, kind: LinkKind, r: &EventRef, cx: &Ctx<'_>) -> Option<Lin
         return None;
     }
     l.to_recorder = Some(rec);
+    l.role = Some(role.name());
     let to = format!("event {} of recorder {}", r.seq, hex_id(&rec));
     let leaf = match &proof {
         RefProof::Unbound => None,
         RefProof::Bound(h) | RefProof::Signed(h) | RefProof::BadSignature(h, _) => Some(*h),
     };
+    let signed = matches!(proof, RefProof::Signed(_));
     l.leaf_hash = leaf;
     l.backing = match &proof {
         RefProof::Unbound => Backing::NoLeafHash,
@@ -889,6 +1093,19 @@ fn link(citing: &Site, kind: LinkKind, r: &EventRef, cx: &Ctx<'_>) -> Option<Lin
         l.why = why;
         Some(l)
     };
+    // The citing side's own claim is false: tampered once its event is anchored (it can no
+    // longer be taken back), incomplete before.
+    let citing_fault = |l: Link, why: String| {
+        if own_anchored {
+            tampered(l, Blame::Citing, Check::DelegationLink, why)
+        } else {
+            incomplete(
+                l,
+                Blame::Citing,
+                format!("{why}; the citing event's epoch is not anchored"),
+            )
+        }
+    };
     let Some(leaf) = leaf else {
         return incomplete(
             l,
@@ -896,6 +1113,86 @@ fn link(citing: &Site, kind: LinkKind, r: &EventRef, cx: &Ctx<'_>) -> Option<Lin
             format!("{from} cites {to} without a leaf hash: a position, not an event"),
         );
     };
+    // What the reference says of the delegation's other end, before anything is looked up.
+    let (origin_seq, origin_leaf) = origin;
+    let offer_of = |rec: &RecorderId, seq: u64, leaf: &Hash32| {
+        format!("offer {seq} of recorder {} (leaf {leaf})", hex_id(rec))
+    };
+    match (kind, &role) {
+        (LinkKind::ParentEvent, Role::Accept { .. }) => {
+            return citing_fault(
+                l,
+                format!(
+                    "{from} names as the offer it accepted a receipt of {to} that is itself an accept, not an offer"
+                ),
+            );
+        }
+        (LinkKind::ParentEvent, Role::Offer { to: offered }) if *offered != citing.recorder => {
+            return citing_fault(
+                l,
+                format!(
+                    "{from} accepts {to}, which {} offered to recorder {}, not to it",
+                    if signed {
+                        "its receipt (signed by its recorder) says was"
+                    } else {
+                        "the reference (not signed by its recorder) says was"
+                    },
+                    hex_id(offered)
+                ),
+            );
+        }
+        (LinkKind::DelegatedTo, Role::Offer { .. }) => {
+            return citing_fault(
+                l,
+                format!(
+                    "{from} names as the accept of its delegation a receipt of {to} that is an offer"
+                ),
+            );
+        }
+        (
+            LinkKind::DelegatedTo,
+            Role::Accept {
+                recorder: ar,
+                seq: aseq,
+                leaf: aleaf,
+            },
+        ) => {
+            let same = *ar == citing.recorder
+                && *aseq == origin_seq
+                && origin_leaf.is_none_or(|o| o == *aleaf);
+            if !same {
+                return citing_fault(
+                    l,
+                    format!(
+                        "{from} pairs its offer {origin_seq} with {to}, whose receipt{} accepts {}",
+                        if signed {
+                            " (signed by its recorder)"
+                        } else {
+                            ""
+                        },
+                        offer_of(ar, *aseq, aleaf)
+                    ),
+                );
+            }
+        }
+        _ => {}
+    }
+    // The afr.delegated event's own claim about its offer, against its own log.
+    if kind == LinkKind::DelegatedTo
+        && let (Some(o), Some(k)) = (origin_leaf, cx.known.get(&(citing.recorder, origin_seq)))
+        && k.leaf != o
+    {
+        return citing_fault(
+            l,
+            format!(
+                "{from} names its offer {origin_seq} with leaf {o}, and its own log holds leaf {} there",
+                k.leaf
+            ),
+        );
+    }
+    // Whose word the cited event is: the linked recorder's, if it signed the receipt; else
+    // only the citing side's, whose problem it is if the event cannot be found.
+    let vouched = if signed { Blame::Linked } else { Blame::Citing };
     let Some(target) = cx.known.get(&(rec, r.seq)) else {
         let why = if cx.with_bundle.contains(&rec) {
             format!("{to}, cited by {from}, is not disclosed")
@@ -908,19 +1205,27 @@ fn link(citing: &Site, kind: LinkKind, r: &EventRef, cx: &Ctx<'_>) -> Option<Lin
                 name(Some(to_party))
             )
         };
-        return incomplete(l, Blame::Linked, why);
+        let why = if signed {
+            why
+        } else {
+            format!(
+                "{why}; the reference is not signed by recorder {}, so it is {from}'s claim alone",
+                hex_id(&rec)
+            )
+        };
+        return incomplete(l, vouched, why);
     };
     if !target.anchored {
         return incomplete(
             l,
-            Blame::Linked,
+            vouched,
             format!(
                 "{to}, cited by {from}, is in epoch {} whose anchored root was not checked",
                 target.epoch
             ),
         );
     }
-    if leaf != target.leaf && proof == RefProof::Signed(leaf) {
+    if leaf != target.leaf && signed {
         return tampered(
             l,
             Blame::Linked,
@@ -933,11 +1238,7 @@ fn link(citing: &Site, kind: LinkKind, r: &EventRef, cx: &Ctx<'_>) -> Option<Lin
             ),
         );
     }
-    let Some(own) = cx
-        .known
-        .get(&(citing.recorder, citing.seq))
-        .filter(|k| k.anchored)
-    else {
+    let Some(own) = own_known.filter(|k| k.anchored) else {
         return incomplete(
             l,
             Blame::Citing,
@@ -962,9 +1263,136 @@ fn link(citing: &Site, kind: LinkKind, r: &EventRef, cx: &Ctx<'_>) -> Option<Lin
             ),
         );
     }
-    // The citing event's record holds the cited leaf hash, so the cited event existed when
-    // the citing event's epoch was anchored.
-    if let Some(&(block, Some(time))) = cx.anchored_at.get(&(citing.recorder, own.epoch)) {
+    // Both ends: the other side's word that this delegation is the one it took part in.
+    let mut notes: Vec<String> = Vec::new();
+    match kind {
+        LinkKind::DelegatedTo => {
+            // The accepting event names its parent: it must be this offer.
+            if let Some(p) = &target.parent {
+                let names_offer = check_ref(p, &rec).is_ok_and(|c| {
+                    c.recorder == citing.recorder
+                        && p.seq == origin_seq
+                        && match (&c.proof, origin_leaf) {
+                            (
+                                RefProof::Bound(h) | RefProof::Signed(h) | RefProof::BadSignature(h, _),
+                                Some(o),
+                            ) => *h == o,
+                            (RefProof::Unbound, _) => false,
+                            (_, None) => true,
+                        }
+                });
+                if !names_offer {
+                    let named = format!(
+                        "its parent_event is event {} of recorder {}",
+                        p.seq,
+                        p.recorder.as_deref().unwrap_or("(its own)")
+                    );
+                    return if signed && matches!(role, Role::Accept { .. }) {
+                        tampered(
+                            l,
+                            Blame::Linked,
+                            Check::DelegationLink,
+                            format!(
+                                "recorder {} signed a receipt saying {to} accepts offer {origin_seq} of recorder {}, and {named}",
+                                hex_id(&rec),
+                                hex_id(&citing.recorder)
+                            ),
+                        )
+                    } else {
+                        tampered(
+                            l,
+                            Blame::Citing,
+                            Check::DelegationLink,
+                            format!(
+                                "{from} says {to} accepted its offer {origin_seq}, and {named}: it accepted another delegation"
+                            ),
+                        )
+                    };
+                }
+            } else if target.opened {
+                return tampered(
+                    l,
+                    Blame::Citing,
+                    Check::DelegationLink,
+                    format!(
+                        "{from} says {to} accepted its offer {origin_seq}, and {to} names no parent_event: it accepted no delegation"
+                    ),
+                );
+            }
+            if !matches!(role, Role::Accept { .. }) || !signed {
+                notes.push(format!(
+                    "the receipt is {} and does not bind the offer it answers{}",
+                    if signed {
+                        "a plain receipt (made before receipts named their roles)"
+                    } else {
+                        "not signed by the receiving recorder"
+                    },
+                    if target.opened {
+                        "; the accepting event's own parent_event names this offer"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+        }
+        LinkKind::ParentEvent => {
+            let addressed = signed && matches!(role, Role::Offer { .. });
+            let acknowledged = cx
+                .acks
+                .get(&(rec, r.seq))
+                .is_some_and(|s| s.contains(&(citing.recorder, citing.seq)));
+            if !addressed && !acknowledged {
+                if signed {
+                    notes.push(
+                        "a plain receipt (made before receipts named their roles): it does not name the recorder the offer was made to".into(),
+                    );
+                } else {
+                    return incomplete(
+                        l,
+                        Blame::Citing,
+                        format!(
+                            "{from} accepts {to}, but nothing of recorder {} says the offer was made to it: the reference is not signed by that recorder ({}), and its log records no receipt of this accept",
+                            hex_id(&rec),
+                            match &proof {
+                                RefProof::BadSignature(_, why) => why.clone(),
+                                _ => "no signature".into(),
+                            }
+                        ),
+                    );
+                }
+            } else if !addressed {
+                notes.push(format!(
+                    "the offer's reference is not an addressed, signed offer; recorder {}'s own log records the receipt of this accept",
+                    hex_id(&rec)
+                ));
+            }
+        }
+    }
+    // Time. First each event against its own epoch's anchoring (a claim that is impossible on
+    // its own), then the cited event against the anchoring of the citing one (whose record
+    // already holds its leaf), dated from the chain or the arbiter's file only; a citing
+    // event dated before what it cites, with neither impossible, is a clock disagreement.
+    let dated_after = |who: &str, k: &Known, rec: &RecorderId| -> Option<String> {
+        let &(block, Some(time), _) = cx.anchored_at.get(&(*rec, k.epoch))? else {
+            return None;
+        };
+        (k.timestamp_us > time.saturating_mul(1_000_000).saturating_add(SKEW_US)).then(|| {
+            format!(
+                "{who} is dated {}, more than 60 s after block {block} (time {time} s) anchored its own epoch {}",
+                secs(k.timestamp_us),
+                k.epoch
+            )
+        })
+    };
+    if let Some(why) = dated_after(&to, target, &rec) {
+        return tampered(l, Blame::Linked, Check::DelegationTime, why);
+    }
+    if let Some(why) = dated_after(&from, own, &citing.recorder) {
+        return tampered(l, Blame::Citing, Check::DelegationTime, why);
+    }
+    if let Some(&(block, Some(time), src)) = cx.anchored_at.get(&(citing.recorder, own.epoch))
+        && matches!(src, TimeSrc::Chain | TimeSrc::Arbiter)
+    {
         let limit = time.saturating_mul(1_000_000).saturating_add(SKEW_US);
         if target.timestamp_us > limit {
             return tampered(
@@ -979,12 +1407,11 @@ fn link(citing: &Site, kind: LinkKind, r: &EventRef, cx: &Ctx<'_>) -> Option<Lin
         }
     }
     if own.timestamp_us.saturating_add(SKEW_US) < target.timestamp_us {
-        return tampered(
+        return incomplete(
             l,
-            Blame::Citing,
-            Check::DelegationTime,
+            Blame::Case,
             format!(
-                "{from} is dated {}, more than 60 s before {to} it cites ({}): it cites what did not exist yet",
+                "{from} is dated {}, more than 60 s before {to} it cites ({}): the two recorders' clocks disagree, and no anchoring time shows which one is wrong",
                 secs(own.timestamp_us),
                 secs(target.timestamp_us)
             ),
@@ -999,6 +1426,9 @@ fn link(citing: &Site, kind: LinkKind, r: &EventRef, cx: &Ctx<'_>) -> Option<Lin
             ),
         );
     }
+    if let RefProof::BadSignature(_, why) = &proof {
+        notes.push(format!("the receipt's signature does not verify ({why})"));
+    }
     l.status = Outcome::Verified;
     l.why = format!(
         "{to} is disclosed under an anchored root, with the leaf hash that {from} cites{}{}",
@@ -1007,11 +1437,7 @@ fn link(citing: &Site, kind: LinkKind, r: &EventRef, cx: &Ctx<'_>) -> Option<Lin
         } else {
             ""
         },
-        match &proof {
-            RefProof::BadSignature(_, why) =>
-                format!("; the receipt's signature does not verify ({why})"),
-            _ => String::new(),
-        }
+        notes.iter().map(|n| format!("; {n}")).collect::<String>()
     );
     Some(l)
 }
@@ -1147,6 +1573,7 @@ impl CaseReport {
                 "to": {"party": self.party_name(l.to_party), "recorder": l.to_recorder.as_ref().map(hex_id), "seq": l.to_seq},
                 "kind": l.kind.name(),
                 "receipt": l.backing.name(),
+                "role": l.role,
                 "leaf_hash": l.leaf_hash.map(|h| h.to_hex()),
                 "status": l.status.name(),
                 "blames": l.blame.map(Blame::name),
@@ -1258,7 +1685,10 @@ impl CaseReport {
                     l.to_seq
                 ),
                 l.kind.name(),
-                l.backing.name(),
+                match l.role {
+                    Some(role) => format!("{} {role}", l.backing.name()),
+                    None => l.backing.name().to_owned(),
+                },
                 l.status.name(),
                 match (l.status, blamed) {
                     (Outcome::Verified, _) => String::new(),

@@ -25,7 +25,7 @@ use afr_core::{bundle::verify_bundle, verify::Outcome, verify::verify_log};
 use crate::anchors::{Anchors, Rpc};
 pub use error::{ApproverName, Malformed, RedactedUrl, UsageError, VerifyError};
 pub use trust::Trust;
-pub use verdict::{Verdict, check_anchors, check_recorder, parse_addr};
+pub use verdict::{AnchorsFrom, Verdict, check_anchors, check_recorder, parse_addr};
 
 /// What kind of file is verified.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,6 +191,7 @@ fn finish(
                 v.notes.push(format!(
                     "anchors: chain {chain_id}, contract {contract} ({which}; AfrAnchor code checked), block {block}; each root proven by the recorder's own transaction"
                 ));
+                v.anchors_from = Some(verdict::AnchorsFrom::Chain { block });
                 for why in f.ignored.iter().take(10) {
                     v.notes.push(why.clone());
                 }
@@ -234,6 +235,10 @@ fn finish(
                         a.contract,
                         a.block
                     ));
+                    v.anchors_from = Some(verdict::AnchorsFrom::File {
+                        path: path.display().to_string(),
+                        block: a.block,
+                    });
                     Some(a)
                 }
             }

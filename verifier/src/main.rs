@@ -428,14 +428,12 @@ fn case(a: CaseArgs) -> Result<ExitCode> {
     }
     a.report.write(|| {
         let show = |p: &Path| p.display().to_string();
-        let mut digests = Vec::new();
-        if a.trust.is_none()
-            && let Some(f) = given.first()
-        {
-            digests.extend(afr_verify::report::Invocation::digest(&show(f), f));
-        }
-        for b in c.bundles.iter().flatten().chain(&c.loose) {
-            digests.extend(afr_verify::report::Invocation::digest(&show(b), b));
+        // The bytes that were verified, hashed as they were read (not read again).
+        let mut digests: Vec<(String, u64, afr_core::Hash32)> = c.digest.iter().cloned().collect();
+        for p in &r.parties {
+            for b in &p.bundles {
+                digests.push((b.file.clone(), b.size, b.sha256));
+            }
         }
         let inv = afr_verify::report::Invocation {
             command: "case",

@@ -164,7 +164,7 @@ fn badge(o: Outcome) -> String {
 fn meaning(o: Outcome, case: bool) -> &'static str {
     let (evidence, of_case) = match o {
         Outcome::Verified => (
-            "Every check passed: these records are exactly what the pinned recorder sealed and anchored on the pinned chain from its own key, and every opened payload is exactly what was sealed. It does not say that the agent or the recorder told the truth when the events were written, nor that events were not left out of a bundle.",
+            "Every check passed: these records are exactly what the pinned recorder sealed, under the epoch roots the anchors below attribute to it (where those anchors came from is said beside them), and every opened payload is exactly what was sealed. It does not say that the agent or the recorder told the truth when the events were written, nor that events were not left out of a bundle.",
             "Every party's evidence verified, and every delegation link between their recorders is backed by the other recorder's disclosed, anchored record.",
         ),
         Outcome::Tampered => (
@@ -242,22 +242,13 @@ pub struct Invocation {
     pub from_block: u64,
     /// `--anchors` (one for a log or a bundle; any number for a case).
     pub anchors: Vec<String>,
-    /// The evidence files read: name, size and SHA-256, so the reader knows which bytes were
-    /// judged.
+    /// The evidence files read: name, size and SHA-256 of the very bytes verified (hashed as
+    /// they were read for verification, never read again), so the reader knows which bytes
+    /// were judged.
     pub digests: Vec<(String, u64, Hash32)>,
 }
 
 impl Invocation {
-    /// `(name, size, SHA-256)` of the file at `path`, named `name`; `None` if unreadable.
-    pub fn digest(name: &str, path: &Path) -> Option<(String, u64, Hash32)> {
-        let b = std::fs::read(path).ok()?;
-        Some((
-            name.to_owned(),
-            b.len() as u64,
-            afr_core::hash::sha256(&[&b]),
-        ))
-    }
-
     /// The commands that repeat this verification, one per line, shell-quoted.
     fn commands(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -563,6 +554,7 @@ fn guardrails(p: Option<&Value>) -> (bool, bool) {
 /// signature the verifier did not get to).
 fn approval_word(e: &Event<'_>) -> Option<&'static str> {
     match (e.approval, e.payload.map(|p| &p["human_approval"])) {
+        (Some(a), _) if a.ran_against_rejection => Some("ran against rejection"),
         (Some(a), _) => Some(a.status.name()),
         (None, Some(h)) if h.is_object() => Some(if h["signature"].is_object() {
             "unchecked"
@@ -811,13 +803,23 @@ fn approval_status_html(a: &Approval) -> String {
         .as_deref()
         .map(|d| format!(" — {}", cut(d, CELL)))
         .unwrap_or_default();
+    let signed_at = a
+        .signed_at
+        .map(|t| format!(", signed at {} UTC", utc(t.saturating_mul(1_000_000))))
+        .unwrap_or_default();
+    let ran = if a.ran_against_rejection {
+        "<span class=\"badge invalid\">RAN AGAINST THE REJECTION</span> the call executed although the decision was a rejection; "
+    } else {
+        ""
+    };
     match a.status {
-        Status::Signed => {
-            format!("<span class=\"badge signed\">SIGNED</span>{scheme}{signer}{pinned}{detail}")
-        }
-        Status::Unsigned => {
-            "<span class=\"badge unsigned\">UNSIGNED</span> the operator's word only".into()
-        }
+        Status::Signed => format!(
+            "{ran}<span class=\"badge signed\">SIGNED {}</span>{scheme}{signer}{pinned}{signed_at}{detail}",
+            a.decision.name().to_uppercase()
+        ),
+        Status::Unsigned => format!(
+            "{ran}<span class=\"badge unsigned\">UNSIGNED</span> the operator's word only"
+        ),
         Status::Invalid => format!(
             "<span class=\"badge invalid\">INVALID</span> <code>{}</code>{signer}{pinned}{detail}",
             a.check.map_or("?", |c| c.name())
@@ -879,6 +881,11 @@ fn anchor_rows(ev: &Evidence<'_>, party_col: bool, rows: &mut usize) -> String {
     } else {
         String::new()
     };
+    let unchecked = if matches!(v.anchors_from, Some(crate::AnchorsFrom::File { .. })) {
+        "<br><span class=\"err\">as the anchors file says; not checked against a chain</span>"
+    } else {
+        ""
+    };
     for (epoch, root) in &v.epoch_roots {
         if *rows >= MAX_LIST * 10 {
             break;
@@ -889,7 +896,7 @@ fn anchor_rows(ev: &Evidence<'_>, party_col: bool, rows: &mut usize) -> String {
                 let _ = write!(
                     s,
                     "<tr>{lead}<td class=\"num\">{chain}</td><td><code>{}</code></td><td class=\"num\">{epoch}</td>\
-                     <td><code>0x{root}</code></td><td><code>{}</code></td><td class=\"num\">{block}</td><td class=\"num\">{log_index}</td></tr>",
+                     <td><code>0x{root}</code></td><td><code>{}</code>{unchecked}</td><td class=\"num\">{block}</td><td class=\"num\">{log_index}</td></tr>",
                     short_id(&contract),
                     cut(tx, CELL)
                 );
@@ -921,6 +928,20 @@ fn anchor_rows(ev: &Evidence<'_>, party_col: bool, rows: &mut usize) -> String {
     s
 }
 
+/// Where one piece of evidence's anchored roots came from, for the banner and the anchors
+/// table; empty when none were compared.
+fn anchors_from_html(v: &Verdict) -> String {
+    match &v.anchors_from {
+        None => String::new(),
+        Some(a @ crate::AnchorsFrom::Chain { .. }) => {
+            format!("<span class=\"meta\">{}</span>", esc(&a.describe()))
+        }
+        Some(a @ crate::AnchorsFrom::File { .. }) => {
+            format!("<b class=\"err\">{}</b>", esc(&a.describe()))
+        }
+    }
+}
+
 fn anchors_table(evs: &[Evidence<'_>], party_col: bool) -> String {
     let mut rows = 0;
     let body: String = evs
@@ -931,8 +952,24 @@ fn anchors_table(evs: &[Evidence<'_>], party_col: bool) -> String {
         return "<p class=\"meta\">The evidence commits to no epoch root.</p>".into();
     }
     let total: usize = evs.iter().map(|e| e.verdict.epoch_roots.len()).sum();
+    let sources: String = evs
+        .iter()
+        .filter(|e| e.verdict.anchors_from.is_some())
+        .map(|e| {
+            let who = if party_col {
+                format!(
+                    "{} ({}): ",
+                    cut(e.party.unwrap_or("(no pinned party)"), CELL),
+                    cut(e.file, CELL)
+                )
+            } else {
+                String::new()
+            };
+            format!("<p>{who}{}</p>", anchors_from_html(e.verdict))
+        })
+        .collect();
     format!(
-        "<table><tr>{}<th>Chain</th><th>Contract</th><th>Epoch</th><th>Root</th><th>Transaction</th><th>Block</th><th>Log</th></tr>{body}</table>{}",
+        "{sources}<table><tr>{}<th>Chain</th><th>Contract</th><th>Epoch</th><th>Root</th><th>Transaction</th><th>Block</th><th>Log</th></tr>{body}</table>{}",
         if party_col { "<th>Party</th>" } else { "" },
         if total > rows {
             format!(
@@ -1261,7 +1298,7 @@ fn mark_svg(m: &Mark, x: f64, y: f64, label: bool) -> String {
         let _ = write!(title, " · approval {a}");
         let (fill, stroke) = match a {
             "signed" => ("#188038", "#188038"),
-            "invalid" => ("#c5221f", "#c5221f"),
+            "invalid" | "ran against rejection" => ("#c5221f", "#c5221f"),
             _ => ("#fff", "#b06000"),
         };
         let _ = write!(
@@ -1720,7 +1757,7 @@ fn labelled(v: &Value, keys: &[(&str, &str)], tag: &str, b: &mut Budget) -> Vec<
 }
 
 /// The eight semantic fields of an opened payload.
-fn fields(p: &Value, e: &Event<'_>, b: &mut Budget) -> String {
+fn fields(p: &Value, e: &Event<'_>, own: Option<&RecorderId>, b: &mut Budget) -> String {
     let mut s = String::from("<dl>");
     // 1. Intent.
     let _ = write!(
@@ -1746,7 +1783,7 @@ fn fields(p: &Value, e: &Event<'_>, b: &mut Budget) -> String {
         ("Code provenance", code_dd(&p["code_provenance"], b)),
         (
             "Delegation provenance",
-            delegation_dd(&p["delegation_provenance"], b),
+            delegation_dd(&p["delegation_provenance"], own, b),
         ),
     ] {
         match dd {
@@ -1811,7 +1848,10 @@ fn approval_dd(h: &Value, e: &Event<'_>, b: &mut Budget) -> Option<String> {
         b.field(&h["approver"]),
         h["decided_at_us"]
             .as_u64()
-            .map(|t| format!(", at {} UTC", utc(t)))
+            .map(|t| format!(
+                ", recorded as decided at {} UTC (the operator's clock; not signed)",
+                utc(t)
+            ))
             .unwrap_or_default(),
         b.field(&h["prompt"])
     ))
@@ -1889,13 +1929,16 @@ fn code_dd(k: &Value, b: &mut Budget) -> Option<String> {
         .then(|| labelled(k, &keys, "code", b).join(" · "))
 }
 
-fn delegation_dd(d: &Value, b: &mut Budget) -> Option<String> {
+fn delegation_dd(d: &Value, own: Option<&RecorderId>, b: &mut Budget) -> Option<String> {
     if d.as_object().is_none_or(|o| o.is_empty()) {
         return None;
     }
     let mut parts = Vec::new();
     if d["parent_event"].is_object() {
-        parts.push(format!("delegated by {}", event_ref(&d["parent_event"], b)));
+        parts.push(format!(
+            "delegated by {}",
+            event_ref(&d["parent_event"], own, b)
+        ));
     }
     let keys = [
         ("delegating_agent", "delegating agent"),
@@ -1908,29 +1951,54 @@ fn delegation_dd(d: &Value, b: &mut Budget) -> Option<String> {
         &d["delegated_to"],
         "<br>delegated to<ul>",
         "</ul>",
-        |r| format!("<li>{}</li>", event_ref(r, b)),
+        |r| format!("<li>{}</li>", event_ref(r, own, b)),
     ));
     Some(s)
 }
 
-/// A reference to an event (`EventRef`), in words.
-fn event_ref(r: &Value, b: &mut Budget) -> String {
+/// A reference to an event (`EventRef`) made by recorder `own`, in words: the receipt is
+/// called signed only when its signature verifies (for the role it states).
+fn event_ref(r: &Value, own: Option<&RecorderId>, b: &mut Budget) -> String {
+    use afr_core::delegation::{RefProof, Role, check_ref};
     let rec = match r["recorder"].as_str() {
         Some(x) => format!("recorder <code>{}</code>", b.text(x)),
         None => "this recorder".into(),
     };
+    let checked = serde_json::from_value::<afr_core::event::EventRef>(r.clone())
+        .ok()
+        .zip(own)
+        .map(|(e, own)| check_ref(&e, own));
+    let receipt = match checked {
+        None if r["signature"].is_null() => ", receipt unsigned".to_owned(),
+        None => ", receipt signature <span class=\"err\">not checked</span>".to_owned(),
+        Some(Err(_)) => ", <span class=\"err\">malformed reference</span>".to_owned(),
+        Some(Ok(c)) => {
+            let role = match c.role {
+                Role::Plain => String::new(),
+                Role::Offer { to } => format!(", offered to <code>{}</code>", hex_id(&to)),
+                Role::Accept { recorder, seq, .. } => format!(
+                    ", accepting offer {seq} of <code>{}</code>",
+                    hex_id(&recorder)
+                ),
+            };
+            match c.proof {
+                RefProof::Signed(_) => format!(", receipt signed by its recorder (verified){role}"),
+                RefProof::BadSignature(..) => format!(
+                    ", <span class=\"err\">receipt signature does not verify</span>{role} (not the recorder's word)"
+                ),
+                RefProof::Bound(_) | RefProof::Unbound => {
+                    format!(", receipt unsigned{role} (the citing side's word)")
+                }
+            }
+        }
+    };
     format!(
-        "event {} of {rec}{}{}",
+        "event {} of {rec}{}{receipt}",
         b.field(&r["seq"]),
         r["leaf_hash"]
             .as_str()
             .map(|h| format!(", leaf <code>{}</code>", b.text(h)))
             .unwrap_or_else(|| ", no leaf hash".into()),
-        if r["signature"].is_null() {
-            ", receipt unsigned"
-        } else {
-            ", receipt signed"
-        }
     )
 }
 
@@ -1967,7 +2035,7 @@ fn card(ev: &Evidence<'_>, e: &Event<'_>) -> String {
         r.leaf
     );
     match (e.state, e.payload) {
-        (State::Opened, Some(p)) => s.push_str(&fields(p, e, &mut Budget(CARD_STRINGS))),
+        (State::Opened, Some(p)) => s.push_str(&fields(p, e, ev.verdict.recorder.as_ref(), &mut Budget(CARD_STRINGS))),
         (State::Failed, p) => {
             if let Some(f) = &ev.verdict.first_failure {
                 let _ = write!(
@@ -1987,7 +2055,7 @@ fn card(ev: &Evidence<'_>, e: &Event<'_>) -> String {
                 );
             }
             if let Some(p) = p {
-                s.push_str(&fields(p, e, &mut Budget(CARD_STRINGS)));
+                s.push_str(&fields(p, e, ev.verdict.recorder.as_ref(), &mut Budget(CARD_STRINGS)));
             }
         }
         (State::Erased, _) => s.push_str(
@@ -2286,7 +2354,7 @@ pub fn verdict_html(
         doc.out,
         "<header class=\"banner {}\"><div class=\"word\">{word}</div>\
          <h1>Evidence report: {what} <code>{}</code></h1>\
-         <p>{summary} · {recorder}{} · checked {} UTC</p><p>{}</p></header>",
+         <p>{summary} · {recorder}{} · checked {} UTC</p><p>{}</p>{}{}</header>",
         outcome_class(v.outcome),
         cut(file, CELL),
         v.party
@@ -2295,7 +2363,15 @@ pub fn verdict_html(
             .map(|p| format!(" of party “{}”", cut(p, CELL)))
             .unwrap_or_default(),
         utc(checked_at_us),
-        meaning(v.outcome, false)
+        meaning(v.outcome, false),
+        match anchors_from_html(v) {
+            a if a.is_empty() => String::new(),
+            a => format!("<p>{a}</p>"),
+        },
+        match v.headline_warning() {
+            w if w.is_empty() => String::new(),
+            w => format!("<p><b class=\"err\">{}</b></p>", esc(w.trim_start_matches(", but "))),
+        }
     );
     let _ = writeln!(
         doc.out,
@@ -2400,13 +2476,28 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
     let _ = writeln!(
         doc.out,
         "<header class=\"banner {}\"><div class=\"word\">{word}</div><h1>Evidence report: a case of {}</h1>\
-         <p>{} · {} between recorders · checked {} UTC</p><p>{}</p></header>",
+         <p>{} · {} between recorders · checked {} UTC</p><p>{}</p>{}</header>",
         outcome_class(r.outcome),
         plural(parties.len(), "party", "parties"),
         plural(evs.len(), "bundle", "bundles"),
         plural(r.links.len(), "link", "links"),
         utc(checked_at_us),
-        meaning(r.outcome, true)
+        meaning(r.outcome, true),
+        {
+            let files: Vec<String> = evs
+                .iter()
+                .filter(|e| matches!(e.verdict.anchors_from, Some(crate::AnchorsFrom::File { .. })))
+                .map(|e| cut(e.file, CELL))
+                .collect();
+            if files.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "<p><b class=\"err\">The anchored roots of {} were taken as is from anchors files, not checked against any chain (see Anchors).</b></p>",
+                    files.join(", ")
+                )
+            }
+        }
     );
     // Each party's verdict.
     let mut s = String::from(
@@ -2564,7 +2655,11 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
                 end(name(Some(l.from_party)), Some(&l.from_recorder), l.from_seq),
                 end(name(l.to_party), l.to_recorder.as_ref(), l.to_seq),
                 l.kind.name(),
-                l.backing.name(),
+                match (l.role, &l.backing) {
+                    (Some(role), crate::case::Backing::Signed) => format!("{role}, signed"),
+                    (Some(role), b) => format!("{role} (as stated), {}", b.name()),
+                    (None, b) => b.name().to_owned(),
+                },
                 badge(l.status),
                 match (l.status, blamed) {
                     (Outcome::Verified, _) => String::new(),

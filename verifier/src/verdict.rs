@@ -48,11 +48,54 @@ pub struct Verdict {
     pub party: Option<String>,
     /// The proven anchors of the file's epochs: `(epoch, tx, block, log index)`.
     pub anchors: Vec<(u64, String, u64, u64)>,
+    /// Where [`Verdict::anchors`] came from, if anchors were compared.
+    pub anchors_from: Option<AnchorsFrom>,
     /// The approval of every opened event that carries one ([`crate::approvals`]).
     pub approvals: Vec<Approval>,
     /// Every disclosed record whose inclusion proof checked out, by sequence number: its leaf
     /// hash, time, epoch, category and lane (empty for a log, whose payloads are never opened).
     pub records: std::collections::BTreeMap<u64, afr_core::bundle::DisclosedLeaf>,
+}
+
+/// Where a verdict's anchored roots came from, and so what they rest on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnchorsFrom {
+    /// Read from the pinned chain through a JSON-RPC endpoint, at `block`: each root proven
+    /// by a successful transaction the recorder sent (as that endpoint answers).
+    Chain {
+        /// The block read at.
+        block: u64,
+    },
+    /// An anchors file, taken as it is: its transactions, blocks and times were not checked
+    /// against any chain.
+    File {
+        /// The file, as named.
+        path: String,
+        /// The block it says it was read at.
+        block: u64,
+    },
+}
+
+impl AnchorsFrom {
+    /// `chain` or `file`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AnchorsFrom::Chain { .. } => "chain",
+            AnchorsFrom::File { .. } => "file",
+        }
+    }
+
+    /// What the anchors rest on, in one sentence (strings from the command line unescaped).
+    pub fn describe(&self) -> String {
+        match self {
+            AnchorsFrom::Chain { block } => format!(
+                "anchored roots read from the pinned chain at block {block}, each proven by a successful transaction the recorder sent (as the RPC endpoint answered)"
+            ),
+            AnchorsFrom::File { path, block } => format!(
+                "anchored roots taken AS IS from the anchors file {path} (it says block {block}): its transactions, blocks and times were NOT checked against any chain; a forged file would give the same verdict"
+            ),
+        }
+    }
 }
 
 fn checks_vec(checks: &std::collections::BTreeMap<&'static str, u64>) -> Vec<(String, u64)> {
@@ -79,6 +122,7 @@ impl Verdict {
             opened: Vec::new(),
             party: None,
             anchors: Vec::new(),
+            anchors_from: None,
             approvals: Vec::new(),
             records: Default::default(),
         }
@@ -126,6 +170,7 @@ impl Verdict {
                 .collect(),
             party: None,
             anchors: Vec::new(),
+            anchors_from: None,
             approvals: Vec::new(),
             records: rep.leaves.clone(),
         }
@@ -168,6 +213,11 @@ impl Verdict {
             "notes": self.notes,
             "epoch_roots": afr_core::verify::epoch_roots_json(&self.epoch_roots),
             "anchors": self.anchors.iter().map(|(e, tx, b, i)| serde_json::json!({"epoch": e, "tx": tx, "block": b, "log_index": i})).collect::<Vec<_>>(),
+            "anchors_from": self.anchors_from.as_ref().map(|a| match a {
+                AnchorsFrom::Chain { block } => serde_json::json!({"source": "chain", "block": block}),
+                AnchorsFrom::File { path, block } => serde_json::json!({"source": "file", "path": path, "block": block, "checked_against_chain": false}),
+            }),
+            "ran_against_rejection": self.approvals.iter().filter(|a| a.ran_against_rejection).map(|a| a.seq).collect::<Vec<_>>(),
             "opened": self.opened,
             "approvals": self.approvals.iter().map(Approval::to_json).collect::<Vec<_>>(),
             "records": self.records.iter().map(|(seq, r)| serde_json::json!({
@@ -188,7 +238,10 @@ impl Verdict {
         use afr_core::text::escape;
         use std::fmt::Write as _;
         let mut out = String::new();
-        let _ = writeln!(out, "{}", self.outcome.name().to_uppercase());
+        let _ = writeln!(out, "{}{}", self.outcome.name().to_uppercase(), self.headline_warning());
+        if let Some(a) = &self.anchors_from {
+            let _ = writeln!(out, "  {}", escape(&a.describe()));
+        }
         let Some(trust) = trust else {
             let _ = writeln!(
                 out,
@@ -231,6 +284,21 @@ impl Verdict {
         );
         self.body(&mut out);
         out
+    }
+
+    /// What the verdict word alone would hide: calls that ran against a rejection.
+    pub fn headline_warning(&self) -> String {
+        let ran: Vec<String> = self
+            .approvals
+            .iter()
+            .filter(|a| a.ran_against_rejection)
+            .map(|a| a.seq.to_string())
+            .collect();
+        match ran.len() {
+            0 => String::new(),
+            1 => format!(", but event {} RAN AGAINST A REJECTION", ran[0]),
+            _ => format!(", but events {} RAN AGAINST A REJECTION", ran.join(", ")),
+        }
     }
 
     /// Notes, checks, what is missing and the first failure.

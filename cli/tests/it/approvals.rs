@@ -348,3 +348,79 @@ fn approve_an_event_file_prints_a_signed_human_approval() {
     let h: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(h["signature"]["signer"], public.as_str());
 }
+
+#[test]
+fn a_signed_approval_replayed_after_the_gateway_restarts_is_refused() {
+    let (tmp, dir) = initialised();
+    let t = tmp.path();
+    let root = t.join("files");
+    std::fs::create_dir(&root).unwrap();
+    let bob_key = t.join("bob.key");
+    std::fs::write(&bob_key, BOB_KEY).unwrap();
+    std::fs::set_permissions(
+        &bob_key,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let policy = write_policy(
+        &t.join("policy.toml"),
+        &format!(
+            r#"
+[[approver]]
+name = "bob@acme.example"
+keys = ["{BOB}"]
+
+[[rule]]
+id = "writes-need-a-signature"
+tool = "write_file"
+verdict = "escalate"
+signed_by = ["bob@acme.example"]
+"#
+        ),
+    );
+    let command = vec![
+        server_bin("mcp-server-filesystem")
+            .to_str()
+            .unwrap()
+            .to_owned(),
+        root.to_str().unwrap().to_owned(),
+    ];
+    // Bob approves one write, signed: it runs.
+    let a = root.join("a.txt");
+    let mut c = Client::start(&dir, &["--policy", &policy], &command);
+    c.initialize();
+    call(&mut c, 2, &a, "once");
+    let id = held_id(&dir);
+    ok(afr(&dir).args(["approve", &id, "--eth-key"]).arg(&bob_key));
+    assert!(c.response(&json!(2)).get("result").is_some());
+    let (_, _, code) = c.finish();
+    assert_eq!(code, Some(0));
+    let signed = events(&dir)[0]["human_approval"]["signature"].clone();
+    std::fs::remove_file(&a).unwrap();
+
+    // The MCP client restarts (a new `afr mcp wrap`); the same call comes again and the same
+    // signed decision is handed in: the gateway refuses it before forwarding.
+    let mut c = Client::start(&dir, &["--policy", &policy], &command);
+    c.initialize();
+    call(&mut c, 2, &a, "once");
+    let id = held_id(&dir);
+    let kept = dir.join("approvals").join(format!("{id}.statement.json"));
+    std::fs::write(&kept, signed["statement"].to_string()).unwrap();
+    ok(afr(&dir)
+        .args(["approve", &id, "--signature"])
+        .arg(signed["signature"].as_str().unwrap()));
+    let r = c.response(&json!(2));
+    assert_not_approved(&r, "used before");
+    assert!(!a.exists(), "the replayed approval ran the call again");
+    let (_, _, code) = c.finish();
+    assert_eq!(code, Some(0));
+    // The refusal is recorded, with why.
+    let evs = events(&dir);
+    assert_eq!(evs.len(), 2, "{evs:#?}");
+    let refusal = &evs[1]["policy_evaluation"][1];
+    assert_eq!(refusal["guardrail"], "signed-approval", "{evs:#?}");
+    assert!(
+        refusal["reason"].as_str().unwrap().contains("a replayed approval"),
+        "{evs:#?}"
+    );
+}

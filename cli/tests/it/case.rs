@@ -31,6 +31,7 @@ const KEY_B: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6
 const ADDR_B: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 /// Anvil's third dev account: a recorder of neither organisation.
 const KEY_C: &str = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
+const ADDR_C: &str = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc";
 
 /// One organisation's recorder: its directory and anchoring key.
 struct Org {
@@ -44,6 +45,16 @@ impl Org {
         let o = Org { dir, key };
         o.run(&["init"]);
         o
+    }
+
+    /// Its recorder id: the address of its anchoring key.
+    fn id(&self) -> &'static str {
+        match self.key {
+            DEV_KEY => DEV_ADDR,
+            KEY_B => ADDR_B,
+            KEY_C => ADDR_C,
+            k => panic!("no address known for key {k}"),
+        }
     }
 
     /// `afr --dir DIR` signing and anchoring with this organisation's key.
@@ -152,7 +163,8 @@ fn delegate(tmp: &Path, a: &Org, b: &Org, ea: &Value, eb: &Value) -> (Receipt, R
     let ea = write(tmp, &format!("ea-{n}.json"), ea);
     let eb = write(tmp, &format!("eb-{n}.json"), eb);
     let offer: Receipt =
-        serde_json::from_slice(&a.run(&["delegate", "offer", &ea]).stdout).unwrap();
+        serde_json::from_slice(&a.run(&["delegate", "offer", &ea, "--to", b.id()]).stdout)
+            .unwrap();
     let offer_file = write(
         tmp,
         &format!("offer-{n}.json"),
@@ -542,13 +554,255 @@ fn dates_out_of_anchoring_order_are_the_tampering_of_the_clock_that_lies() {
     let r = verify(&case_file(t, "post-dated.toml", &[&ab], &[&bb]), &chain);
     assert_outcomes(&r, Tampered, &[("Acme", Tampered), ("Globex", Verified)]);
     assert_failure(&r, "Acme", "delegation-time", "event 0");
-    // B's event 1 is dated two hours before the event it accepts: B lies.
+    assert_reports(&r, "consistent with: a back- or post-dated delegation");
+    // B's event 1 is dated two hours before the event it accepts, and both are dated before
+    // their own epochs were anchored: one of the two clocks is wrong, and nothing shows
+    // which. Neither side is convicted; the case is incomplete.
     let ab = a.disclose("2-3", true, "acme-2.bundle");
     let bb = b.disclose("1", true, "globex-2.bundle");
     let r = verify(&case_file(t, "back-dated.toml", &[&ab], &[&bb]), &chain);
+    assert_outcomes(&r, Incomplete, &[("Acme", Verified), ("Globex", Verified)]);
+    assert!(
+        r.missing.iter().any(|m| m.contains("clocks disagree")),
+        "{}",
+        r.to_text()
+    );
+}
+
+/// `cast rpc` on `chain`: moves anvil's clock forward by `secs` and mines a block.
+fn advance(chain: &Chain, secs: u64) {
+    afr_testkit::cast_at(&chain.url, &["rpc", "evm_increaseTime", &secs.to_string()]);
+    afr_testkit::cast_at(&chain.url, &["rpc", "evm_mine"]);
+}
+
+#[test]
+fn the_honest_side_is_never_convicted_by_the_other_sides_clock() {
+    let (tmp, chain, a, b) = setup();
+    let t = tmp.path();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    // Acme dates its offer an hour ahead and anchors it now; Globex accepts honestly (dated
+    // now) but anchors two hours later.
+    let ahead = event_with("hand_off", json!({"timestamp_us": now + 3_600_000_000}));
+    delegate(t, &a, &b, &ahead, &event("run_job"));
+    a.seal();
+    a.anchor(&chain);
+    advance(&chain, 7_200);
+    b.seal();
+    b.anchor(&chain);
+    let ab = a.disclose("0-1", true, "acme.bundle");
+    let bb = b.disclose("0", true, "globex.bundle");
+    let case = case_file(t, "case.toml", &[&ab], &[&bb]);
+    // Acme's offer is dated after the block that anchored its own epoch: Acme's claim is the
+    // impossible one.
+    let r = verify(&case, &chain);
+    assert_outcomes(&r, Tampered, &[("Acme", Tampered), ("Globex", Verified)]);
+    assert_failure(&r, "Acme", "delegation-time", "event 0");
+    assert_reports(&r, "anchored its own epoch 0");
+    // Offline, from anchors files without block times: no time rule can blame anyone, and the
+    // clock disagreement makes the case incomplete, not Globex tampered.
+    let mut offline = Case::load(&case, None, None).unwrap();
+    for rec in [DEV_ADDR, ADDR_B] {
+        let mut f = proven(&chain, rec);
+        for p in f.roots.values_mut() {
+            p.block_time = None;
+        }
+        let p = t.join(format!("{rec}.untimed.json"));
+        std::fs::write(&p, serde_json::to_string(&f).unwrap()).unwrap();
+        offline.anchors.push(p);
+    }
+    let r = verify_case(&offline, Source::None).unwrap();
+    assert_outcomes(&r, Incomplete, &[("Acme", Verified), ("Globex", Verified)]);
+    assert!(
+        r.missing.iter().any(|m| m.contains("clocks disagree")),
+        "{}",
+        r.to_text()
+    );
+}
+
+#[test]
+fn a_delegation_the_receiving_side_never_accepted_does_not_verify() {
+    let (tmp, chain, a, b) = setup();
+    let t = tmp.path();
+    // The honest handshake: A 0 hand_off -> B 0 run_job; A 1 afr.delegated holds R_B.
+    let (_, accepted) = hand_off(t, &a, &b);
+    let accepted_file = write(
+        t,
+        "accepted.json",
+        &serde_json::to_value(&accepted).unwrap(),
+    );
+    // A second offer (A 2), which Globex never saw: `afr delegate receipt` refuses to pair
+    // it with Globex's receipt for the first one, and records nothing.
+    let drop = event_with(
+        "hand_off",
+        json!({"intent": {"tool": "hand_off", "args": {"task": "drop the production customer database"}}}),
+    );
+    let drop_file = write(t, "drop.json", &drop);
+    let o2: Receipt = serde_json::from_slice(
+        &a.run(&["delegate", "offer", &drop_file, "--to", ADDR_B])
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(o2.seq, 2);
+    let o2_file = write(t, "o2.json", &serde_json::to_value(&o2).unwrap());
+    let out = a
+        .afr()
+        .args(receipt_args(&o2_file, &accepted_file))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("not this offer"), "{err}");
+    // A writes the pairing into its log anyway (an event of its own citing R_B as the
+    // accept of the destructive offer): A 3.
+    a.record(&event_with(
+        "hand_off_claim",
+        json!({"intent": {"tool": "hand_off_claim", "args": {"offer": {"seq": 2}}},
+               "delegation_provenance": {"delegated_to": [accepted.to_ref()]}}),
+    ));
+    let (ab, bb) = anchor_and_disclose(&chain, (&a, "0-3"), (&b, "0"));
+    let r = verify(&case_file(t, "case.toml", &[&ab], &[&bb]), &chain);
+    assert_outcomes(&r, Tampered, &[("Acme", Tampered), ("Globex", Verified)]);
+    assert_failure(&r, "Acme", "delegation-link", "event 3");
+    let forged = r.links.iter().find(|l| l.from_seq == 3).unwrap();
+    assert_eq!((forged.status, forged.blame), (Tampered, Some(Blame::Citing)));
+    assert!(forged.why.contains("accepts offer 0"), "{}", forged.why);
+    // No chain shows the destructive offer (or the claim) reaching Globex's accept verified.
+    let j = r.to_json();
+    for c in j["chains"].as_array().unwrap() {
+        let steps = c.as_array().unwrap();
+        if steps.iter().any(|s| s["seq"] == 3 && s["recorder"] == DEV_ADDR) {
+            assert!(
+                steps.iter().any(|s| s["status"] == "tampered"),
+                "{j:#}"
+            );
+        }
+    }
+    // The honest links still verify.
+    assert!(
+        r.links
+            .iter()
+            .filter(|l| l.from_seq != 3)
+            .all(|l| l.status == Verified),
+        "{}",
+        r.to_text()
+    );
+}
+
+#[test]
+fn an_offer_made_to_a_third_recorder_cannot_be_cited_as_accepted() {
+    let (tmp, chain, a, b) = setup();
+    let t = tmp.path();
+    // Acme offers work to Initech (recorder C), not to Globex.
+    let ea = write(t, "ea.json", &event("hand_off"));
+    let to_c: Receipt =
+        serde_json::from_slice(&a.run(&["delegate", "offer", &ea, "--to", ADDR_C]).stdout)
+            .unwrap();
+    let to_c_file = write(t, "to-c.json", &serde_json::to_value(&to_c).unwrap());
+    // Globex's `afr delegate accept` refuses it, and records nothing.
+    let eb = write(t, "eb.json", &event("run_job"));
+    let out = b
+        .afr()
+        .args(["delegate", "accept", &eb, "--parent", &to_c_file])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("not to this recorder"), "{err}");
+    // Globex cites it anyway, as recorded (B 0), and rewritten to name itself (B 1).
+    b.record(&event_with(
+        "run_job",
+        json!({"delegation_provenance": {"parent_event": to_c.to_ref()}}),
+    ));
+    let mut readdressed = to_c.to_ref();
+    readdressed.to = Some(ADDR_B.into());
+    b.record(&event_with(
+        "run_job_2",
+        json!({"delegation_provenance": {"parent_event": readdressed}}),
+    ));
+    let (ab, bb) = anchor_and_disclose(&chain, (&a, "0"), (&b, "0-1"));
+    let r = verify(&case_file(t, "case.toml", &[&ab], &[&bb]), &chain);
+    assert_eq!(r.outcome, Tampered, "{}", r.to_text());
     assert_outcomes(&r, Tampered, &[("Acme", Verified), ("Globex", Tampered)]);
-    assert_failure(&r, "Globex", "delegation-time", "event 1");
-    assert_reports(&r, "consistent with: a back- or post-dated delegation");
+    assert_failure(&r, "Globex", "delegation-link", "event 0");
+    let [l0, l1] = r.links.as_slice() else {
+        panic!("{}", r.to_text())
+    };
+    assert_eq!((l0.status, l0.blame), (Tampered, Some(Blame::Citing)));
+    assert!(l0.why.contains(ADDR_C), "{}", l0.why);
+    // The rewritten `to` breaks Acme's signature: nothing of Acme's says it offered to B.
+    assert_eq!((l1.status, l1.blame), (Incomplete, Some(Blame::Citing)));
+    assert_eq!(l1.backing.name(), "bad-signature");
+}
+
+#[test]
+fn an_unsigned_claim_about_the_other_log_is_the_claimants_problem() {
+    let (tmp, chain, a, b) = setup();
+    let t = tmp.path();
+    b.record(&event("own_work"));
+    // Acme says it delegated to Globex's event 99, which Globex never had, without any
+    // receipt of Globex's.
+    a.record(&event_with(
+        "claimed_handoff",
+        json!({"delegation_provenance": {"delegated_to": [
+            {"recorder": ADDR_B, "seq": 99, "leaf_hash": "ab".repeat(32)}
+        ]}}),
+    ));
+    let (ab, bb) = anchor_and_disclose(&chain, (&a, "0"), (&b, "0"));
+    let r = verify(&case_file(t, "case.toml", &[&ab], &[&bb]), &chain);
+    assert_outcomes(&r, Incomplete, &[("Acme", Incomplete), ("Globex", Verified)]);
+    let l = only_link(&r);
+    assert_eq!((l.status, l.blame), (Incomplete, Some(Blame::Citing)));
+    assert!(l.why.contains("claim alone"), "{}", l.why);
+}
+
+#[test]
+fn one_partys_anchors_file_never_speaks_for_another_party() {
+    let (tmp, chain, a, b) = setup();
+    let t = tmp.path();
+    hand_off(t, &a, &b);
+    anchor_and_disclose(&chain, (&a, "0-1"), (&b, "0"));
+    let write_anchors = |name: &str, a: &Anchors| {
+        let p = t.join(name);
+        std::fs::write(&p, serde_json::to_string(a).unwrap()).unwrap();
+        p
+    };
+    write_anchors("acme.anchors.json", &proven(&chain, DEV_ADDR));
+    write_anchors("globex.anchors.json", &proven(&chain, ADDR_B));
+    // Acme lists a forged anchors file for Globex's recorder: another root for its epoch 0.
+    let mut forged = proven(&chain, ADDR_B);
+    for p in forged.roots.values_mut() {
+        p.root = afr_core::Hash32([0x66; 32]).to_hex();
+    }
+    write_anchors("forged-globex.anchors.json", &forged);
+    let text = |globex_anchors: &str| {
+        format!(
+            "chain_id = 31337\n\
+             [[party]]\nname = \"Acme\"\nrecorders = [\"{DEV_ADDR}\"]\nbundles = [\"acme.bundle\"]\n\
+             anchors = [\"acme.anchors.json\", \"forged-globex.anchors.json\"]\n\
+             [[party]]\nname = \"Globex\"\nrecorders = [\"{ADDR_B}\"]\nbundles = [\"globex.bundle\"]\n\
+             anchors = [{globex_anchors}]\n"
+        )
+    };
+    let offline = |name: &str, globex_anchors: &str| {
+        let p = t.join(name);
+        std::fs::write(&p, text(globex_anchors)).unwrap();
+        verify_case(&Case::load(&p, None, None).unwrap(), Source::None).unwrap()
+    };
+    // Without Globex's own file: Globex's roots are not checked (incomplete), never tampered.
+    let r = offline("forged-only.toml", "");
+    assert_outcomes(&r, Incomplete, &[("Acme", Verified), ("Globex", Incomplete)]);
+    assert!(
+        r.notes.iter().any(|n| n.contains("which is not that party's: not used")),
+        "{}",
+        r.to_text()
+    );
+    // With Globex's own file beside the forged one: Globex verifies (and nothing is refused
+    // as two files for one recorder).
+    let r = offline("both.toml", "\"globex.anchors.json\"");
+    assert_outcomes(&r, Verified, &[("Acme", Verified), ("Globex", Verified)]);
 }
 
 #[test]
@@ -601,4 +855,167 @@ fn a_second_history_under_the_same_key_is_refused_on_chain_and_exposed_as_a_fork
         assert_failure(&r, "Acme", "fork", "epoch 0");
         assert_reports(&r, "consistent with: two histories from one recorder");
     }
+}
+
+/// `afr approve --file` of `event` for recorder `rec`, signed by Bob's Ethereum key
+/// (`decision` rewritten to "rejected" when `reject`): the `human_approval` it prints.
+fn signed_approval(t: &Path, event: &Value, rec: &str) -> Value {
+    let key = t.join("bob.key");
+    std::fs::write(&key, KEY_B).unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .unwrap();
+    let f = write(t, &format!("approve-{}.json", rand_name(event)), event);
+    let out = ok(afr(&t.join("nowhere"))
+        .args(["approve", "--file", &f, "--recorder", rec, "--eth-key"])
+        .arg(&key));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn one_signed_approval_disclosed_twice_in_two_bundles_is_a_replay() {
+    let (tmp, chain, a, b) = setup();
+    let t = tmp.path();
+    // One signed approval, recorded on two identical calls (A 0 and A 1).
+    let call = json!({"category": "database",
+        "intent": {"tool": "psql", "args": {"sql": "DROP SCHEMA billing CASCADE"}},
+        "execution": {"command": "psql -c 'DROP SCHEMA billing CASCADE'", "target": "prod-db"}});
+    let mut approved = call.clone();
+    approved["human_approval"] = signed_approval(t, &call, DEV_ADDR);
+    a.record(&approved);
+    a.record(&approved);
+    b.record(&event("unrelated"));
+    anchor_and_disclose(&chain, (&a, "0-1"), (&b, "0"));
+    // Each bundle holds one of the two events: each verifies alone.
+    let b1 = a.disclose("0", true, "acme-1.bundle");
+    let b2 = a.disclose("1", true, "acme-2.bundle");
+    let bb = t.join("globex.bundle");
+    let r = verify(&case_file(t, "case.toml", &[&b1], &[&bb]), &chain);
+    assert_outcomes(&r, Verified, &[("Acme", Verified), ("Globex", Verified)]);
+    // Together, in a case file (either order) or under a trust file: the nonce repeats.
+    for (name, bundles) in [("one-two.toml", [&b1, &b2]), ("two-one.toml", [&b2, &b1])] {
+        let r = verify(&case_file(t, name, &bundles.map(|p| p.as_path()), &[&bb]), &chain);
+        assert_outcomes(&r, Tampered, &[("Acme", Tampered), ("Globex", Verified)]);
+        assert_failure(&r, "Acme", "approval-nonce", "event 1");
+        let acme = party(&r, "Acme");
+        let invalid: Vec<u64> = acme
+            .bundles
+            .iter()
+            .flat_map(|b| &b.verdict.approvals)
+            .filter(|a| a.status == afr_verify::approvals::Status::Invalid)
+            .map(|a| a.seq)
+            .collect();
+        assert_eq!(invalid, [1], "{}", r.to_text());
+    }
+    let trust = Trust::new(
+        Some((
+            "trust.toml",
+            &format!("chain_id = 31337\n[[party]]\nname = \"Acme\"\nrecorders = [\"{DEV_ADDR}\"]\n"),
+        )),
+        None,
+        None,
+        None,
+    )
+    .unwrap();
+    let r = verify_case(&Case::with_bundles(trust, vec![b1.clone(), b2.clone()]), rpc(&chain))
+        .unwrap();
+    assert_outcomes(&r, Tampered, &[("Acme", Tampered)]);
+    assert_failure(&r, "Acme", "approval-nonce", "event 1");
+    // The same event disclosed in two bundles is not a replay.
+    let again = a.disclose("0", true, "acme-1-again.bundle");
+    let r = verify(&case_file(t, "same.toml", &[&b1, &again], &[&bb]), &chain);
+    assert_outcomes(&r, Verified, &[("Acme", Verified), ("Globex", Verified)]);
+}
+
+#[test]
+fn the_report_says_what_it_did_not_check_and_what_ran_against_a_rejection() {
+    let (tmp, chain, a, b) = setup();
+    let t = tmp.path();
+    // A call that ran although its signed decision was a rejection (A 2), beside the
+    // handshake (A 0, A 1; B 0), and a receipt on B's side whose signature is forged (B 1).
+    let (offer, _) = hand_off(t, &a, &b);
+    let call = json!({"category": "database",
+        "intent": {"tool": "psql", "args": {"sql": "DROP TABLE users"}},
+        "execution": {"command": "psql -c 'DROP TABLE users'", "target": "prod-db"}});
+    let mut h = signed_approval(t, &call, DEV_ADDR);
+    // Re-signed as a rejection: the statement's decision is part of what is signed.
+    let mut st: afr_core::approval::Statement =
+        serde_json::from_value(h["signature"]["statement"].clone()).unwrap();
+    st.decision = afr_core::event::Decision::Rejected;
+    let raw: [u8; 32] = hex::decode(KEY_B.trim_start_matches("0x"))
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let signer = afr_anchorer::signer_from_bytes(&raw).unwrap();
+    let sig = afr_anchorer::sign_digest(&signer, st.eip712_signing_hash().unwrap()).unwrap();
+    h["decision"] = "rejected".into();
+    h["signature"]["statement"] = serde_json::to_value(&st).unwrap();
+    h["signature"]["signature"] = format!("0x{}", hex::encode(sig)).into();
+    let mut rejected = call.clone();
+    rejected["human_approval"] = h;
+    a.record(&rejected);
+    let mut bad = offer.to_ref();
+    let last = bad.signature.as_mut().unwrap();
+    last.replace_range(10..12, if &last[10..12] == "00" { "11" } else { "00" });
+    b.record(&event_with(
+        "run_job_forged",
+        json!({"delegation_provenance": {"parent_event": bad}}),
+    ));
+    anchor_and_disclose(&chain, (&a, "0-2"), (&b, "0-1"));
+    let ab = t.join("acme.bundle");
+    let bb = t.join("globex.bundle");
+    // A forged offline anchors file for Acme (given by the arbiter): the report says the
+    // roots were taken as is.
+    let anchors = t.join("acme.anchors.json");
+    std::fs::write(
+        &anchors,
+        serde_json::to_string(&proven(&chain, DEV_ADDR)).unwrap(),
+    )
+    .unwrap();
+    let mut case = Case::load(&case_file(t, "case.toml", &[&ab], &[&bb]), None, None).unwrap();
+    case.anchors.push(anchors);
+    let r = verify_case(&case, Source::None).unwrap();
+    let acme = party(&r, "Acme");
+    let v = &acme.bundles[0].verdict;
+    assert!(
+        v.approvals.iter().any(|a| a.seq == 2 && a.ran_against_rejection),
+        "{}",
+        r.to_text()
+    );
+    assert!(v.to_text(None).contains("event 2 RAN AGAINST A REJECTION"));
+    let inv = afr_verify::report::Invocation {
+        command: "case",
+        digests: r
+            .parties
+            .iter()
+            .flat_map(|p| &p.bundles)
+            .map(|b| (b.file.clone(), b.size, b.sha256))
+            .collect(),
+        ..Default::default()
+    };
+    let report = afr_verify::report::case_html(&r, &inv, 0);
+    assert!(
+        report.contains("taken AS IS from the anchors file"),
+        "no source of anchors"
+    );
+    assert!(
+        report.contains("RAN AGAINST THE REJECTION"),
+        "rejection not shown"
+    );
+    assert!(
+        report.contains("SIGNED REJECTED"),
+        "decision not shown with the signature"
+    );
+    assert!(
+        report.contains("receipt signature does not verify"),
+        "forged receipt shown as signed"
+    );
+    assert!(
+        report.contains("not signed)"),
+        "decided_at shown as signed"
+    );
+    // The digests are of the bytes verified.
+    use sha2::Digest as _;
+    let digest = hex::encode(sha2::Sha256::digest(std::fs::read(&ab).unwrap()));
+    assert_eq!(acme.bundles[0].sha256.to_hex(), digest);
+    assert!(report.contains(&digest), "bundle digest missing");
 }

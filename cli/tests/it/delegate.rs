@@ -35,6 +35,16 @@ pub(super) fn receipt_args<'a>(offer: &'a str, receipt: &'a str) -> [&'a str; 6]
     ]
 }
 
+/// The recorder id of the store in `dir`: its anchoring key's address, `0x` + 40 hex.
+pub(super) fn recorder_id(dir: &Path) -> String {
+    let key: [u8; 32] = std::fs::read(dir.join("anchor.key"))
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let signer = afr_anchorer::signer_from_bytes(&key).unwrap();
+    format!("{:#x}", signer.address())
+}
+
 fn receipt(out: &std::process::Output) -> Receipt {
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -62,10 +72,16 @@ fn each_side_records_the_others_signed_receipt() {
         &json!({"category": "delegation", "intent": {"tool": "accept_task", "args": {"task": "rotate keys"}}}),
     );
 
-    // A offers (directly on its store); B accepts through its running afr serve.
-    let offer = receipt(&ok(afr(&a).args(["delegate", "offer", &ea])));
+    // A offers to B (directly on its store); B accepts through its running afr serve.
+    let b_id = recorder_id(&b);
+    let offer = receipt(&ok(afr(&a).args(["delegate", "offer", &ea, "--to", &b_id])));
     offer.verify().unwrap();
     assert_eq!(offer.seq, 0);
+    assert_eq!(offer.to.as_deref(), Some(b_id.as_str()));
+    // The receipt binds the recorder it is offered to: another `to` no longer verifies.
+    let mut readdressed = offer.clone();
+    readdressed.to = Some(recorder_id(&a));
+    assert!(readdressed.verify().is_err());
     let offer_file = write(t, "offer.json", &serde_json::to_value(&offer).unwrap());
     let server = serve(&b, &[]);
     let accepted = receipt(&ok(afr(&b).args([
@@ -77,6 +93,12 @@ fn each_side_records_the_others_signed_receipt() {
     ])));
     accepted.verify().unwrap();
     assert_ne!(accepted.recorder, offer.recorder);
+    // B's receipt names the offer it accepts.
+    let answers = accepted.answers.clone().unwrap();
+    assert_eq!(
+        (answers.recorder.as_str(), answers.seq, answers.leaf_hash.as_str()),
+        (offer.recorder.as_str(), offer.seq, offer.leaf_hash.as_str())
+    );
 
     // B refuses a forged offer (one hex digit of the leaf changed) and its own receipt.
     let mut forged = offer.clone();
@@ -137,8 +159,13 @@ fn each_side_records_the_others_signed_receipt() {
         "fake.json",
         &json!({"category": "delegation", "intent": {"tool": "afr.delegated"}}),
     );
-    let err = failure(&a, &["delegate", "offer", &fake]);
+    let err = failure(&a, &["delegate", "offer", &fake, "--to", &b_id]);
     assert!(err.contains("reserved"), "{err}");
+    // An offer names a recorder: a malformed one, or this recorder itself, is refused.
+    let err = failure(&a, &["delegate", "offer", &ea, "--to", "0x12"]);
+    assert!(err.contains("is not a recorder id"), "{err}");
+    let err = failure(&a, &["delegate", "offer", &ea, "--to", &recorder_id(&a)]);
+    assert!(err.contains("this recorder itself"), "{err}");
 
     // A's half of the case: the delegating event and the receipt it holds.
     ok(afr(&a).arg("seal"));
@@ -205,9 +232,10 @@ fn each_side_records_the_others_signed_receipt() {
     let signer = afr_anchorer::signer_from_bytes(&key).unwrap();
     let (rec, _) = accepted.parts().unwrap();
     let other = afr_core::Hash32([0xcd; 32]);
-    let digest = afr_core::delegation::signing_hash(&rec, accepted.seq, &other);
+    let role = accepted.role().unwrap();
+    let digest = afr_core::delegation::signing_hash(&rec, accepted.seq, &other, &role);
     let sig = afr_anchorer::sign_digest(&signer, digest).unwrap();
-    let twin = Receipt::new(&rec, accepted.seq, &other, &sig);
+    let twin = Receipt::new(&rec, accepted.seq, &other, &role, &sig);
     twin.verify().unwrap();
     let twin_file = write(t, "twin.json", &serde_json::to_value(&twin).unwrap());
     let second = receipt(&ok(afr(&a).args(receipt_args(&offer_file, &twin_file))));

@@ -15,7 +15,7 @@ use afr_core::{
     event::{
         ApprovalSignature, CodeProvenance, ContextProvenance, ContextSource,
         DEFAULT_MAX_EVENT_BYTES, Decision, DelegationProvenance, Effects, EventInput, EventRef,
-        Execution, GuardrailEvaluation, HumanApproval, Intent, Verdict,
+        Execution, GuardrailEvaluation, HumanApproval, Intent, OfferRef, Verdict,
     },
     record::Category,
 };
@@ -139,6 +139,7 @@ fn schema_defs_have_serdes_fields_and_variants() {
         shape::<CodeProvenance>(),
         shape::<DelegationProvenance>(),
         shape::<EventRef>(),
+        shape::<OfferRef>(),
     ];
     let defs = &s["$defs"];
     for sh in &shapes {
@@ -203,10 +204,12 @@ fn maximal() -> Value {
         "delegation_provenance": {
             "parent_event": {
                 "recorder": "0x00000000000000000000000000000000000aF2Af", "seq": 3,
-                "leaf_hash": "ab".repeat(32), "signature": format!("0x{}", "cd".repeat(65))
+                "leaf_hash": "ab".repeat(32), "signature": format!("0x{}", "cd".repeat(65)),
+                "to": "0x00000000000000000000000000000000000bF2Bf"
             },
             "delegating_agent": "d", "organisation": "o", "on_behalf_of": "b",
-            "delegated_to": [{ "recorder": "0x00000000000000000000000000000000000aF2Af", "seq": 4 }]
+            "delegated_to": [{ "recorder": "0x00000000000000000000000000000000000aF2Af", "seq": 4,
+                "answers": { "recorder": "0x00000000000000000000000000000000000bF2Bf", "seq": 1, "leaf_hash": "ef".repeat(32) } }]
         }
     })
 }
@@ -383,8 +386,9 @@ fn schema_and_parser_agree_on_variations_of_a_maximal_event() {
         }
     }
     // The maximal event names every property: 12 + 2 + 4 + 5 + 4 + 8 + 3 + 4 + 2 + 3 + 6 + 5 +
-    // 4 + 2 (parent_event and one delegated_to entry).
-    assert_eq!(fields, 64);
+    // 4 + 2 (parent_event and one delegated_to entry) + 1 (parent_event.to) + 1 + 3
+    // (delegated_to[0].answers and its members).
+    assert_eq!(fields, 69);
     // Enum values, limits and patterns.
     let edits: Vec<(&str, Value)> = Category::NAMES
         .iter()

@@ -11,7 +11,7 @@ use afr_core::{
     EpochHeader, EventInput, Hash32, Record, RecorderId,
     bundle::{Bundle, DisclosedEvent},
     crypto::{EventKey, MasterKey, SealedPayload, Slot, seal},
-    delegation::{Receipt, signing_hash},
+    delegation::{Receipt, Role, signing_hash},
     hash::leaf_hash,
     merkle,
     verify::Outcome,
@@ -25,23 +25,23 @@ use afr_verify::{
 };
 use serde_json::{Value, json};
 
-const KEY_B: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
-const ADDR_B: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
-const KEY_C: &str = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
-const ADDR_C: &str = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc";
+pub(crate) const KEY_B: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+pub(crate) const ADDR_B: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+pub(crate) const KEY_C: &str = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
+pub(crate) const ADDR_C: &str = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc";
 /// 2024-01-01T00:00:00Z, in µs: the recorders' clock in these tests.
-const T0: u64 = 1_704_067_200_000_000;
+pub(crate) const T0: u64 = 1_704_067_200_000_000;
 
 /// One recorder's log of one epoch, built event by event.
-struct Log {
-    recorder: RecorderId,
+pub(crate) struct Log {
+    pub(crate) recorder: RecorderId,
     key: &'static str,
     events: Vec<(Vec<u8>, SealedPayload, EventKey)>,
     leaves: Vec<Hash32>,
 }
 
 impl Log {
-    fn new(addr: &str, key: &'static str) -> Log {
+    pub(crate) fn new(addr: &str, key: &'static str) -> Log {
         Log {
             recorder: parse_addr(addr, "recorder").unwrap(),
             key,
@@ -51,7 +51,7 @@ impl Log {
     }
 
     /// Appends `event` (JSON of an event) dated `ts`; its seq and leaf hash.
-    fn push(&mut self, event: Value, ts: u64) -> (u64, Hash32) {
+    pub(crate) fn push(&mut self, event: Value, ts: u64) -> (u64, Hash32) {
         // Deserialized without the input checks: the recorder writes its own `afr.` events.
         let ev: EventInput = serde_json::from_value(event).unwrap();
         let (env, payload) = ev.into_payload();
@@ -82,7 +82,7 @@ impl Log {
         (seq, leaf)
     }
 
-    fn header(&self) -> EpochHeader {
+    pub(crate) fn header(&self) -> EpochHeader {
         EpochHeader {
             recorder: self.recorder,
             epoch: 0,
@@ -96,7 +96,7 @@ impl Log {
     }
 
     /// A bundle of `seqs` with their keys.
-    fn bundle(&self, seqs: &[u64]) -> Vec<u8> {
+    pub(crate) fn bundle(&self, seqs: &[u64]) -> Vec<u8> {
         Bundle {
             recorder: self.recorder,
             headers: vec![self.header()],
@@ -117,18 +117,24 @@ impl Log {
         .encode()
     }
 
-    /// This recorder's signed receipt of its event `seq`, as a reference to record.
-    fn receipt(&self, seq: u64) -> Value {
+    /// This recorder's signed plain receipt of its event `seq` (as recorders issued before
+    /// receipts named their roles), as a reference to record.
+    pub(crate) fn receipt(&self, seq: u64) -> Value {
+        self.receipt_as(seq, &Role::Plain)
+    }
+
+    /// This recorder's signed receipt of its event `seq` in `role`, as a reference.
+    pub(crate) fn receipt_as(&self, seq: u64, role: &Role) -> Value {
         let leaf = self.leaves[seq as usize];
         let raw = hex::decode(self.key.trim_start_matches("0x")).unwrap();
         let sk = k256::ecdsa::SigningKey::from_slice(&raw).unwrap();
         let (sig, recid) = sk
-            .sign_prehash_recoverable(&signing_hash(&self.recorder, seq, &leaf))
+            .sign_prehash_recoverable(&signing_hash(&self.recorder, seq, &leaf, role))
             .unwrap();
         let mut s = [0u8; 65];
         s[..64].copy_from_slice(&sig.to_bytes());
         s[64] = 27 + recid.to_byte();
-        serde_json::to_value(Receipt::new(&self.recorder, seq, &leaf, &s).to_ref()).unwrap()
+        serde_json::to_value(Receipt::new(&self.recorder, seq, &leaf, role, &s).to_ref()).unwrap()
     }
 
     /// An anchors file of its one epoch, anchored in block 9 at `time` (seconds), if given.
@@ -149,7 +155,7 @@ impl Log {
     }
 }
 
-fn ev(tool: &str, extra: Value) -> Value {
+pub(crate) fn ev(tool: &str, extra: Value) -> Value {
     let mut v = json!({"category": "delegation", "intent": {"tool": tool}});
     if let (Value::Object(m), Value::Object(x)) = (&mut v, extra) {
         m.extend(x);
@@ -157,11 +163,11 @@ fn ev(tool: &str, extra: Value) -> Value {
     v
 }
 
-fn parent(r: Value) -> Value {
+pub(crate) fn parent(r: Value) -> Value {
     json!({"delegation_provenance": {"parent_event": r}})
 }
 
-fn delegated(r: Value, offer: u64) -> Value {
+pub(crate) fn delegated(r: Value, offer: u64) -> Value {
     json!({"intent": {"tool": "afr.delegated", "args": {"offer": {"seq": offer}}},
            "delegation_provenance": {"delegated_to": [r]}})
 }
@@ -515,12 +521,97 @@ fn post_dated_events_are_caught_by_the_block_time_of_an_anchors_file() {
         "{}",
         r.to_text()
     );
-    // Without the block's time only the second rule runs: B's event is older than the one it
-    // cites, and it is B that the case can blame.
+    // Without the time of B's block: A's own anchors file still dates A's epoch before A's
+    // event, so A's date is the impossible one (never B, whose event is merely older).
     let plain = name(&b.anchors(d, None));
     let r = lib(&parties(&plain));
-    assert_eq!(r.parties[1].outcome, Outcome::Tampered, "{}", r.to_text());
-    assert_eq!(r.parties[0].outcome, Outcome::Verified, "{}", r.to_text());
+    assert_eq!(r.parties[0].outcome, Outcome::Tampered, "{}", r.to_text());
+    assert_eq!(r.parties[1].outcome, Outcome::Verified, "{}", r.to_text());
+    // Without any block time: no rule can tell whose clock is wrong. No one is convicted.
+    let untimed = case_file(
+        d,
+        "untimed.toml",
+        &[
+            ("Acme", ADDR_A, &["a.bundle"], &[name(&a.anchors(d, None)).as_str()]),
+            ("Globex", ADDR_B, &["b.bundle"], &[plain.as_str()]),
+        ],
+    );
+    let r = lib(&untimed);
+    assert_eq!(r.outcome, Outcome::Incomplete, "{}", r.to_text());
+    assert!(r.involved().all(|p| p.outcome == Outcome::Verified), "{}", r.to_text());
+    assert!(r.missing[0].contains("clocks disagree"), "{}", r.to_text());
+    // A party's own anchors file cannot date its epoch to convict the other: B's file says
+    // B's citing epoch was anchored before A's event, but only the chain or the arbiter's
+    // file may bound A by B's anchoring.
+    let r = lib(&parties(&ba));
+    let l = r.links.iter().find(|l| l.status == Outcome::Tampered).unwrap();
+    assert!(l.why.contains("its own epoch"), "{}", l.why);
+}
+
+#[test]
+fn an_accept_paired_with_another_offer_is_the_pairing_sides_tampering() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // A 0 hand_off -> B 0 run_job (plain receipts, as before receipts named roles); A 1 is a
+    // second offer B never saw; A 2 afr.delegated pairs offer 1 with B's receipt of B 0.
+    let (mut a, b) = handed_off(T0, T0 + 1_000_000);
+    a.push(ev("drop_customer_db", json!({})), T0 + 2_000_000);
+    a.push(ev("x", delegated(b.receipt(0), 1)), T0 + 3_000_000);
+    put(d, "a.bundle", &a.bundle(&[0, 1, 2]));
+    put(d, "b.bundle", &b.bundle(&[0]));
+    let (aa, ba) = (name(&a.anchors(d, None)), name(&b.anchors(d, None)));
+    let case = case_file(
+        d,
+        "case.toml",
+        &[
+            ("Acme", ADDR_A, &["a.bundle"], &[aa.as_str()]),
+            ("Globex", ADDR_B, &["b.bundle"], &[ba.as_str()]),
+        ],
+    );
+    let r = lib(&case);
+    assert_eq!(r.parties[0].outcome, Outcome::Tampered, "{}", r.to_text());
+    assert_eq!(r.parties[1].outcome, Outcome::Verified, "{}", r.to_text());
+    let l = r.links.iter().find(|l| l.from_seq == 2).unwrap();
+    assert_eq!(l.status, Outcome::Tampered);
+    assert!(l.why.contains("it accepted another delegation"), "{}", l.why);
+    // With B's accept receipt (it names offer 0), the pairing fails without opening B 0.
+    let mut a2 = Log::new(ADDR_A, KEY_A);
+    let mut b2 = Log::new(ADDR_B, KEY_B);
+    let (_, o0) = a2.push(ev("hand_off", json!({})), T0);
+    let offer = a2.receipt_as(
+        0,
+        &Role::Offer {
+            to: parse_addr(ADDR_B, "b").unwrap(),
+        },
+    );
+    b2.push(ev("run_job", parent(offer)), T0 + 1_000_000);
+    a2.push(ev("drop_customer_db", json!({})), T0 + 2_000_000);
+    let accept = b2.receipt_as(
+        0,
+        &Role::Accept {
+            recorder: a2.recorder,
+            seq: 0,
+            leaf: o0,
+        },
+    );
+    a2.push(ev("x", delegated(accept, 1)), T0 + 3_000_000);
+    put(d, "a2.bundle", &a2.bundle(&[0, 1, 2]));
+    put(d, "b2.bundle", &b2.bundle(&[0]));
+    let (aa, ba) = (name(&a2.anchors(d, None)), name(&b2.anchors(d, None)));
+    // B withholds its bundle: the signed accept alone convicts A.
+    let case = case_file(
+        d,
+        "case2.toml",
+        &[
+            ("Acme", ADDR_A, &["a2.bundle"], &[aa.as_str()]),
+            ("Globex", ADDR_B, &[], &[ba.as_str()]),
+        ],
+    );
+    let r = lib(&case);
+    assert_eq!(r.parties[0].outcome, Outcome::Tampered, "{}", r.to_text());
+    let l = r.links.iter().find(|l| l.from_seq == 2).unwrap();
+    assert!(l.why.contains("pairs its offer 1"), "{}", l.why);
+    assert_eq!(l.role, Some("accept"));
 }
 
 #[test]

@@ -658,7 +658,9 @@ fn case_report_shows_each_party_and_the_delegation_graph() {
         t0 + 1_000_000,
         json!({"delegation_provenance": {"organisation": "Acme Corp", "delegating_agent": "planner"}}),
     );
-    let offer = a.delegate_offer(hand_off, None, &sign_a).unwrap();
+    let offer = a
+        .delegate_offer(hand_off, &b.recorder_id(), None, &sign_a)
+        .unwrap();
     let run_job = ev(
         "shell",
         "worker",

@@ -396,6 +396,243 @@ fn ext(kind: Kind) -> &'static str {
     }
 }
 
+/// A case vector: several bundles of one case (each may verify alone), their anchors files,
+/// and the case file naming them.
+struct CaseVector {
+    /// The case file's name (`case-….toml`).
+    file: String,
+    why: String,
+    /// `(file, bytes)` of each bundle.
+    bundles: Vec<(String, Vec<u8>)>,
+    /// `(file, text)` of each anchors file (`anchors-case-…`).
+    anchors: Vec<(String, String)>,
+    /// The case file's text.
+    text: String,
+}
+
+/// The case vectors (`case-*`): verdicts that only several bundles together can give.
+fn case_vectors() -> Vec<CaseVector> {
+    use crate::case::{ADDR_B, ADDR_C, KEY_B, KEY_C, Log, T0, delegated, ev, parent};
+    use afr_core::delegation::Role;
+    use afr_testkit::{DEV_ADDR as ADDR_A, DEV_KEY as KEY_A};
+    use serde_json::json;
+    let mut out = Vec::new();
+
+    // The history of `approval-replayed`, as approval_cases builds it, split in two bundles.
+    let mut h = history(41, OPERATOR, 6);
+    event(&mut h, 1).payload = psql_approved(1, Signer::Eth(ETH_KEY), &OPERATOR, WINDOW);
+    event(&mut h, 3).payload = approved(
+        git_push("main"),
+        R_ROE,
+        Signer::Ssh(SSH_SEED),
+        &OPERATOR,
+        WINDOW,
+        3,
+    );
+    let once = event(&mut h, 1).payload.clone();
+    event(&mut h, 2).payload = once;
+    let log = h.seal();
+    let name = "case-approval-replayed-split";
+    let bundles = vec![
+        (format!("{name}-1.bundle"), bundle(&log, &[1])),
+        (format!("{name}-2.bundle"), bundle(&log, &[2])),
+    ];
+    let list: Vec<String> = bundles.iter().map(|(f, _)| format!("{f:?}")).collect();
+    out.push(CaseVector {
+        file: format!("{name}.toml"),
+        why: "approval-replayed split in two bundles of one case: each verifies alone, and the nonce repeats across them".into(),
+        text: format!(
+            "chain_id = 31337\n[[party]]\nname = \"Acme Corp (operator)\"\nrecorders = [\"{}\"]\nbundles = [{}]\nanchors = [\"anchors-approval-replayed.json\"]\n",
+            hexa(&OPERATOR),
+            list.join(", ")
+        ),
+        bundles,
+        anchors: Vec::new(),
+    });
+
+    // Two-party delegations, with receipts signed by anvil's dev keys. Each party is
+    // `(name, log, disclosed seqs, anchored at (block time, s), anchors listed)`.
+    let anchors_of = |log: &Log, time: Option<u64>| -> String {
+        let mut a = Anchors::assumed(
+            31337,
+            afr_core::deployment::ANCHOR_ADDRESS,
+            &log.recorder,
+            &[log.header().root()],
+            9,
+        );
+        for p in a.roots.values_mut() {
+            p.block_time = time;
+        }
+        json_file(&a)
+    };
+    let b_id = afr_verify::parse_addr(ADDR_B, "b").unwrap();
+    let mut two = |name: &str,
+                   why: &str,
+                   a: &Log,
+                   a_seqs: &[u64],
+                   a_time: Option<u64>,
+                   b: &Log,
+                   b_seqs: &[u64],
+                   b_time: Option<u64>,
+                   extra_a_anchors: Option<String>| {
+        let (ab, bb) = (format!("{name}-acme.bundle"), format!("{name}-globex.bundle"));
+        let (aa, ba) = (
+            format!("anchors-{name}-acme.json"),
+            format!("anchors-{name}-globex.json"),
+        );
+        let mut anchors = vec![
+            (aa.clone(), anchors_of(a, a_time)),
+            (ba.clone(), anchors_of(b, b_time)),
+        ];
+        let mut acme_anchors = format!("{aa:?}");
+        if let Some(text) = extra_a_anchors {
+            let f = format!("anchors-{name}-acme-for-globex.json");
+            acme_anchors.push_str(&format!(", {f:?}"));
+            anchors.push((f, text));
+        }
+        let b_anchors = if name.contains("foreign-anchors") {
+            String::new()
+        } else {
+            format!("{ba:?}")
+        };
+        out.push(CaseVector {
+            file: format!("{name}.toml"),
+            why: why.into(),
+            text: format!(
+                "chain_id = 31337\n\
+                 [[party]]\nname = \"Acme\"\nrecorders = [\"{ADDR_A}\"]\nbundles = [{ab:?}]\nanchors = [{acme_anchors}]\n\
+                 [[party]]\nname = \"Globex\"\nrecorders = [\"{}\"]\nbundles = [{bb:?}]\nanchors = [{b_anchors}]\n",
+                hexa(&b.recorder)
+            ),
+            bundles: vec![(ab, a.bundle(a_seqs)), (bb, b.bundle(b_seqs))],
+            anchors,
+        });
+    };
+    let secs = |us: u64| us / 1_000_000;
+    // The handshake with addressed receipts: A 0 offered to B; B 0 accepts it; A 1 records it.
+    let handshake = || {
+        let mut a = Log::new(ADDR_A, KEY_A);
+        let mut b = Log::new(ADDR_B, KEY_B);
+        let (_, o0) = a.push(ev("hand_off", json!({})), T0);
+        b.push(
+            ev("run_job", parent(a.receipt_as(0, &Role::Offer { to: b_id }))),
+            T0 + 1_000_000,
+        );
+        let accept = b.receipt_as(
+            0,
+            &Role::Accept {
+                recorder: a.recorder,
+                seq: 0,
+                leaf: o0,
+            },
+        );
+        (a, b, accept)
+    };
+    let (mut a, b, accept) = handshake();
+    a.push(ev("x", delegated(accept.clone(), 0)), T0 + 2_000_000);
+    let t = Some(secs(T0) + 600);
+    two(
+        "case-delegation-honest",
+        "control: an offer addressed to Globex, Globex's accept of exactly that offer, and Acme's afr.delegated holding it",
+        &a, &[0, 1], t, &b, &[0], t, None,
+    );
+    let (mut a, b, accept) = handshake();
+    a.push(ev("drop_customer_db", json!({})), T0 + 2_000_000);
+    a.push(ev("x", delegated(accept, 1)), T0 + 3_000_000);
+    two(
+        "case-delegation-paired-with-another-offer",
+        "Acme pairs Globex's signed accept of offer 0 with a second offer (1) Globex never saw: Acme tampered, Globex verified",
+        &a, &[0, 1, 2], t, &b, &[0], t, None,
+    );
+    let mut a = Log::new(ADDR_A, KEY_A);
+    let mut b = Log::new(ADDR_B, KEY_B);
+    a.push(ev("hand_off", json!({})), T0);
+    let c_id = afr_verify::parse_addr(ADDR_C, "c").unwrap();
+    let _ = KEY_C;
+    b.push(
+        ev("run_job", parent(a.receipt_as(0, &Role::Offer { to: c_id }))),
+        T0 + 1_000_000,
+    );
+    two(
+        "case-delegation-offer-to-third-recorder",
+        "Globex cites Acme's genuine offer, which Acme made to a third recorder: Globex tampered, Acme verified",
+        &a, &[0], t, &b, &[0], t, None,
+    );
+    let mut a = Log::new(ADDR_A, KEY_A);
+    let mut b = Log::new(ADDR_B, KEY_B);
+    b.push(ev("own_work", json!({})), T0);
+    a.push(
+        ev(
+            "claimed_handoff",
+            json!({"delegation_provenance": {"delegated_to": [
+                {"recorder": ADDR_B, "seq": 99, "leaf_hash": "ab".repeat(32)}
+            ]}}),
+        ),
+        T0,
+    );
+    two(
+        "case-delegation-unsigned-claim",
+        "Acme claims, without any receipt of Globex's, a delegation to an event Globex never had: Acme incomplete, Globex verified",
+        &a, &[0], t, &b, &[0], t, None,
+    );
+    let (mut a, b, accept) = handshake();
+    a.push(ev("x", delegated(accept, 0)), T0 + 2_000_000);
+    let forged = {
+        let mut f = Anchors::assumed(
+            31337,
+            afr_core::deployment::ANCHOR_ADDRESS,
+            &b.recorder,
+            &[Hash32([0x66; 32])],
+            9,
+        );
+        for p in f.roots.values_mut() {
+            p.block_time = t;
+        }
+        json_file(&f)
+    };
+    two(
+        "case-delegation-foreign-anchors",
+        "Acme's case entry lists a forged anchors file for Globex's recorder: not used, so Globex is incomplete (its roots unchecked), never tampered",
+        &a, &[0, 1], t, &b, &[0], t, Some(forged),
+    );
+    // Acme dates its offer an hour ahead of the block that anchored its own epoch.
+    let mut a = Log::new(ADDR_A, KEY_A);
+    let mut b = Log::new(ADDR_B, KEY_B);
+    a.push(ev("hand_off", json!({})), T0 + 3_600_000_000);
+    b.push(
+        ev("run_job", parent(a.receipt_as(0, &Role::Offer { to: b_id }))),
+        T0,
+    );
+    two(
+        "case-delegation-post-dated-offer",
+        "Acme's offer is dated an hour after the block that anchored its own epoch; Globex (honest) anchored two hours later: Acme tampered, Globex verified",
+        &a, &[0], Some(secs(T0) + 60), &b, &[0], Some(secs(T0) + 7_200), None,
+    );
+    two(
+        "case-delegation-clock-disagreement",
+        "the same dates with anchors files that hold no block times: one clock is wrong and nothing shows which; no party is convicted, the case is incomplete",
+        &a, &[0], None, &b, &[0], None, None,
+    );
+    out
+}
+
+/// The expected report of a case vector: the case's outcome and each party's first failure.
+fn case_report(r: &afr_verify::case::CaseReport) -> serde_json::Value {
+    serde_json::json!({
+        "outcome": r.outcome.name(),
+        "parties": r.involved().map(|p| serde_json::json!({
+            "name": p.name,
+            "outcome": p.outcome.name(),
+            "first_failure": p.first_failure.as_ref().map(|(f, _)| serde_json::json!({"check": f.check, "location": f.location.to_string()})),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn run_case(dir: &Path, file: &str) -> afr_verify::case::CaseReport {
+    let c = afr_verify::case::Case::load(&dir.join(file), None, None).unwrap();
+    afr_verify::case::verify_case(&c, Source::None).unwrap()
+}
+
 fn run(c: &Case, dir: &Path) -> (afr_verify::Verdict, Trust) {
     let rec = c.recorder.map(|r| hexa(&r));
     let text = c
@@ -462,7 +699,82 @@ fn testdata() {
             )
             .unwrap();
         }
+        for v in case_vectors() {
+            for (b, bytes) in &v.bundles {
+                std::fs::write(d.join(b), bytes).unwrap();
+            }
+            for (f, text) in &v.anchors {
+                std::fs::write(d.join(f), text).unwrap();
+            }
+            std::fs::write(d.join(&v.file), &v.text).unwrap();
+            let spec = serde_json::json!({
+                "why": v.why,
+                "case": v.file,
+                "expected": case_report(&run_case(&d, &v.file)),
+            });
+            std::fs::write(
+                d.join(v.file.replace(".toml", ".expected.json")),
+                serde_json::to_string_pretty(&spec).unwrap() + "\n",
+            )
+            .unwrap();
+        }
     }
+    // Every case vector answers as it says; the replay split in two is caught.
+    let mut cases_n = 0;
+    for entry in std::fs::read_dir(&d).unwrap() {
+        let name = entry.unwrap().file_name().to_str().unwrap().to_owned();
+        let Some(stem) = name.strip_suffix(".expected.json") else {
+            continue;
+        };
+        let spec: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join(&name)).unwrap()).unwrap();
+        let r = run_case(&d, spec["case"].as_str().unwrap());
+        assert_eq!(case_report(&r), spec["expected"], "{stem}: {}", spec["why"]);
+        if !stem.ends_with("-honest") {
+            assert_ne!(r.outcome, Outcome::Verified, "{stem}");
+        }
+        cases_n += 1;
+    }
+    assert!(cases_n >= 8, "only {cases_n} case vectors");
+    // What the case vectors must answer, stated here rather than read back from the generator:
+    // the case's outcome, then Acme's and Globex's.
+    let want = |stem: &str| -> Vec<String> {
+        let spec: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(d.join(format!("{stem}.expected.json"))).unwrap(),
+        )
+        .unwrap();
+        let e = &spec["expected"];
+        std::iter::once(e["outcome"].as_str().unwrap().to_owned())
+            .chain(
+                e["parties"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p["outcome"].as_str().unwrap().to_owned()),
+            )
+            .collect()
+    };
+    for (stem, outcomes) in [
+        ("case-delegation-honest", ["verified", "verified", "verified"]),
+        ("case-delegation-paired-with-another-offer", ["tampered", "tampered", "verified"]),
+        ("case-delegation-offer-to-third-recorder", ["tampered", "verified", "tampered"]),
+        ("case-delegation-unsigned-claim", ["incomplete", "incomplete", "verified"]),
+        ("case-delegation-foreign-anchors", ["incomplete", "verified", "incomplete"]),
+        ("case-delegation-post-dated-offer", ["tampered", "tampered", "verified"]),
+        ("case-delegation-clock-disagreement", ["incomplete", "verified", "verified"]),
+    ] {
+        assert_eq!(want(stem), outcomes, "{stem}");
+    }
+    let split: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(d.join("case-approval-replayed-split.expected.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(split["expected"]["outcome"], "tampered", "{split}");
+    assert_eq!(
+        split["expected"]["parties"][0]["first_failure"]["check"],
+        "approval-nonce",
+        "{split}"
+    );
 
     // Every case file on disk answers as it says.
     let mut n = 0;
@@ -470,7 +782,7 @@ fn testdata() {
     for entry in std::fs::read_dir(&d).unwrap() {
         let p = entry.unwrap().path();
         let name = p.file_name().unwrap().to_str().unwrap().to_owned();
-        if !name.ends_with(".json") || name.starts_with("anchors") {
+        if !name.ends_with(".json") || name.starts_with("anchors") || name.starts_with("case-") {
             continue;
         }
         let spec: serde_json::Value =
