@@ -122,35 +122,41 @@ pub fn signing_hash(recorder: &RecorderId, seq: u64, leaf: &Hash32, role: &Role)
     let domain = eip712_domain! { name: EIP712_NAME, version: EIP712_VERSION, };
     let (recorder, leaf_hash) = (Address::from(*recorder), B256::from(leaf.0));
     match role {
-        Role::Plain => AfrReceipt {
-            recorder,
-            seq,
-            leafHash: leaf_hash,
+        Role::Plain => {
+            AfrReceipt {
+                recorder,
+                seq,
+                leafHash: leaf_hash,
+            }
+            .eip712_signing_hash(&domain)
+            .0
         }
-        .eip712_signing_hash(&domain)
-        .0,
-        Role::Offer { to } => AfrOffer {
-            recorder,
-            seq,
-            leafHash: leaf_hash,
-            to: Address::from(*to),
+        Role::Offer { to } => {
+            AfrOffer {
+                recorder,
+                seq,
+                leafHash: leaf_hash,
+                to: Address::from(*to),
+            }
+            .eip712_signing_hash(&domain)
+            .0
         }
-        .eip712_signing_hash(&domain)
-        .0,
         Role::Accept {
             recorder: offer_recorder,
             seq: offer_seq,
             leaf: offer_leaf,
-        } => AfrAccept {
-            recorder,
-            seq,
-            leafHash: leaf_hash,
-            offerRecorder: Address::from(*offer_recorder),
-            offerSeq: *offer_seq,
-            offerLeafHash: B256::from(offer_leaf.0),
+        } => {
+            AfrAccept {
+                recorder,
+                seq,
+                leafHash: leaf_hash,
+                offerRecorder: Address::from(*offer_recorder),
+                offerSeq: *offer_seq,
+                offerLeafHash: B256::from(offer_leaf.0),
+            }
+            .eip712_signing_hash(&domain)
+            .0
         }
-        .eip712_signing_hash(&domain)
-        .0,
     }
 }
 
@@ -177,7 +183,10 @@ fn role_of(to: Option<&str>, answers: Option<&OfferRef>) -> Result<Role, String>
         }
         (None, Some(a)) => {
             let recorder = parse_recorder(&a.recorder.to_ascii_lowercase()).ok_or_else(|| {
-                format!("receipt answers.recorder `{}` is not 40 hex digits", a.recorder)
+                format!(
+                    "receipt answers.recorder `{}` is not 40 hex digits",
+                    a.recorder
+                )
             })?;
             let leaf = Hash32::from_hex(&a.leaf_hash.to_ascii_lowercase()).ok_or_else(|| {
                 format!("receipt answers.leaf_hash `{}` is not 64 hex", a.leaf_hash)

@@ -215,7 +215,11 @@ pub fn nonce_dir(dir: &Path) -> PathBuf {
 /// return `Ok(true)` for; a nonce claimed by a call that then fails to run stays used (the
 /// approver signs again).
 pub fn claim_nonce(dir: &Path, nonce: &str) -> Result<bool, QueueError> {
-    if nonce.len() != 64 || !nonce.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+    if nonce.len() != 64
+        || !nonce
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
         return Err(QueueError::Io {
             path: nonce_dir(dir),
             source: std::io::Error::other("an approval nonce is 64 lower-case hex digits"),

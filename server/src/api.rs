@@ -496,7 +496,7 @@ async fn post_delegation(
             ("offer", Some(e)) => {
                 let to = ask.to.as_deref().ok_or_else(|| missing(&step, "to"))?;
                 let to = afr_core::delegation::parse_recorder(&to.to_ascii_lowercase())
-                        .ok_or_else(|| {
+                    .ok_or_else(|| {
                         Failure::new(
                             StatusCode::UNPROCESSABLE_ENTITY,
                             format!("to: `{to}` is not a recorder id (0x and 40 hex digits)"),

@@ -130,7 +130,11 @@ impl Case {
         ) {
             return Err(not_case("a whole-log export").into());
         }
-        let digest = (name.clone(), bytes.len() as u64, afr_core::hash::sha256(&[&bytes]));
+        let digest = (
+            name.clone(),
+            bytes.len() as u64,
+            afr_core::hash::sha256(&[&bytes]),
+        );
         let text = String::from_utf8(bytes).map_err(|_| not_case("not UTF-8 text"))?;
         let (trust, evidence) = Trust::case((&name, &text), chain_id, contract)?;
         let base = path.parent().unwrap_or(Path::new(""));
@@ -530,10 +534,7 @@ pub fn verify_case(case: &Case, src: Source<'_>) -> Result<CaseReport, VerifyErr
                 },
                 TimeSrc::Chain,
             ),
-            (None, Some((p, by))) => (
-                Source::File(p),
-                by.map_or(TimeSrc::Arbiter, TimeSrc::Party),
-            ),
+            (None, Some((p, by))) => (Source::File(p), by.map_or(TimeSrc::Arbiter, TimeSrc::Party)),
             (None, None) => (Source::None, TimeSrc::Arbiter),
         };
         let c = verify_full(Kind::Bundle, &bytes, &narrowed, src)?;
@@ -896,7 +897,10 @@ fn pool_nonces(checked: &mut [Checked], stray: usize) -> Vec<(usize, Failure, St
             continue;
         };
         for &(seq, b) in used.iter().filter(|(s, _)| *s != first) {
-            let first_file = checked.get(first_b).map(|c| c.file.clone()).unwrap_or_default();
+            let first_file = checked
+                .get(first_b)
+                .map(|c| c.file.clone())
+                .unwrap_or_default();
             let Some(c) = checked.get_mut(b) else {
                 continue;
             };
@@ -1274,7 +1278,9 @@ fn link(
                         && p.seq == origin_seq
                         && match (&c.proof, origin_leaf) {
                             (
-                                RefProof::Bound(h) | RefProof::Signed(h) | RefProof::BadSignature(h, _),
+                                RefProof::Bound(h)
+                                | RefProof::Signed(h)
+                                | RefProof::BadSignature(h, _),
                                 Some(o),
                             ) => *h == o,
                             (RefProof::Unbound, _) => false,

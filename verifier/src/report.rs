@@ -817,9 +817,9 @@ fn approval_status_html(a: &Approval) -> String {
             "{ran}<span class=\"badge signed\">SIGNED {}</span>{scheme}{signer}{pinned}{signed_at}{detail}",
             a.decision.name().to_uppercase()
         ),
-        Status::Unsigned => format!(
-            "{ran}<span class=\"badge unsigned\">UNSIGNED</span> the operator's word only"
-        ),
+        Status::Unsigned => {
+            format!("{ran}<span class=\"badge unsigned\">UNSIGNED</span> the operator's word only")
+        }
         Status::Invalid => format!(
             "<span class=\"badge invalid\">INVALID</span> <code>{}</code>{signer}{pinned}{detail}",
             a.check.map_or("?", |c| c.name())
@@ -2370,7 +2370,10 @@ pub fn verdict_html(
         },
         match v.headline_warning() {
             w if w.is_empty() => String::new(),
-            w => format!("<p><b class=\"err\">{}</b></p>", esc(w.trim_start_matches(", but "))),
+            w => format!(
+                "<p><b class=\"err\">{}</b></p>",
+                esc(w.trim_start_matches(", but "))
+            ),
         }
     );
     let _ = writeln!(
@@ -2486,7 +2489,12 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
         {
             let files: Vec<String> = evs
                 .iter()
-                .filter(|e| matches!(e.verdict.anchors_from, Some(crate::AnchorsFrom::File { .. })))
+                .filter(|e| {
+                    matches!(
+                        e.verdict.anchors_from,
+                        Some(crate::AnchorsFrom::File { .. })
+                    )
+                })
                 .map(|e| cut(e.file, CELL))
                 .collect();
             if files.is_empty() {

@@ -238,7 +238,12 @@ impl Verdict {
         use afr_core::text::escape;
         use std::fmt::Write as _;
         let mut out = String::new();
-        let _ = writeln!(out, "{}{}", self.outcome.name().to_uppercase(), self.headline_warning());
+        let _ = writeln!(
+            out,
+            "{}{}",
+            self.outcome.name().to_uppercase(),
+            self.headline_warning()
+        );
         if let Some(a) = &self.anchors_from {
             let _ = writeln!(out, "  {}", escape(&a.describe()));
         }

@@ -420,7 +420,10 @@ signed_by = ["bob@acme.example"]
     let refusal = &evs[1]["policy_evaluation"][1];
     assert_eq!(refusal["guardrail"], "signed-approval", "{evs:#?}");
     assert!(
-        refusal["reason"].as_str().unwrap().contains("a replayed approval"),
+        refusal["reason"]
+            .as_str()
+            .unwrap()
+            .contains("a replayed approval"),
         "{evs:#?}"
     );
 }

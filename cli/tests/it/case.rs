@@ -163,8 +163,7 @@ fn delegate(tmp: &Path, a: &Org, b: &Org, ea: &Value, eb: &Value) -> (Receipt, R
     let ea = write(tmp, &format!("ea-{n}.json"), ea);
     let eb = write(tmp, &format!("eb-{n}.json"), eb);
     let offer: Receipt =
-        serde_json::from_slice(&a.run(&["delegate", "offer", &ea, "--to", b.id()]).stdout)
-            .unwrap();
+        serde_json::from_slice(&a.run(&["delegate", "offer", &ea, "--to", b.id()]).stdout).unwrap();
     let offer_file = write(
         tmp,
         &format!("offer-{n}.json"),
@@ -667,17 +666,20 @@ fn a_delegation_the_receiving_side_never_accepted_does_not_verify() {
     assert_outcomes(&r, Tampered, &[("Acme", Tampered), ("Globex", Verified)]);
     assert_failure(&r, "Acme", "delegation-link", "event 3");
     let forged = r.links.iter().find(|l| l.from_seq == 3).unwrap();
-    assert_eq!((forged.status, forged.blame), (Tampered, Some(Blame::Citing)));
+    assert_eq!(
+        (forged.status, forged.blame),
+        (Tampered, Some(Blame::Citing))
+    );
     assert!(forged.why.contains("accepts offer 0"), "{}", forged.why);
     // No chain shows the destructive offer (or the claim) reaching Globex's accept verified.
     let j = r.to_json();
     for c in j["chains"].as_array().unwrap() {
         let steps = c.as_array().unwrap();
-        if steps.iter().any(|s| s["seq"] == 3 && s["recorder"] == DEV_ADDR) {
-            assert!(
-                steps.iter().any(|s| s["status"] == "tampered"),
-                "{j:#}"
-            );
+        if steps
+            .iter()
+            .any(|s| s["seq"] == 3 && s["recorder"] == DEV_ADDR)
+        {
+            assert!(steps.iter().any(|s| s["status"] == "tampered"), "{j:#}");
         }
     }
     // The honest links still verify.
@@ -698,8 +700,7 @@ fn an_offer_made_to_a_third_recorder_cannot_be_cited_as_accepted() {
     // Acme offers work to Initech (recorder C), not to Globex.
     let ea = write(t, "ea.json", &event("hand_off"));
     let to_c: Receipt =
-        serde_json::from_slice(&a.run(&["delegate", "offer", &ea, "--to", ADDR_C]).stdout)
-            .unwrap();
+        serde_json::from_slice(&a.run(&["delegate", "offer", &ea, "--to", ADDR_C]).stdout).unwrap();
     let to_c_file = write(t, "to-c.json", &serde_json::to_value(&to_c).unwrap());
     // Globex's `afr delegate accept` refuses it, and records nothing.
     let eb = write(t, "eb.json", &event("run_job"));
@@ -752,7 +753,11 @@ fn an_unsigned_claim_about_the_other_log_is_the_claimants_problem() {
     ));
     let (ab, bb) = anchor_and_disclose(&chain, (&a, "0"), (&b, "0"));
     let r = verify(&case_file(t, "case.toml", &[&ab], &[&bb]), &chain);
-    assert_outcomes(&r, Incomplete, &[("Acme", Incomplete), ("Globex", Verified)]);
+    assert_outcomes(
+        &r,
+        Incomplete,
+        &[("Acme", Incomplete), ("Globex", Verified)],
+    );
     let l = only_link(&r);
     assert_eq!((l.status, l.blame), (Incomplete, Some(Blame::Citing)));
     assert!(l.why.contains("claim alone"), "{}", l.why);
@@ -793,9 +798,15 @@ fn one_partys_anchors_file_never_speaks_for_another_party() {
     };
     // Without Globex's own file: Globex's roots are not checked (incomplete), never tampered.
     let r = offline("forged-only.toml", "");
-    assert_outcomes(&r, Incomplete, &[("Acme", Verified), ("Globex", Incomplete)]);
+    assert_outcomes(
+        &r,
+        Incomplete,
+        &[("Acme", Verified), ("Globex", Incomplete)],
+    );
     assert!(
-        r.notes.iter().any(|n| n.contains("which is not that party's: not used")),
+        r.notes
+            .iter()
+            .any(|n| n.contains("which is not that party's: not used")),
         "{}",
         r.to_text()
     );
@@ -862,8 +873,7 @@ fn a_second_history_under_the_same_key_is_refused_on_chain_and_exposed_as_a_fork
 fn signed_approval(t: &Path, event: &Value, rec: &str) -> Value {
     let key = t.join("bob.key");
     std::fs::write(&key, KEY_B).unwrap();
-    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-        .unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let f = write(t, &format!("approve-{}.json", rand_name(event)), event);
     let out = ok(afr(&t.join("nowhere"))
         .args(["approve", "--file", &f, "--recorder", rec, "--eth-key"])
@@ -893,7 +903,10 @@ fn one_signed_approval_disclosed_twice_in_two_bundles_is_a_replay() {
     assert_outcomes(&r, Verified, &[("Acme", Verified), ("Globex", Verified)]);
     // Together, in a case file (either order) or under a trust file: the nonce repeats.
     for (name, bundles) in [("one-two.toml", [&b1, &b2]), ("two-one.toml", [&b2, &b1])] {
-        let r = verify(&case_file(t, name, &bundles.map(|p| p.as_path()), &[&bb]), &chain);
+        let r = verify(
+            &case_file(t, name, &bundles.map(|p| p.as_path()), &[&bb]),
+            &chain,
+        );
         assert_outcomes(&r, Tampered, &[("Acme", Tampered), ("Globex", Verified)]);
         assert_failure(&r, "Acme", "approval-nonce", "event 1");
         let acme = party(&r, "Acme");
@@ -909,15 +922,20 @@ fn one_signed_approval_disclosed_twice_in_two_bundles_is_a_replay() {
     let trust = Trust::new(
         Some((
             "trust.toml",
-            &format!("chain_id = 31337\n[[party]]\nname = \"Acme\"\nrecorders = [\"{DEV_ADDR}\"]\n"),
+            &format!(
+                "chain_id = 31337\n[[party]]\nname = \"Acme\"\nrecorders = [\"{DEV_ADDR}\"]\n"
+            ),
         )),
         None,
         None,
         None,
     )
     .unwrap();
-    let r = verify_case(&Case::with_bundles(trust, vec![b1.clone(), b2.clone()]), rpc(&chain))
-        .unwrap();
+    let r = verify_case(
+        &Case::with_bundles(trust, vec![b1.clone(), b2.clone()]),
+        rpc(&chain),
+    )
+    .unwrap();
     assert_outcomes(&r, Tampered, &[("Acme", Tampered)]);
     assert_failure(&r, "Acme", "approval-nonce", "event 1");
     // The same event disclosed in two bundles is not a replay.
@@ -977,7 +995,9 @@ fn the_report_says_what_it_did_not_check_and_what_ran_against_a_rejection() {
     let acme = party(&r, "Acme");
     let v = &acme.bundles[0].verdict;
     assert!(
-        v.approvals.iter().any(|a| a.seq == 2 && a.ran_against_rejection),
+        v.approvals
+            .iter()
+            .any(|a| a.seq == 2 && a.ran_against_rejection),
         "{}",
         r.to_text()
     );
@@ -1009,10 +1029,7 @@ fn the_report_says_what_it_did_not_check_and_what_ran_against_a_rejection() {
         report.contains("receipt signature does not verify"),
         "forged receipt shown as signed"
     );
-    assert!(
-        report.contains("not signed)"),
-        "decided_at shown as signed"
-    );
+    assert!(report.contains("not signed)"), "decided_at shown as signed");
     // The digests are of the bytes verified.
     use sha2::Digest as _;
     let digest = hex::encode(sha2::Sha256::digest(std::fs::read(&ab).unwrap()));

@@ -96,7 +96,11 @@ fn each_side_records_the_others_signed_receipt() {
     // B's receipt names the offer it accepts.
     let answers = accepted.answers.clone().unwrap();
     assert_eq!(
-        (answers.recorder.as_str(), answers.seq, answers.leaf_hash.as_str()),
+        (
+            answers.recorder.as_str(),
+            answers.seq,
+            answers.leaf_hash.as_str()
+        ),
         (offer.recorder.as_str(), offer.seq, offer.leaf_hash.as_str())
     );
 

@@ -350,7 +350,11 @@ fn rows(v: &Value) -> Vec<Value> {
         .iter()
         .map(|a| {
             let mut a = a.clone();
-            a.as_object_mut().unwrap().remove("detail");
+            // The members each test checks on its own (the signed nonce and time, the
+            // rejection that ran) are left out of the rows.
+            for k in ["detail", "nonce", "signed_at", "ran_against_rejection"] {
+                a.as_object_mut().unwrap().remove(k);
+            }
             a
         })
         .collect()
@@ -385,6 +389,15 @@ fn each_approval_is_reported_and_attributed_to_a_pinned_approver() {
     let ssh = ssh_public(SSH_SEED);
     let acme = "Acme Corp (operator)";
     let globex = "Globex (customer)";
+    // A signed approval's nonce and signing time (the statement's `issued_at`), once accepted.
+    let a = &v["approvals"];
+    assert_eq!(a[0]["nonce"], "01".repeat(32), "{v:#}");
+    assert!(a[0]["signed_at"].is_u64(), "{v:#}");
+    assert_eq!(
+        (&a[2]["nonce"], &a[2]["signed_at"]),
+        (&Value::Null, &Value::Null)
+    );
+    assert_eq!(a[0]["ran_against_rejection"], false);
     assert_eq!(
         rows(&v),
         [

@@ -357,7 +357,13 @@ fn case_exit_codes_follow_the_verdict_and_usage_errors_are_64() {
             "that is a case file",
         ),
         (
-            vec![case.clone().into_os_string(), "--anchors".into(), at(&aa)],
+            vec![
+                case.clone().into_os_string(),
+                "--anchors".into(),
+                at(&aa),
+                "--anchors".into(),
+                at(&aa),
+            ],
             "two anchors files for recorder",
         ),
         (
@@ -527,25 +533,37 @@ fn post_dated_events_are_caught_by_the_block_time_of_an_anchors_file() {
     let r = lib(&parties(&plain));
     assert_eq!(r.parties[0].outcome, Outcome::Tampered, "{}", r.to_text());
     assert_eq!(r.parties[1].outcome, Outcome::Verified, "{}", r.to_text());
+    // With both times, A is convicted by its own epoch's anchoring (the first time rule), not
+    // by B's: a party's own anchors file can date only its own epochs against itself.
+    let r = lib(&parties(&ba));
+    let l = r
+        .links
+        .iter()
+        .find(|l| l.status == Outcome::Tampered)
+        .unwrap();
+    assert!(l.why.contains("its own epoch"), "{}", l.why);
     // Without any block time: no rule can tell whose clock is wrong. No one is convicted.
     let untimed = case_file(
         d,
         "untimed.toml",
         &[
-            ("Acme", ADDR_A, &["a.bundle"], &[name(&a.anchors(d, None)).as_str()]),
+            (
+                "Acme",
+                ADDR_A,
+                &["a.bundle"],
+                &[name(&a.anchors(d, None)).as_str()],
+            ),
             ("Globex", ADDR_B, &["b.bundle"], &[plain.as_str()]),
         ],
     );
     let r = lib(&untimed);
     assert_eq!(r.outcome, Outcome::Incomplete, "{}", r.to_text());
-    assert!(r.involved().all(|p| p.outcome == Outcome::Verified), "{}", r.to_text());
+    assert!(
+        r.involved().all(|p| p.outcome == Outcome::Verified),
+        "{}",
+        r.to_text()
+    );
     assert!(r.missing[0].contains("clocks disagree"), "{}", r.to_text());
-    // A party's own anchors file cannot date its epoch to convict the other: B's file says
-    // B's citing epoch was anchored before A's event, but only the chain or the arbiter's
-    // file may bound A by B's anchoring.
-    let r = lib(&parties(&ba));
-    let l = r.links.iter().find(|l| l.status == Outcome::Tampered).unwrap();
-    assert!(l.why.contains("its own epoch"), "{}", l.why);
 }
 
 #[test]
@@ -573,7 +591,11 @@ fn an_accept_paired_with_another_offer_is_the_pairing_sides_tampering() {
     assert_eq!(r.parties[1].outcome, Outcome::Verified, "{}", r.to_text());
     let l = r.links.iter().find(|l| l.from_seq == 2).unwrap();
     assert_eq!(l.status, Outcome::Tampered);
-    assert!(l.why.contains("it accepted another delegation"), "{}", l.why);
+    assert!(
+        l.why.contains("it accepted another delegation"),
+        "{}",
+        l.why
+    );
     // With B's accept receipt (it names offer 0), the pairing fails without opening B 0.
     let mut a2 = Log::new(ADDR_A, KEY_A);
     let mut b2 = Log::new(ADDR_B, KEY_B);

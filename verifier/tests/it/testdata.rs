@@ -475,7 +475,10 @@ fn case_vectors() -> Vec<CaseVector> {
                    b_seqs: &[u64],
                    b_time: Option<u64>,
                    extra_a_anchors: Option<String>| {
-        let (ab, bb) = (format!("{name}-acme.bundle"), format!("{name}-globex.bundle"));
+        let (ab, bb) = (
+            format!("{name}-acme.bundle"),
+            format!("{name}-globex.bundle"),
+        );
         let (aa, ba) = (
             format!("anchors-{name}-acme.json"),
             format!("anchors-{name}-globex.json"),
@@ -515,7 +518,10 @@ fn case_vectors() -> Vec<CaseVector> {
         let mut b = Log::new(ADDR_B, KEY_B);
         let (_, o0) = a.push(ev("hand_off", json!({})), T0);
         b.push(
-            ev("run_job", parent(a.receipt_as(0, &Role::Offer { to: b_id }))),
+            ev(
+                "run_job",
+                parent(a.receipt_as(0, &Role::Offer { to: b_id })),
+            ),
             T0 + 1_000_000,
         );
         let accept = b.receipt_as(
@@ -534,7 +540,13 @@ fn case_vectors() -> Vec<CaseVector> {
     two(
         "case-delegation-honest",
         "control: an offer addressed to Globex, Globex's accept of exactly that offer, and Acme's afr.delegated holding it",
-        &a, &[0, 1], t, &b, &[0], t, None,
+        &a,
+        &[0, 1],
+        t,
+        &b,
+        &[0],
+        t,
+        None,
     );
     let (mut a, b, accept) = handshake();
     a.push(ev("drop_customer_db", json!({})), T0 + 2_000_000);
@@ -542,7 +554,13 @@ fn case_vectors() -> Vec<CaseVector> {
     two(
         "case-delegation-paired-with-another-offer",
         "Acme pairs Globex's signed accept of offer 0 with a second offer (1) Globex never saw: Acme tampered, Globex verified",
-        &a, &[0, 1, 2], t, &b, &[0], t, None,
+        &a,
+        &[0, 1, 2],
+        t,
+        &b,
+        &[0],
+        t,
+        None,
     );
     let mut a = Log::new(ADDR_A, KEY_A);
     let mut b = Log::new(ADDR_B, KEY_B);
@@ -550,13 +568,22 @@ fn case_vectors() -> Vec<CaseVector> {
     let c_id = afr_verify::parse_addr(ADDR_C, "c").unwrap();
     let _ = KEY_C;
     b.push(
-        ev("run_job", parent(a.receipt_as(0, &Role::Offer { to: c_id }))),
+        ev(
+            "run_job",
+            parent(a.receipt_as(0, &Role::Offer { to: c_id })),
+        ),
         T0 + 1_000_000,
     );
     two(
         "case-delegation-offer-to-third-recorder",
         "Globex cites Acme's genuine offer, which Acme made to a third recorder: Globex tampered, Acme verified",
-        &a, &[0], t, &b, &[0], t, None,
+        &a,
+        &[0],
+        t,
+        &b,
+        &[0],
+        t,
+        None,
     );
     let mut a = Log::new(ADDR_A, KEY_A);
     let mut b = Log::new(ADDR_B, KEY_B);
@@ -573,7 +600,13 @@ fn case_vectors() -> Vec<CaseVector> {
     two(
         "case-delegation-unsigned-claim",
         "Acme claims, without any receipt of Globex's, a delegation to an event Globex never had: Acme incomplete, Globex verified",
-        &a, &[0], t, &b, &[0], t, None,
+        &a,
+        &[0],
+        t,
+        &b,
+        &[0],
+        t,
+        None,
     );
     let (mut a, b, accept) = handshake();
     a.push(ev("x", delegated(accept, 0)), T0 + 2_000_000);
@@ -593,25 +626,46 @@ fn case_vectors() -> Vec<CaseVector> {
     two(
         "case-delegation-foreign-anchors",
         "Acme's case entry lists a forged anchors file for Globex's recorder: not used, so Globex is incomplete (its roots unchecked), never tampered",
-        &a, &[0, 1], t, &b, &[0], t, Some(forged),
+        &a,
+        &[0, 1],
+        t,
+        &b,
+        &[0],
+        t,
+        Some(forged),
     );
     // Acme dates its offer an hour ahead of the block that anchored its own epoch.
     let mut a = Log::new(ADDR_A, KEY_A);
     let mut b = Log::new(ADDR_B, KEY_B);
     a.push(ev("hand_off", json!({})), T0 + 3_600_000_000);
     b.push(
-        ev("run_job", parent(a.receipt_as(0, &Role::Offer { to: b_id }))),
+        ev(
+            "run_job",
+            parent(a.receipt_as(0, &Role::Offer { to: b_id })),
+        ),
         T0,
     );
     two(
         "case-delegation-post-dated-offer",
         "Acme's offer is dated an hour after the block that anchored its own epoch; Globex (honest) anchored two hours later: Acme tampered, Globex verified",
-        &a, &[0], Some(secs(T0) + 60), &b, &[0], Some(secs(T0) + 7_200), None,
+        &a,
+        &[0],
+        Some(secs(T0) + 60),
+        &b,
+        &[0],
+        Some(secs(T0) + 7_200),
+        None,
     );
     two(
         "case-delegation-clock-disagreement",
         "the same dates with anchors files that hold no block times: one clock is wrong and nothing shows which; no party is convicted, the case is incomplete",
-        &a, &[0], None, &b, &[0], None, None,
+        &a,
+        &[0],
+        None,
+        &b,
+        &[0],
+        None,
+        None,
     );
     out
 }
@@ -755,13 +809,34 @@ fn testdata() {
             .collect()
     };
     for (stem, outcomes) in [
-        ("case-delegation-honest", ["verified", "verified", "verified"]),
-        ("case-delegation-paired-with-another-offer", ["tampered", "tampered", "verified"]),
-        ("case-delegation-offer-to-third-recorder", ["tampered", "verified", "tampered"]),
-        ("case-delegation-unsigned-claim", ["incomplete", "incomplete", "verified"]),
-        ("case-delegation-foreign-anchors", ["incomplete", "verified", "incomplete"]),
-        ("case-delegation-post-dated-offer", ["tampered", "tampered", "verified"]),
-        ("case-delegation-clock-disagreement", ["incomplete", "verified", "verified"]),
+        (
+            "case-delegation-honest",
+            ["verified", "verified", "verified"],
+        ),
+        (
+            "case-delegation-paired-with-another-offer",
+            ["tampered", "tampered", "verified"],
+        ),
+        (
+            "case-delegation-offer-to-third-recorder",
+            ["tampered", "verified", "tampered"],
+        ),
+        (
+            "case-delegation-unsigned-claim",
+            ["incomplete", "incomplete", "verified"],
+        ),
+        (
+            "case-delegation-foreign-anchors",
+            ["incomplete", "verified", "incomplete"],
+        ),
+        (
+            "case-delegation-post-dated-offer",
+            ["tampered", "tampered", "verified"],
+        ),
+        (
+            "case-delegation-clock-disagreement",
+            ["incomplete", "verified", "verified"],
+        ),
     ] {
         assert_eq!(want(stem), outcomes, "{stem}");
     }
@@ -771,8 +846,7 @@ fn testdata() {
     .unwrap();
     assert_eq!(split["expected"]["outcome"], "tampered", "{split}");
     assert_eq!(
-        split["expected"]["parties"][0]["first_failure"]["check"],
-        "approval-nonce",
+        split["expected"]["parties"][0]["first_failure"]["check"], "approval-nonce",
         "{split}"
     );
 
