@@ -427,3 +427,48 @@ signed_by = ["bob@acme.example"]
         "{evs:#?}"
     );
 }
+
+#[test]
+fn an_approver_reviews_the_full_arguments_of_a_call_recorded_by_their_hash() {
+    let (tmp, dir) = initialised();
+    let t = tmp.path();
+    let root = t.join("files");
+    std::fs::create_dir(&root).unwrap();
+    let policy = write_policy(
+        &t.join("policy.toml"),
+        "[[rule]]\nid = \"writes\"\ntool = \"write_file\"\nverdict = \"escalate\"\n",
+    );
+    let command = vec![
+        server_bin("mcp-server-filesystem")
+            .to_str()
+            .unwrap()
+            .to_owned(),
+        root.to_str().unwrap().to_owned(),
+    ];
+    let mut c = Client::start(&dir, &["--policy", &policy], &command);
+    c.initialize();
+    // Over the 256 KiB recording cap: the event (and an approval's digest) holds their hash.
+    let big = format!("{}THE-LAST-LINE", "x".repeat(300 * 1024));
+    call(&mut c, 2, &root.join("big.txt"), &big);
+    let id = held_id(&dir);
+    let out = ok(afr(&dir).args(["approve", &id, "--print", "ssh"]));
+    let shown = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        shown.contains("over the recording cap"),
+        "{}",
+        &shown[..400.min(shown.len())]
+    );
+    assert!(
+        shown.contains("the full arguments below are the ones that hash is of"),
+        "{}",
+        &shown[..400.min(shown.len())]
+    );
+    assert!(
+        shown.contains("THE-LAST-LINE"),
+        "the full arguments are not shown"
+    );
+    ok(afr(&dir).args(["reject", &id]));
+    let r = c.response(&json!(2));
+    assert!(r.get("error").is_some(), "{r}");
+    c.finish();
+}
