@@ -49,6 +49,28 @@ fn call(c: &mut Client, id: u64, path: &Path, content: &str) {
     );
 }
 
+/// The reference filesystem MCP server serving a fresh `t/files`: the folder and its command.
+fn filesystem(t: &Path) -> (PathBuf, Vec<String>) {
+    let root = t.join("files");
+    std::fs::create_dir(&root).unwrap();
+    let command = vec![
+        server_bin("mcp-server-filesystem")
+            .to_str()
+            .unwrap()
+            .to_owned(),
+        root.to_str().unwrap().to_owned(),
+    ];
+    (root, command)
+}
+
+/// Bob's Ethereum key in a 0600 file in `t`.
+fn bob_key(t: &Path) -> PathBuf {
+    let key = t.join("bob.key");
+    std::fs::write(&key, BOB_KEY).unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    key
+}
+
 fn held_id(dir: &Path) -> String {
     held_calls(dir, 1)[0]["id"].as_str().unwrap().to_owned()
 }
@@ -57,17 +79,10 @@ fn held_id(dir: &Path) -> String {
 fn signed_approvals_gate_the_call_and_verify_offline() {
     let (tmp, dir) = initialised();
     let t = tmp.path();
-    let root = t.join("files");
-    std::fs::create_dir(&root).unwrap();
+    let (root, command) = filesystem(t);
     let (alice_key, alice) = ssh_key(t, "alice");
     let (carol_key, _) = ssh_key(t, "carol");
-    let bob_key = t.join("bob.key");
-    std::fs::write(&bob_key, BOB_KEY).unwrap();
-    std::fs::set_permissions(
-        &bob_key,
-        std::os::unix::fs::PermissionsExt::from_mode(0o600),
-    )
-    .unwrap();
+    let bob_key = bob_key(t);
     let policy = write_policy(
         &t.join("policy.toml"),
         &format!(
@@ -88,13 +103,6 @@ signed_by = ["alice@acme.example", "bob@acme.example"]
 "#
         ),
     );
-    let command = vec![
-        server_bin("mcp-server-filesystem")
-            .to_str()
-            .unwrap()
-            .to_owned(),
-        root.to_str().unwrap().to_owned(),
-    ];
     let mut c = Client::start(&dir, &["--policy", &policy], &command);
     c.initialize();
 
@@ -353,15 +361,8 @@ fn approve_an_event_file_prints_a_signed_human_approval() {
 fn a_signed_approval_replayed_after_the_gateway_restarts_is_refused() {
     let (tmp, dir) = initialised();
     let t = tmp.path();
-    let root = t.join("files");
-    std::fs::create_dir(&root).unwrap();
-    let bob_key = t.join("bob.key");
-    std::fs::write(&bob_key, BOB_KEY).unwrap();
-    std::fs::set_permissions(
-        &bob_key,
-        std::os::unix::fs::PermissionsExt::from_mode(0o600),
-    )
-    .unwrap();
+    let (root, command) = filesystem(t);
+    let bob_key = bob_key(t);
     let policy = write_policy(
         &t.join("policy.toml"),
         &format!(
@@ -378,13 +379,6 @@ signed_by = ["bob@acme.example"]
 "#
         ),
     );
-    let command = vec![
-        server_bin("mcp-server-filesystem")
-            .to_str()
-            .unwrap()
-            .to_owned(),
-        root.to_str().unwrap().to_owned(),
-    ];
     // Bob approves one write, signed: it runs.
     let a = root.join("a.txt");
     let mut c = Client::start(&dir, &["--policy", &policy], &command);
@@ -432,19 +426,11 @@ signed_by = ["bob@acme.example"]
 fn an_approver_reviews_the_full_arguments_of_a_call_recorded_by_their_hash() {
     let (tmp, dir) = initialised();
     let t = tmp.path();
-    let root = t.join("files");
-    std::fs::create_dir(&root).unwrap();
+    let (root, command) = filesystem(t);
     let policy = write_policy(
         &t.join("policy.toml"),
         "[[rule]]\nid = \"writes\"\ntool = \"write_file\"\nverdict = \"escalate\"\n",
     );
-    let command = vec![
-        server_bin("mcp-server-filesystem")
-            .to_str()
-            .unwrap()
-            .to_owned(),
-        root.to_str().unwrap().to_owned(),
-    ];
     let mut c = Client::start(&dir, &["--policy", &policy], &command);
     c.initialize();
     // Over the 256 KiB recording cap: the event (and an approval's digest) holds their hash.
