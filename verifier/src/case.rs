@@ -1316,12 +1316,28 @@ fn link(
                     };
                 }
             } else if target.opened {
+                // A signed accept of this very offer on an event that names no parent: the
+                // receiving recorder signed one thing and recorded another.
+                let blame = if signed && matches!(role, Role::Accept { .. }) {
+                    Blame::Linked
+                } else {
+                    Blame::Citing
+                };
                 return tampered(
                     l,
-                    Blame::Citing,
+                    blame,
                     Check::DelegationLink,
                     format!(
                         "{from} says {to} accepted its offer {origin_seq}, and {to} names no parent_event: it accepted no delegation"
+                    ),
+                );
+            } else if !(signed && matches!(role, Role::Accept { .. })) {
+                // Not opened (withheld or erased): only a signed accept of this offer binds it.
+                return incomplete(
+                    l,
+                    Blame::Citing,
+                    format!(
+                        "{to} is not opened, and the reference is not a validly signed accept of offer {origin_seq}: nothing shows {to} accepted this delegation"
                     ),
                 );
             }
