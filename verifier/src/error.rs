@@ -276,6 +276,22 @@ pub enum UsageError {
         /// The trust file.
         name: String,
     },
+    /// One recorder pinned by two parties: its evidence (and anchors) could be claimed by
+    /// either, and a finding about it could not be told apart.
+    #[error(
+        "recorder 0x{} is pinned by two parties, {first:?} and {second:?}, in {name}: a recorder belongs to one party",
+        hex::encode(recorder)
+    )]
+    RecorderTwice {
+        /// The recorder.
+        recorder: [u8; 20],
+        /// The first party pinning it.
+        first: String,
+        /// The second.
+        second: String,
+        /// The trust file.
+        name: String,
+    },
     /// The first file of `afr-verify case` without `--trust` is not a case file (a bundle, an
     /// export, or not text at all).
     #[error(

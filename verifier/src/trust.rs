@@ -242,6 +242,17 @@ impl Trust {
                     .iter()
                     .map(|r| parse_addr(r, &format!("recorder of party {:?}", p.name)))
                     .collect::<Result<Vec<_>, _>>()?;
+                for r in &recorders {
+                    if let Some(q) = t.parties.iter().find(|q| q.recorders.contains(r)) {
+                        return Err(UsageError::RecorderTwice {
+                            recorder: *r,
+                            first: q.name.clone(),
+                            second: p.name,
+                            name,
+                        }
+                        .into());
+                    }
+                }
                 for a in p.approver {
                     t.pin_approver(&name, &p.name, a)?;
                 }

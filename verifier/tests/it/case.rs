@@ -409,6 +409,20 @@ fn case_exit_codes_follow_the_verdict_and_usage_errors_are_64() {
             ],
             "two parties are named \"Acme\" in",
         ),
+        (
+            vec![
+                case_file(
+                    d,
+                    "shared-recorder.toml",
+                    &[
+                        ("Acme", ADDR_A, &[&ab], &[]),
+                        ("Globex", ADDR_A, &[&bb], &[]),
+                    ],
+                )
+                .into_os_string(),
+            ],
+            "is pinned by two parties, \"Acme\" and \"Globex\"",
+        ),
     ] {
         let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
         let (code, out, err) = run(&args);
