@@ -20,22 +20,19 @@
 //! party it stands for (a bundle of a recorder no party answers for is tampered, `recorder-id`).
 //! Then every reference an opened event makes to another recorder's event
 //! (`delegation_provenance.parent_event` and each `delegated_to`) is a [`Link`], judged against
-//! the other recorder's bundles:
+//! the other recorder's bundles, by the rows of `docs/spec/delegation.md` §4 in their order
+//! (the spec's table is the reference; `link` follows it row by row):
 //!
 //! ```text
-//!  reference does not parse                             tampered if the citing event is
-//!                                                       anchored, else incomplete (citing)
-//!  linked recorder is no party                          incomplete (the case)
-//!  no leaf hash in the reference                        incomplete (citing party)
-//!  linked event not disclosed, or its epoch unanchored  incomplete (linked party)
-//!  leaf differs, receipt signed by the linked recorder  tampered (linked party)
-//!  citing event's epoch unanchored                      incomplete (citing party)
-//!  leaf differs, receipt unsigned or not verifying      tampered (citing party)
-//!  cited event dated > 60 s after the block that
-//!    anchored the citing event's epoch                  tampered (linked party)
-//!  citing event dated > 60 s before the cited one       tampered (citing party)
-//!  linked event's payload withheld, erasure unproven    incomplete (linked party)
-//!  otherwise                                            verified
+//!  reference does not parse / names no party / has no leaf hash
+//!  wrong role or wrong other end (offer to another recorder, accept of another offer)
+//!  linked event not disclosed or unanchored   (linked party if it signed, else citing)
+//!  leaf hashes differ                          (linked party if it signed, else citing)
+//!  both ends: the accept names the offer; the offer is addressed or acknowledged
+//!  time: each event against its own epoch's anchoring, then the cited one against the
+//!        citing one's (chain or arbiter times only); else a clock disagreement (the case)
+//!  payload withheld without a proven erasure  (linked party)
+//!  otherwise                                   verified
 //! ```
 //!
 //! Two bundles of one recorder that commit to different roots for one epoch are a fork, on the
