@@ -5,67 +5,17 @@
 
 use std::{collections::BTreeSet, path::Path};
 
-use afr_recorder::{LogReader, query::Query};
-use afr_server::client::Client;
-use anyhow::{Context, Result, bail};
+use afr_client::Door;
+use anyhow::{Result, bail};
 use serde_json::Value;
-
-/// Where events are read: the store, or the server running on it.
-pub(crate) enum Events {
-    Local(LogReader),
-    Served(Client),
-}
-
-impl Events {
-    /// The log of `dir`: through `afr serve` when it runs, else the store read-only.
-    pub(crate) fn open(dir: &Path) -> Result<Events> {
-        Ok(match Client::running(dir) {
-            Some(c) => Events::Served(c),
-            None => Events::Local(LogReader::open(dir)?),
-        })
-    }
-
-    /// `(seq, event)` of every event matching `expr` (the event `None` if erased).
-    pub(crate) fn find(&mut self, expr: &str) -> Result<Vec<(u64, Option<Value>)>> {
-        match self {
-            Events::Local(r) => {
-                let q = Query::parse(expr).map_err(|e| anyhow::anyhow!("{e}"))?;
-                let res = r.query(&q)?;
-                r.load_events(&res.matches)
-                    .zip(&res.matches)
-                    .map(|(e, &s)| Ok((s, e?.event_json())))
-                    .collect()
-            }
-            Events::Served(c) => {
-                let target = format!(
-                    "/v1/events?query={}&limit=1000000",
-                    afr_gateway::sink::url_encode(expr)
-                );
-                let r = c.request("GET", &target, None, b"")?;
-                if r.status != 200 {
-                    bail!("afr serve answered {}: {}", r.status, r.error_message());
-                }
-                r.body
-                    .split(|b| *b == b'\n')
-                    .filter(|l| !l.is_empty())
-                    .map(|l| {
-                        let v: Value = serde_json::from_slice(l).context("afr serve: query")?;
-                        let seq = v["seq"].as_u64().context("afr serve: a line without seq")?;
-                        Ok((seq, v.get("event").filter(|e| !e.is_null()).cloned()))
-                    })
-                    .collect()
-            }
-        }
-    }
-}
 
 /// The chain of `seq` in the log of `dir`, ascending.
 pub fn seqs(dir: &Path, seq: u64) -> Result<Vec<u64>> {
-    let mut events = Events::open(dir)?;
-    let chain_of = |events: &mut Events, seq: u64| -> Result<Vec<(u64, Option<Value>)>> {
-        events.find(&format!(
+    let mut events = Door::reader(dir)?;
+    let chain_of = |events: &mut Door, seq: u64| -> Result<Vec<(u64, Option<Value>)>> {
+        Ok(events.events(&format!(
             "seq = {seq} or ancestors({seq}) or descendants({seq})"
-        ))
+        ))?)
     };
     let found = chain_of(&mut events, seq)?;
     let Some((_, first)) = found.iter().find(|(s, _)| *s == seq) else {
@@ -85,7 +35,7 @@ pub fn seqs(dir: &Path, seq: u64) -> Result<Vec<u64>> {
         chain.extend(chain_of(&mut events, o)?.into_iter().map(|(s, _)| s));
     }
     let mut out = chain.clone();
-    for (s, ev) in events.find(&format!(
+    for (s, ev) in events.events(&format!(
         "intent.tool = \"{}\"",
         afr_recorder::delegation::DELEGATED_TOOL
     ))? {

@@ -21,7 +21,7 @@ use afr_recorder::query::{Query, Relation};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::chain::Events;
+use afr_client::Door;
 
 /// One other recorder's disclosed events.
 struct Foreign {
@@ -112,7 +112,7 @@ fn payload_of(v: &Value) -> Option<Payload> {
 
 /// The rows reached from `q`'s relations in the log of `dir` (recorder `own`).
 fn follow(dir: &Path, own: RecorderId, q: &Query, foreign: &[Foreign]) -> Result<Vec<Row>> {
-    let mut events = Events::open(dir)?;
+    let mut events = Door::reader(dir)?;
     let mut rows = Vec::new();
     let mut reached: BTreeSet<(RecorderId, u64)> = BTreeSet::new();
     let find = |recorder: &RecorderId| foreign.iter().find(|f| f.recorder == *recorder);
@@ -120,7 +120,7 @@ fn follow(dir: &Path, own: RecorderId, q: &Query, foreign: &[Foreign]) -> Result
         match rel {
             Relation::Ancestors => {
                 // The local chain's top: the event whose parent is in another log.
-                let local = events.find(&format!("seq = {seq} or ancestors({seq})"))?;
+                let local = events.events(&format!("seq = {seq} or ancestors({seq})"))?;
                 let mut next = local.iter().find_map(|(s, e)| {
                     let p = payload_of(e.as_ref()?)?;
                     let r = p.delegation_provenance?.parent_event?;
@@ -149,7 +149,7 @@ fn follow(dir: &Path, own: RecorderId, q: &Query, foreign: &[Foreign]) -> Result
             }
             Relation::Descendants => {
                 let local: BTreeSet<u64> = events
-                    .find(&format!("seq = {seq} or descendants({seq})"))?
+                    .events(&format!("seq = {seq} or descendants({seq})"))?
                     .into_iter()
                     .map(|(s, _)| s)
                     .collect();
@@ -157,7 +157,7 @@ fn follow(dir: &Path, own: RecorderId, q: &Query, foreign: &[Foreign]) -> Result
                     local.iter().map(|s| (own, *s)).collect();
                 // This recorder's receipts of the other side's accepting events.
                 let mut edges: Vec<Edge> = Vec::new();
-                for (s, e) in events.find(&format!(
+                for (s, e) in events.events(&format!(
                     "intent.tool = \"{}\"",
                     afr_recorder::delegation::DELEGATED_TOOL
                 ))? {

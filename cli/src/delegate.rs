@@ -141,7 +141,7 @@ pub fn run(dir: &Path, password_file: Option<&Path>, cmd: DelegateCmd) -> Result
             )
         }
     };
-    let receipt: Receipt = if let Some(mut c) = afr_server::client::Client::running(dir) {
+    let receipt: Receipt = if let Some(mut c) = afr_client::socket::Client::running(dir) {
         let mut body = body;
         if let Value::Object(m) = &mut body {
             m.retain(|_, v| !v.is_null());

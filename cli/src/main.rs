@@ -8,8 +8,9 @@ use std::{
     time::Duration,
 };
 
+use afr_client::Door;
 use afr_core::{EventInput, text::escape, verify};
-use afr_recorder::{Config, Durability, LogReader, Recorder};
+use afr_recorder::{Config, Durability, Recorder};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
@@ -154,6 +155,10 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Record what stopped gateways and OTLP receivers left in their journals (calls whose
+    /// outcome is unknown, held spans). Writers do this when they start; reading commands
+    /// never do, they only say how many wait.
+    Recover,
     /// Export the whole log to a file a verifier checks on its own.
     Export {
         /// Output file.
@@ -305,29 +310,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Reject(a) => mcp::decide(&cli.dir, a, afr_gateway::approvals::Decision::Rejected),
         Cmd::Delegate(d) => delegate::run(&cli.dir, cli.password_file.as_deref(), d),
         Cmd::Seal { opts } => {
-            if let Some(c) = afr_server::client::Client::running(&cli.dir) {
-                return served::seal(c);
-            }
-            let r = Recorder::open(&cli.dir, opts.config())?;
-            match r.seal()? {
+            match Door::writer(&cli.dir, opts.config())?.seal()? {
                 Some(h) => println!(
                     "sealed epoch {} ({} events), root {}",
-                    h.epoch,
-                    h.count,
-                    h.root()
+                    h.epoch, h.count, h.root
                 ),
                 None => println!("nothing to seal: the open epoch is empty"),
             }
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Status { json } => {
-            afr_gateway::journal::recover_into(&cli.dir);
+            note_waiting(&cli.dir);
             status(&cli.dir, json)
         }
         Cmd::Export { out } => {
-            afr_gateway::journal::recover_into(&cli.dir);
+            note_waiting(&cli.dir);
             export(&cli.dir, &out)
         }
+        Cmd::Recover => recover(&cli.dir),
         Cmd::VerifyExport { file, json } => verify_export(&file, json),
         Cmd::Disclose {
             seq,
@@ -354,8 +354,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::VerifyBundle { file, json } => verify_bundle(&file, json),
         Cmd::Query(a) => {
-            // A gateway killed mid-call left its calls in its journal: record them first.
-            afr_gateway::journal::recover_into(&cli.dir);
+            note_waiting(&cli.dir);
             query::run(&cli.dir, &a)
         }
         Cmd::Import { what } => import::run(&cli.dir, what),
@@ -387,11 +386,18 @@ fn record(dir: &Path, file: Option<&Path>, receipts: bool, opts: &RecordOpts) ->
         ),
     };
     let input = std::io::BufReader::with_capacity(1 << 20, raw);
-    if let Some(c) = afr_server::client::Client::running(dir) {
+    let mut door = Door::writer(dir, opts.config())?;
+    if let Some(c) = door.socket() {
         return served::record(c, input, receipts, opts.max_event_bytes);
     }
-    let r = Recorder::open(dir, opts.config())?;
+    let r = door.recorder().context("the store, as its writer")?.clone();
     let mut tally = tally::Tally::new(receipts);
+    // Submissions are pipelined: each line is sequenced at once, and its receipt is printed
+    // once the group commit holding it is written (so a printed receipt still means durable),
+    // with at most WINDOW receipts waiting. One synced write then covers many lines.
+    const WINDOW: usize = 8192;
+    let durable_now = opts.durability == Durability::Buffered;
+    let mut waiting: std::collections::VecDeque<Waiting> = std::collections::VecDeque::new();
     let mut line_no = 0u64;
     let cap = opts.max_event_bytes;
     for line in input.split(b'\n') {
@@ -411,42 +417,131 @@ fn record(dir: &Path, file: Option<&Path>, receipts: bool, opts: &RecordOpts) ->
                 continue;
             }
         };
-        let recorded = match key {
+        let submitted = match key {
             Some(k) => r
-                .record_idempotent(k.as_bytes(), ev)
+                .submit_idempotent(k.as_bytes(), ev)
                 .map(|ir| (ir.receipt, ir.duplicate)),
-            None => r.record(ev).map(|rc| (rc, false)),
+            None => r.submit(ev).map(|rc| (rc, false)),
         };
-        match recorded {
-            Ok((rc, duplicate)) => {
-                tally.recorded(&tally::ReceiptLine {
-                    line: line_no,
-                    seq: rc.seq,
-                    epoch: rc.epoch,
-                    leaf_hash: &rc.leaf_hash.to_string(),
-                    timestamp_us: rc.timestamp_us,
-                    duplicate,
-                })?;
-                if opts.durability != Durability::Buffered {
-                    tally.flush()?;
-                }
-            }
+        match submitted {
+            Ok((receipt, duplicate)) => waiting.push_back(Waiting {
+                line: line_no,
+                receipt,
+                duplicate,
+            }),
             Err(afr_recorder::RecordError::Invalid(e)) => tally.rejected(line_no, e),
-            Err(e) => return Err(e).context(format!("line {line_no}")),
+            Err(e) => {
+                // What was acknowledged before stays acknowledged: print it first.
+                let _ = release(&r, &mut waiting, &mut tally, Release::Written);
+                return Err(e).context(format!("line {line_no}"));
+            }
         }
+        let how = if durable_now {
+            Release::All
+        } else if waiting.len() >= WINDOW {
+            Release::WaitForOldest
+        } else {
+            Release::Written
+        };
+        release(&r, &mut waiting, &mut tally, how)?;
         tally.tick();
     }
     r.flush()?;
+    release(&r, &mut waiting, &mut tally, Release::All)?;
     let (epoch, open) = r.open_epoch();
     tally.finish(r.next_seq(), epoch, open)
 }
 
+/// A line sequenced by `afr record` whose receipt is not printed yet.
+struct Waiting {
+    line: u64,
+    receipt: afr_recorder::Receipt,
+    duplicate: bool,
+}
+
+/// Which waiting receipts [`release`] prints.
+#[derive(Clone, Copy, PartialEq)]
+enum Release {
+    /// Those already written.
+    Written,
+    /// Waits for the oldest to be written, then prints every written one.
+    WaitForOldest,
+    /// All of them (they are written, or the durability mode does not wait).
+    All,
+}
+
+/// Prints the receipts of `waiting` that `how` allows, oldest first.
+fn release(
+    r: &Recorder,
+    waiting: &mut std::collections::VecDeque<Waiting>,
+    tally: &mut tally::Tally,
+    how: Release,
+) -> Result<()> {
+    if how == Release::WaitForOldest
+        && let Some(w) = waiting.front()
+    {
+        r.wait_written(w.receipt.seq)?;
+    }
+    let written = r.written();
+    let mut printed = false;
+    while let Some(w) = waiting.front() {
+        if how != Release::All && w.receipt.seq >= written {
+            break;
+        }
+        let rc = &w.receipt;
+        tally.recorded(&tally::ReceiptLine {
+            line: w.line,
+            seq: rc.seq,
+            epoch: rc.epoch,
+            leaf_hash: &rc.leaf_hash.to_string(),
+            timestamp_us: rc.timestamp_us,
+            duplicate: w.duplicate,
+        })?;
+        waiting.pop_front();
+        printed = true;
+    }
+    if printed {
+        tally.flush()?;
+    }
+    Ok(())
+}
+
 fn status(dir: &Path, json: bool) -> Result<ExitCode> {
-    let v = match afr_server::client::Client::running(dir) {
-        Some(c) => served::status(c)?,
-        None => afr_server::status::status_json(LogReader::open(dir)?.store())?,
-    };
+    let v = Door::reader(dir)?.status(afr_server::status::status_json)?;
     print_status(&v, json)
+}
+
+/// A command that only reads says what dead gateways and receivers left unrecorded in their
+/// journals (it never records it: `afr recover` or a writer starting does).
+fn note_waiting(dir: &Path) {
+    let n = afr_client::journal::waiting(dir);
+    if n > 0 {
+        eprintln!(
+            "afr: {n} call{} wait in a journal left by a stopped gateway or receiver; \
+             `afr recover` records {} (so does the next `afr serve`, `afr mcp` or `afr otlp`)",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "it" } else { "them" },
+        );
+    }
+}
+
+/// `afr recover`: records what dead gateways and receivers left in their journals.
+fn recover(dir: &Path) -> Result<ExitCode> {
+    let waiting = afr_client::journal::waiting(dir);
+    let n = afr_client::journal::recover_into(dir)?;
+    println!(
+        "recovered {n} journaled call{} into the log",
+        if n == 1 { "" } else { "s" }
+    );
+    Ok(if n < waiting {
+        eprintln!(
+            "afr: {} could not be recorded (see above); they stay in the journal",
+            waiting - n
+        );
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Prints a status object (`afr_server::status::status_json`) as `afr status` does. The
@@ -537,10 +632,11 @@ fn print_status(v: &serde_json::Value, json: bool) -> Result<ExitCode> {
 }
 
 fn export(dir: &Path, out: &Path) -> Result<ExitCode> {
-    if let Some(c) = afr_server::client::Client::running(dir) {
+    let mut door = Door::reader(dir)?;
+    if let Some(c) = door.socket() {
         return served::export(c, out);
     }
-    let r = LogReader::open(dir)?;
+    let r = door.log().context("the store, read-only")?;
     let tmp = out.with_extension("partial");
     let f =
         std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
@@ -609,10 +705,11 @@ fn parse_seqs(spec: &str) -> Result<Vec<u64>> {
 
 fn disclose(dir: &Path, seqs: &[u64], with_keys: bool, out: &Path) -> Result<ExitCode> {
     let seqs = seqs.to_vec();
-    if let Some(c) = afr_server::client::Client::running(dir) {
+    let mut door = Door::reader(dir)?;
+    if let Some(c) = door.socket() {
         return served::disclose(c, &seqs, with_keys, out);
     }
-    let r = LogReader::open(dir)?;
+    let r = door.log().context("the store, read-only")?;
     let bundle = r.disclose(&seqs, with_keys)?;
     let bytes = bundle.encode();
     write_disclosed(

@@ -12,7 +12,7 @@ use std::{
 
 use afr_core::{calendar, text::escape};
 use afr_recorder::{
-    LogReader, RecordError,
+    RecordError,
     query::{self, LoadedEvent, Query, QueryResult},
 };
 use anyhow::{Context, Result};
@@ -52,16 +52,7 @@ pub fn run(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
     if !a.bundles.is_empty()
         && let Ok(q) = Query::parse(&a.expr)
     {
-        let own = match afr_server::client::Client::running(dir) {
-            Some(c) => {
-                let v = crate::served::status(c)?;
-                v["recorder"]
-                    .as_str()
-                    .and_then(afr_core::delegation::parse_recorder)
-                    .context("afr serve answered without a recorder id")?
-            }
-            None => LogReader::open(dir)?.recorder_id(),
-        };
+        let own = afr_client::Door::reader(dir)?.recorder_id()?;
         crate::crossq::print(dir, own, &q, &a.bundles, a.json)?;
     }
     Ok(code)
@@ -75,10 +66,11 @@ fn run_local(dir: &Path, a: &QueryArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_USAGE));
         }
     };
-    if let Some(c) = afr_server::client::Client::running(dir) {
+    let mut door = afr_client::Door::reader(dir)?;
+    if let Some(c) = door.socket() {
         return crate::served::query(c, a);
     }
-    let r = LogReader::open(dir)?;
+    let r = door.log().context("the store, read-only")?;
     let started = Instant::now();
     let res = r.query(&q)?;
     let took = started.elapsed();

@@ -50,7 +50,7 @@ pub struct ServeArgs {
 
 /// Runs `afr serve` until SIGTERM or SIGINT.
 pub fn run(dir: &Path, password_file: Option<&Path>, a: &ServeArgs) -> Result<ExitCode> {
-    if afr_server::client::Client::running(dir).is_some() {
+    if afr_client::socket::Client::running(dir).is_some() {
         anyhow::bail!(
             "a server is already running on {}",
             dir.join(afr_server::SOCKET_FILE).display()
@@ -141,6 +141,14 @@ pub fn run(dir: &Path, password_file: Option<&Path>, a: &ServeArgs) -> Result<Ex
     let config = a.opts.config();
     rt.block_on(async {
         let r = Recorder::open(dir, config)?;
+        // A writer starting records what stopped gateways and receivers left in journals.
+        let recovered = afr_client::journal::recover_through(
+            dir,
+            &mut afr_client::Door::of_recorder(dir, Arc::new(r.clone())),
+        );
+        if recovered > 0 {
+            eprintln!("afr serve: recorded {recovered} journaled calls left by stopped producers");
+        }
         let s = Server::bind(
             r,
             ServerConfig {

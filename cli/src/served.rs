@@ -8,9 +8,9 @@ use std::{
     time::Duration,
 };
 
+use afr_client::socket::{Client, Response};
 use afr_core::{EventInput, event::InputError};
 use afr_recorder::query::QueryResult;
-use afr_server::client::{Client, Response};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
@@ -34,7 +34,7 @@ fn fail(r: &Response, what: &str) -> anyhow::Error {
 }
 
 /// `GET /v1/status`.
-pub fn status(mut c: Client) -> Result<Value> {
+pub fn status(c: &mut Client) -> Result<Value> {
     let r = c.request("GET", "/v1/status", None, b"")?;
     if r.status != 200 {
         return Err(fail(&r, "status"));
@@ -42,30 +42,11 @@ pub fn status(mut c: Client) -> Result<Value> {
     Ok(r.json())
 }
 
-/// `afr seal` through the server.
-pub fn seal(mut c: Client) -> Result<ExitCode> {
-    let r = c.request("POST", "/v1/seal", None, b"")?;
-    if r.status != 200 {
-        return Err(fail(&r, "seal"));
-    }
-    let v = r.json();
-    let h = &v["sealed"];
-    if h.is_object() {
-        println!(
-            "sealed epoch {} ({} events), root {}",
-            h["epoch"],
-            h["count"],
-            h["root"].as_str().unwrap_or_default()
-        );
-    } else {
-        println!("nothing to seal: the open epoch is empty");
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 /// `afr export` through the server: the streamed body into `<out>.partial`, synced, renamed.
-pub fn export(c: Client, out: &Path) -> Result<ExitCode> {
-    let mut r = c.request_stream("GET", "/v1/export", None, b"")?;
+pub fn export(c: &mut Client, out: &Path) -> Result<ExitCode> {
+    let mut r = c
+        .another()?
+        .request_stream("GET", "/v1/export", None, b"")?;
     if r.status != 200 {
         let mut body = Vec::new();
         let _ = r.read_to_end(&mut body);
@@ -137,19 +118,17 @@ fn disclose_bundle(
 }
 
 /// `afr disclose` through the server.
-pub fn disclose(mut c: Client, seqs: &[u64], with_keys: bool, out: &Path) -> Result<ExitCode> {
-    let (bytes, events, headers, erased) = disclose_bundle(&mut c, seqs, with_keys)?;
+pub fn disclose(c: &mut Client, seqs: &[u64], with_keys: bool, out: &Path) -> Result<ExitCode> {
+    let (bytes, events, headers, erased) = disclose_bundle(c, seqs, with_keys)?;
     crate::write_disclosed(out, &bytes, (events, headers), &erased, with_keys)
 }
 
-/// `%`-encodes `s` for a URL query value.
-fn encode(s: &str) -> String {
-    afr_gateway::sink::url_encode(s)
-}
-
 /// `afr query` through the server (the query already parsed locally).
-pub fn query(mut c: Client, a: &query::QueryArgs) -> Result<ExitCode> {
-    let mut target = format!("/v1/events?summary=true&query={}", encode(&a.expr));
+pub fn query(c: &mut Client, a: &query::QueryArgs) -> Result<ExitCode> {
+    let mut target = format!(
+        "/v1/events?summary=true&query={}",
+        afr_client::url_encode(&a.expr)
+    );
     if let Some(l) = a.limit {
         target += &format!("&limit={l}");
     }
@@ -215,7 +194,7 @@ pub fn query(mut c: Client, a: &query::QueryArgs) -> Result<ExitCode> {
     };
     let took = Duration::from_micros(s["took_us"].as_u64().unwrap_or_default());
     query::finish(a, &res, took, shown, |seqs| {
-        let (bytes, events, _, _) = disclose_bundle(&mut c, seqs, a.with_keys)?;
+        let (bytes, events, _, _) = disclose_bundle(c, seqs, a.with_keys)?;
         Ok((bytes, usize::try_from(events)?))
     })
 }
@@ -224,7 +203,7 @@ pub fn query(mut c: Client, a: &query::QueryArgs) -> Result<ExitCode> {
 /// [`BATCH_LINES`], and sent as soon as the input has nothing more buffered, so a live pipe is
 /// recorded as it comes); the output is what direct recording prints.
 pub fn record(
-    mut c: Client,
+    c: &mut Client,
     mut input: std::io::BufReader<Box<dyn Read>>,
     receipts: bool,
     cap: usize,
@@ -265,7 +244,7 @@ pub fn record(
                 || batch.len() >= BATCH_BYTES
                 || input.buffer().is_empty());
         if send {
-            let v = post_batch(&mut c, &batch)?;
+            let v = post_batch(c, &batch)?;
             // The server numbers the batch's lines from 1; the input's own numbers are kept.
             let input_line = |v: &Value| {
                 let i = v["line"].as_u64().unwrap_or(1).saturating_sub(1) as usize;

@@ -33,13 +33,16 @@ use afr_recorder::now_us;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use afr_client::{
+    Door, Ticket,
+    journal::{self, Journal},
+};
+
 use crate::{
     approvals::{self, Decision, PendingCall, Ruling},
-    journal::{self, Journal},
     json::parse_strict,
     policy::{Call, Evaluation, Policy, Verdict},
     session::{Session, Stage},
-    sink::{Sink, Ticket},
 };
 
 /// JSON-RPC error codes the gateway answers with.
@@ -228,7 +231,7 @@ pub struct Gate {
     pub fail_open: bool,
     /// How long a held call waits for a decision before it is rejected.
     pub approval_timeout: Duration,
-    sink: Mutex<Option<Sink>>,
+    door: Mutex<Option<Door>>,
     nonce: u64,
     counter: AtomicU64,
     held: Mutex<HashSet<String>>,
@@ -256,8 +259,8 @@ impl Gate {
         fail_open: bool,
         approval_timeout: Duration,
     ) -> Arc<Gate> {
-        let sink = match Sink::open(&dir) {
-            Ok(s) => Some(s),
+        let door = match open_door(&dir) {
+            Ok(d) => Some(d),
             Err(e) => {
                 warn(&format!(
                     "recorder unavailable ({e}); tool calls {}",
@@ -275,7 +278,7 @@ impl Gate {
             policy,
             fail_open,
             approval_timeout,
-            sink: Mutex::new(sink),
+            door: Mutex::new(door),
             nonce: rand::random(),
             counter: AtomicU64::new(0),
             held: Mutex::new(HashSet::new()),
@@ -324,10 +327,10 @@ impl Gate {
             return;
         }
         let tickets: Vec<_> = {
-            let mut sink = lock(&self.sink);
+            let mut door = lock(&self.door);
             batch
                 .iter()
-                .map(|r| self.submit_locked(&mut sink, &r.event, &r.key))
+                .map(|r| self.submit_locked(&mut door, &r.event, &r.key))
                 .collect()
         };
         let journal = lock(&self.journal).clone();
@@ -349,7 +352,7 @@ impl Gate {
     /// Records `event` under `key` durably now (a denied or rejected call, an outcome
     /// unknown), and marks the call done in the journal; its sequence number.
     pub fn record(&self, key: &str, event: &Value) -> Result<u64, String> {
-        let t = self.submit_locked(&mut lock(&self.sink), event, key);
+        let t = self.submit_locked(&mut lock(&self.door), event, key);
         let r = t.settle();
         if r.is_ok()
             && let Some(j) = lock(&self.journal).as_ref()
@@ -359,23 +362,27 @@ impl Gate {
         r
     }
 
-    /// Hands `event` to the recorder under `key`; opens the sink again if it is missing or
+    /// Hands `event` to the recorder under `key`; opens the door again if it is missing or
     /// failed (`afr serve` may have started or stopped) and tries once more.
-    fn submit_locked(&self, sink: &mut Option<Sink>, event: &Value, key: &str) -> Ticket {
-        let first = match sink.as_mut().map(|s| s.submit(event, key)) {
+    fn submit_locked(&self, door: &mut Option<Door>, event: &Value, key: &str) -> Ticket {
+        let input = match input_of(event) {
+            Ok(i) => i,
+            Err(e) => return Ticket::Done(Err(format!("invalid event: {e}"))),
+        };
+        let first = match door.as_mut().map(|d| d.submit(&input, key)) {
             Some(Ok(t)) => return t,
             Some(Err(e)) => e.to_string(),
             None => "no recorder".to_owned(),
         };
-        *sink = None;
-        let mut fresh = match Sink::open(&self.dir) {
-            Ok(s) => s,
+        *door = None;
+        let mut fresh = match open_door(&self.dir) {
+            Ok(d) => d,
             Err(e) => return Ticket::Done(Err(format!("{first}; {e}"))),
         };
         let t = fresh
-            .submit(event, key)
+            .submit(&input, key)
             .unwrap_or_else(|e| Ticket::Done(Err(format!("{first}; {e}"))));
-        *sink = Some(fresh);
+        *door = Some(fresh);
         t
     }
 
@@ -383,10 +390,10 @@ impl Gate {
     /// to receive its event later; the ticket to settle before forwarding.
     fn journal(&self, record: &CallRecord) -> JournalTicket {
         {
-            let mut sink = lock(&self.sink);
-            if sink.is_none() {
-                match Sink::open(&self.dir) {
-                    Ok(s) => *sink = Some(s),
+            let mut door = lock(&self.door);
+            if door.is_none() {
+                match open_door(&self.dir) {
+                    Ok(d) => *door = Some(d),
                     Err(e) => return JournalTicket::Failed(format!("no recorder: {e}")),
                 }
             }
@@ -412,9 +419,8 @@ impl Gate {
     /// is left in it (before the process exits).
     pub fn flush(&self) {
         self.write_completed();
-        let sink = lock(&self.sink);
-        if let Some(Sink::Direct(r)) = sink.as_ref()
-            && let Err(e) = r.flush()
+        if let Some(d) = lock(&self.door).as_ref()
+            && let Err(e) = d.flush()
         {
             warn(&format!("events could not be written: {e}"));
         }
@@ -486,7 +492,7 @@ impl Gate {
         // The event must be one the recorder takes, with room left for the result: arguments
         // too big to keep whole are kept as their size and hash (the call still runs).
         cap_arguments(&mut record.event);
-        if let Err(e) = recordable(&record.event) {
+        if let Err(e) = input_of(&record.event) {
             warn(&format!(
                 "call of `{tool}` refused: its event cannot be recorded: {e}"
             ));
@@ -533,9 +539,9 @@ impl Gate {
         let timeout_us = u64::try_from(self.approval_timeout.as_micros()).unwrap_or(u64::MAX);
         // What an approval signs: the intent and execution recorded if the call runs.
         let runs = self.approved_event(session, &call, &evaluation, &Value::Null);
-        let recorder = lock(&self.sink)
+        let recorder = lock(&self.door)
             .as_mut()
-            .and_then(|s| s.recorder_id().ok())
+            .and_then(|d| d.recorder_id().ok())
             .map(|r| format!("0x{}", hex::encode(r)))
             .unwrap_or_default();
         let pending = PendingCall {
@@ -891,12 +897,14 @@ fn cap_arguments(event: &mut Value) {
     }
 }
 
-/// Whether the recorder will take `event` (its schema, limits and reserved names).
-fn recordable(event: &Value) -> Result<(), String> {
-    let bytes = serde_json::to_vec(event).map_err(|e| e.to_string())?;
-    let input = afr_core::EventInput::from_json(&bytes, afr_core::event::DEFAULT_MAX_EVENT_BYTES)
-        .map_err(|e| e.to_string())?;
-    input.validate().map_err(|e| e.to_string())
+/// `event` as the recorder takes it (its schema, limits and reserved names checked).
+fn input_of(event: &Value) -> Result<afr_core::EventInput, String> {
+    afr_client::event_of(event).map_err(|e| e.to_string())
+}
+
+/// The gateway's door to the recorder of `dir` (a writer: `afr serve`, or the store).
+fn open_door(dir: &std::path::Path) -> Result<Door, afr_client::DoorError> {
+    Door::writer(dir, afr_recorder::Config::default())
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

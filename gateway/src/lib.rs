@@ -22,12 +22,10 @@
 
 pub mod approvals;
 pub mod gate;
-pub mod journal;
 pub mod json;
 pub mod policy;
 pub mod proxy;
 pub mod session;
-pub mod sink;
 pub mod wrap;
 
 pub use gate::Gate;

@@ -31,7 +31,7 @@ use std::{
     },
 };
 
-use afr_server::ChannelBody;
+use afr_client::{StartError, http::ChannelBody, runtime};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
 use hyper::{
@@ -96,31 +96,6 @@ pub enum ProxyError {
     /// The listener or the runtime could not start.
     #[error(transparent)]
     Start(#[from] StartError),
-}
-
-/// The runtime of a network service: two workers (the machines AFR targets have two cores).
-pub fn runtime() -> Result<tokio::runtime::Runtime, StartError> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(StartError::Runtime)
-}
-
-/// Errors starting a network service (the proxy, the OTLP receiver).
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The async runtime could not start.
-    #[error("cannot start the runtime: {0}")]
-    Runtime(std::io::Error),
 }
 
 /// Hop-by-hop headers, never forwarded (RFC 9110 §7.6.1), and `host` (set for the upstream).

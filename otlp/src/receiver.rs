@@ -21,8 +21,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use afr_gateway::journal::{self, Journal};
-use afr_gateway::{proxy::StartError, sink::Sink};
+use afr_client::{
+    Door, DoorError, StartError,
+    journal::{self, Journal},
+};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, Response, StatusCode, body::Incoming, header};
@@ -86,7 +88,7 @@ pub enum ReceiverError {
     Start(#[from] StartError),
     /// The recorder could not be opened.
     #[error(transparent)]
-    Recorder(#[from] afr_gateway::sink::SinkError),
+    Recorder(#[from] DoorError),
     /// The gRPC server failed.
     #[error("gRPC: {0}")]
     Grpc(String),
@@ -122,7 +124,7 @@ type Holding = (HashMap<String, HeldSpan>, Option<Arc<Journal>>);
 
 struct Ingest {
     dir: PathBuf,
-    sink: Mutex<Option<Sink>>,
+    sink: Mutex<Option<Door>>,
     /// Tool spans held for their parents, by idempotency key; with the journal that keeps
     /// them across a crash (created on the first hold).
     held: Mutex<Holding>,
@@ -258,7 +260,7 @@ impl Ingest {
     fn write(&self, events: &[ToolEvent]) -> Result<u64, Refused> {
         let mut sink = lock(&self.sink);
         if sink.is_none() {
-            *sink = Some(Sink::open(&self.dir).map_err(|e| Refused::Unavailable(e.to_string()))?);
+            *sink = Some(open_door(&self.dir).map_err(|e| Refused::Unavailable(e.to_string()))?);
         }
         let mut tickets = Vec::with_capacity(events.len());
         // Sequence numbers by index: a sub-agent's tool names the tool that delegated to it.
@@ -282,14 +284,21 @@ impl Ingest {
             if let Some(g) = linked.then(|| citing(s, &own, true)).flatten() {
                 link_to_gateway(&mut event, g);
             }
-            match s.submit(&event, &e.key) {
+            let input = match afr_client::event_of(&event) {
+                Ok(i) => i,
+                Err(err) => {
+                    // A span the recorder refuses (e.g. over its size cap) is reported, not
+                    // retried: the rest of the export is recorded.
+                    eprintln!("afr otlp: a tool span was refused: invalid event: {err}");
+                    continue;
+                }
+            };
+            match s.submit(&input, &e.key) {
                 Ok(t) => {
                     seqs[i] = t.seq();
                     tickets.push(t);
                 }
-                Err(err @ afr_gateway::sink::SinkError::Invalid(_)) => {
-                    // A span the recorder refuses (e.g. over its size cap) is reported, not
-                    // retried: the rest of the export is recorded.
+                Err(err @ (DoorError::Invalid { .. } | DoorError::Server { status: 422, .. })) => {
                     eprintln!("afr otlp: a tool span was refused: {err}");
                 }
                 Err(err) => {
@@ -371,7 +380,7 @@ impl Ingest {
 /// The first event citing one of `joins` as its trace context: with `gateway_only`, only the
 /// MCP gateway's (a `traceparent` source); else any (this receiver's own from an earlier copy
 /// of the export too).
-fn citing(sink: &mut Sink, joins: &[&String], gateway_only: bool) -> Option<u64> {
+fn citing(sink: &mut Door, joins: &[&String], gateway_only: bool) -> Option<u64> {
     if joins.is_empty() {
         return None;
     }
@@ -467,6 +476,11 @@ fn partial(rejected: u64) -> Option<ExportTracePartialSuccess> {
     })
 }
 
+/// The receiver's door to the recorder of `dir` (a writer: `afr serve`, or the store).
+fn open_door(dir: &std::path::Path) -> Result<Door, DoorError> {
+    Door::writer(dir, afr_recorder::Config::default())
+}
+
 /// Runs the receivers until SIGTERM or SIGINT.
 pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
     for addr in [opts.http, opts.grpc].into_iter().flatten() {
@@ -474,7 +488,7 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
             return Err(ReceiverError::NoToken(addr));
         }
     }
-    let sink = Sink::open(&opts.dir)?;
+    let sink = open_door(&opts.dir)?;
     let ingest = Arc::new(Ingest {
         dir: opts.dir.clone(),
         sink: Mutex::new(Some(sink)),
@@ -492,9 +506,10 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
     journal::recover(&opts.dir, journal::OTLP, |o| {
         let mut sink = lock(&ingest.sink);
         let s = sink.as_mut().ok_or("no recorder")?;
-        s.submit(&o.event, &o.key)
+        let input = journal::orphan_input(o)?;
+        s.submit(&input, &o.key)
             .map_err(|e| e.to_string())
-            .and_then(afr_gateway::sink::Ticket::settle)
+            .and_then(afr_client::Ticket::settle)
             .map(|_| ())
     });
     {
@@ -507,7 +522,7 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
             }
         });
     }
-    let rt = afr_gateway::proxy::runtime()?;
+    let rt = afr_client::runtime()?;
     rt.block_on(async move {
         let mut tasks = Vec::new();
         if let Some(addr) = opts.http {

@@ -683,6 +683,12 @@ impl Recorder {
         }
     }
 
+    /// How many events are written (synced in synced modes): every event numbered below it.
+    /// Never blocks; [`Recorder::wait_written`] waits.
+    pub fn written(&self) -> u64 {
+        lock(&self.shared.durable).written
+    }
+
     /// Writes and syncs everything submitted so far.
     pub fn flush(&self) -> Result<(), RecordError> {
         write_pending(&self.shared, true)

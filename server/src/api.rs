@@ -13,11 +13,9 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-use crate::{
-    AppState, Counters,
-    body::{self, Body, LineBounds, ReadError},
-    ingest, status,
-};
+use afr_client::http::{self as body, Body, LineBounds, ReadError};
+
+use crate::{AppState, Counters, ingest, status};
 
 /// `Content-Type` of one event.
 pub const JSON: &str = "application/json";

@@ -41,19 +41,14 @@ use zeroize::Zeroizing;
 
 mod anchor;
 mod api;
-mod body;
-pub mod client;
 mod ingest;
 mod listen;
 pub mod status;
 
-pub use body::ChannelBody;
-
 pub use anchor::{AnchorConfig, PassResult};
 pub use ingest::{LINE_SLACK as MAX_LINE_SLACK, split_key as split_idempotency_key};
 
-/// Name of the Unix socket inside a recorder directory.
-pub const SOCKET_FILE: &str = "afr.sock";
+pub use afr_client::SOCKET_FILE;
 
 /// Errors that stop the server from starting or running.
 #[derive(Debug, thiserror::Error)]

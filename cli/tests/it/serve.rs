@@ -7,9 +7,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+use afr_client::socket::Client;
 use afr_core::verify::{Outcome, verify_log};
 use afr_recorder::{Config, Recorder};
-use afr_server::client::Client;
 
 use super::{afr, gen_lines, receipts_of, record_stdin};
 

@@ -13,8 +13,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+use afr_client::socket::Client;
 use afr_recorder::{Config, Recorder, init};
-use afr_server::{Limits, Server, ServerConfig, TcpConfig, client::Client};
+use afr_server::{Limits, Server, ServerConfig, TcpConfig};
 
 /// A server on its own runtime thread; stopped (gracefully) on drop.
 struct Running {
@@ -112,7 +113,7 @@ fn lines(n: u64, seed: u64) -> Vec<String> {
 
 const NDJSON: &str = "application/x-ndjson";
 
-fn post_batch(c: &mut Client, lines: &[String]) -> afr_server::client::Response {
+fn post_batch(c: &mut Client, lines: &[String]) -> afr_client::socket::Response {
     let body = lines.join("\n");
     c.request("POST", "/v1/events", Some(NDJSON), body.as_bytes())
         .unwrap()

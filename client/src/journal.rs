@@ -1,4 +1,4 @@
-//! The gateway's write-ahead journal: how one event per `tools/call` can be written after the
+//! The producers' write-ahead journals: how one event per `tools/call` can be written after the
 //! call, while nothing runs unrecorded.
 //!
 //! A call's event needs its effects, which exist only once the server has answered; the call
@@ -16,8 +16,10 @@
 //! If the gateway dies (`kill -9`), its journal outlives it: [`recover`] records each call it
 //! holds without a `done` line as one event with `effects.error` = `outcome unknown: …`, under
 //! the same idempotency key (so a call whose event was written just before the crash is not
-//! recorded twice), then deletes the journal. Every gateway runs it when it starts, and so do
-//! `afr query`, `afr status` and `afr export` before they read the log.
+//! recorded twice), then deletes the journal. Writers run it when they start (`afr serve`, a
+//! gateway, the OTLP receiver), and so does `afr recover`; commands that only read the log
+//! (`afr status`, `afr query`, `afr export`) never do: they say how many entries wait
+//! ([`waiting`]).
 //!
 //! Syncs are shared: [`Journal::append`] writes without syncing and returns the end offset;
 //! [`Journal::sync_to`] syncs once for every append made so far, so calls in flight together
@@ -278,32 +280,47 @@ pub fn recover(
     n
 }
 
+/// The calls and spans that dead processes left in the journals of `dir`, not recorded yet:
+/// what a command that only reads reports (it never records them itself).
+pub fn waiting(dir: &Path) -> usize {
+    [GATEWAY, OTLP]
+        .iter()
+        .flat_map(|n| orphans(dir, n))
+        .map(|(_, left)| left.len())
+        .sum()
+}
+
 /// [`recover`] of both journals into the recorder of `dir` (through `afr serve` when it
-/// runs): what the commands that read the log run first, so that a gateway or a receiver
-/// killed mid-call shows.
-pub fn recover_into(dir: &Path) -> usize {
+/// runs, else the store opened as its writer): what `afr recover` and a writer starting run,
+/// so that a gateway or a receiver killed mid-call shows.
+pub fn recover_into(dir: &Path) -> Result<usize, crate::DoorError> {
     let names = [GATEWAY, OTLP];
     if names.iter().all(|n| orphans(dir, n).is_empty()) {
-        return 0;
+        return Ok(0);
     }
-    let mut sink = match crate::sink::Sink::open(dir) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("afr: journals left by stopped gateways or receivers not recorded: {e}");
-            return 0;
-        }
-    };
-    names
+    let mut door = crate::Door::writer(dir, afr_recorder::Config::default())?;
+    Ok(recover_through(dir, &mut door))
+}
+
+/// [`recover`] of both journals through `door`.
+pub fn recover_through(dir: &Path, door: &mut crate::Door) -> usize {
+    [GATEWAY, OTLP]
         .iter()
         .map(|name| {
             recover(dir, name, |o| {
-                sink.submit(&o.event, &o.key)
+                let event = orphan_input(o)?;
+                door.submit(&event, &o.key)
                     .map_err(|e| e.to_string())
-                    .and_then(crate::sink::Ticket::settle)
+                    .and_then(crate::Ticket::settle)
                     .map(|_| ())
             })
         })
         .sum()
+}
+
+/// An orphan's event as the recorder takes it.
+pub fn orphan_input(o: &Orphan) -> Result<afr_core::EventInput, String> {
+    crate::event_of(&o.event).map_err(|e| format!("journaled event {}: {e}", o.key))
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! `Content-Length` or chunked, and a streamed body for exports and query answers.
 //!
 //! ```no_run
-//! # fn main() -> Result<(), afr_server::client::ClientError> {
-//! if let Some(mut c) = afr_server::client::Client::running(std::path::Path::new(".afr")) {
+//! # fn main() -> Result<(), afr_client::socket::ClientError> {
+//! if let Some(mut c) = afr_client::socket::Client::running(std::path::Path::new(".afr")) {
 //!     let r = c.request("GET", "/v1/status", None, b"")?;
 //!     println!("{}", String::from_utf8_lossy(&r.body));
 //! }

@@ -13,16 +13,16 @@ use hyper::body::{Frame, Incoming};
 use tokio::sync::mpsc;
 
 /// Every response body.
-pub(crate) type Body = BoxBody<Bytes, std::io::Error>;
+pub type Body = BoxBody<Bytes, std::io::Error>;
 
 /// A whole response body.
-pub(crate) fn full(b: impl Into<Bytes>) -> Body {
+pub fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into()).map_err(|never| match never {}).boxed()
 }
 
 /// Why a request body was not read to its end.
 #[derive(Debug)]
-pub(crate) enum ReadError {
+pub enum ReadError {
     /// A bound was exceeded: which one, and the bound.
     TooLarge(&'static str, usize),
     /// The body did not arrive before the deadline.
@@ -32,7 +32,7 @@ pub(crate) enum ReadError {
 }
 
 /// Reads a body of at most `max` bytes, all of it within `within`.
-pub(crate) async fn read_all(
+pub async fn read_all(
     mut body: Incoming,
     max: usize,
     within: Duration,
@@ -50,18 +50,18 @@ pub(crate) async fn read_all(
 
 /// Bounds of an NDJSON body.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct LineBounds {
+pub struct LineBounds {
     /// Longest line, without its newline.
-    pub(crate) line: usize,
+    pub line: usize,
     /// Most lines.
-    pub(crate) lines: usize,
+    pub lines: usize,
     /// Most bytes in all.
-    pub(crate) body: usize,
+    pub body: usize,
 }
 
 /// Reads an NDJSON body into its lines (without newlines; blank lines kept, so line numbers
 /// count every line), refusing it as soon as a bound is exceeded, all of it within `within`.
-pub(crate) async fn read_lines(
+pub async fn read_lines(
     mut body: Incoming,
     b: LineBounds,
     within: Duration,
@@ -149,7 +149,8 @@ impl hyper::body::Body for ChannelBody {
 /// The blocking end of a streamed body: buffers up to [`CHUNK`] bytes, then waits for the
 /// client to take them (the channel holds [`DEPTH`] chunks), so a slow reader slows the
 /// producer instead of growing memory.
-pub(crate) struct ChannelWriter {
+#[derive(Debug)]
+pub struct ChannelWriter {
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
     buf: Vec<u8>,
 }
@@ -160,7 +161,7 @@ const CHUNK: usize = 64 * 1024;
 const DEPTH: usize = 4;
 
 /// A streamed body and its writer.
-pub(crate) fn channel() -> (ChannelWriter, Body) {
+pub fn channel() -> (ChannelWriter, Body) {
     let (tx, rx) = mpsc::channel(DEPTH);
     (
         ChannelWriter {
@@ -184,7 +185,7 @@ impl ChannelWriter {
 
     /// Ends the body with an error: the client sees a truncated response, never a short one
     /// that looks complete.
-    pub(crate) fn fail(self, message: String) {
+    pub fn fail(self, message: String) {
         let _ = self.tx.blocking_send(Err(std::io::Error::other(message)));
     }
 }
