@@ -269,9 +269,13 @@ pub(crate) fn esc(x: impl std::fmt::Display) -> String {
 const EXIT_DATAERR: u8 = 65;
 
 fn main() -> ExitCode {
+    afr_core::pipe::quiet_on_broken_pipe();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
+        Err(e) if e.chain().any(afr_core::pipe::is_broken_pipe) => {
+            ExitCode::from(afr_core::pipe::EXIT_BROKEN_PIPE)
+        }
         Err(e) => {
             eprintln!(
                 "afr: error: {}",

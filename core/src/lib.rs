@@ -34,6 +34,7 @@ pub mod event;
 pub mod export;
 pub mod hash;
 pub mod merkle;
+pub mod pipe;
 pub mod record;
 pub mod sequencer;
 pub mod text;

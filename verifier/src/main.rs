@@ -321,6 +321,7 @@ const EXIT_USAGE: u8 = 64;
 const EXIT_IO: u8 = 74;
 
 fn main() -> ExitCode {
+    afr_core::pipe::quiet_on_broken_pipe();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -331,6 +332,9 @@ fn main() -> ExitCode {
     };
     match run(cli) {
         Ok(code) => code,
+        Err(e) if afr_core::pipe::is_broken_pipe(&e) => {
+            ExitCode::from(afr_core::pipe::EXIT_BROKEN_PIPE)
+        }
         Err(e) => {
             let text = afr_core::text::escape(&afr_core::redact_urls_in(&e.chain())).into_owned();
             eprintln!("afr-verify: error: {text}");
