@@ -375,6 +375,7 @@ pub fn anchor(dir: &Path, password_file: Option<&Path>, args: &AnchorArgs) -> Re
         ..Options::default()
     };
     if let Some(epoch) = args.clear_fork_alarm {
+        let _takeover = afr_client::take_over(dir)?;
         let r = Recorder::open(dir, Config::default())?;
         match r.store().fork_alarm()? {
             Some(a) if a.epoch == epoch => {
@@ -402,6 +403,7 @@ pub fn anchor(dir: &Path, password_file: Option<&Path>, args: &AnchorArgs) -> Re
         // Open the store per pass: the recorder may be running in another process between
         // passes (RocksDB allows one writer), and anchoring never blocks recording.
         let result = {
+            let _takeover = afr_client::take_over(dir)?;
             let r = Recorder::open(dir, Config::default())?;
             let s = signer(dir, password_file)?;
             rt.block_on(afr_anchorer::anchor_pass(
@@ -430,6 +432,7 @@ pub fn anchor(dir: &Path, password_file: Option<&Path>, args: &AnchorArgs) -> Re
                 );
             }
             Err(AnchorError::Fork { .. } | AnchorError::ForkAlarmSet { .. }) => {
+                let _takeover = afr_client::take_over(dir)?;
                 let r = Recorder::open(dir, Config::default())?;
                 match r.store().fork_alarm()? {
                     Some(a) => eprintln!("afr: {}", fork_alarm_line(&a)),

@@ -141,6 +141,8 @@ pub fn run(dir: &Path, password_file: Option<&Path>, cmd: DelegateCmd) -> Result
             )
         }
     };
+    // A server started on demand holds no receipt key: it hands the store over first.
+    let _takeover = afr_client::take_over(dir)?;
     let receipt: Receipt = if let Some(mut c) = afr_client::socket::Client::running(dir) {
         let mut body = body;
         if let Value::Object(m) = &mut body {

@@ -52,7 +52,10 @@ pub fn run(dir: &Path, cmd: ImportCmd) -> Result<ExitCode> {
     let recorder = if a.print {
         None
     } else {
-        Some(Recorder::open(dir, a.opts.config())?)
+        Some({
+            let _takeover = afr_client::take_over(dir)?;
+            Recorder::open(dir, a.opts.config())?
+        })
     };
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());

@@ -347,6 +347,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             disclose(&cli.dir, &seqs, with_keys, &out)
         }
         Cmd::Erase { epoch, by } => {
+            let _takeover = afr_client::take_over(&cli.dir)?;
             let r = Recorder::open(&cli.dir, Config::default())?;
             r.erase_epoch_by(epoch, by.as_deref())?;
             let seq = r.store().erase_event(epoch)?.unwrap_or(r.next_seq() - 1);

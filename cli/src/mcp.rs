@@ -46,6 +46,15 @@ pub struct GateArgs {
     approval_timeout: u64,
 }
 
+/// A producer that finds no `afr serve` starts one on demand with this very binary
+/// (`afr_client::writer`), so that it never holds the store itself.
+fn no_server() -> afr_client::NoServer {
+    match std::env::current_exe() {
+        Ok(afr) => afr_client::NoServer::StartOne(afr),
+        Err(_) => afr_client::NoServer::OpenStore,
+    }
+}
+
 impl GateArgs {
     fn gate(&self, dir: &Path) -> Result<std::sync::Arc<afr_gateway::Gate>> {
         let policy = self
@@ -58,6 +67,7 @@ impl GateArgs {
             policy,
             self.fail_open,
             Duration::from_secs(self.approval_timeout),
+            no_server(),
         ))
     }
 }
@@ -263,6 +273,7 @@ pub fn otlp(dir: &Path, a: OtlpArgs) -> Result<ExitCode> {
         max_inflight: a.max_inflight,
         hold: std::time::Duration::from_millis(a.hold_ms),
         max_held: a.max_held,
+        no_server: no_server(),
     })?;
     Ok(ExitCode::SUCCESS)
 }

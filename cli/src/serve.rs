@@ -44,12 +44,24 @@ pub struct ServeArgs {
     /// Ingest requests processed at once; more are answered 503 with Retry-After.
     #[arg(long, default_value_t = 16)]
     pub max_inflight: usize,
+    /// Started by a producer that found no server (`afr_client::writer`): no anchoring, no
+    /// receipt key; stops once no client has been connected for a few seconds, and hands the
+    /// store over to a long-running `afr serve` that asks.
+    #[arg(long, hide = true, conflicts_with_all = ["listen", "contract"])]
+    pub on_demand: bool,
     #[command(flatten)]
     pub opts: RecordOpts,
 }
 
 /// Runs `afr serve` until SIGTERM or SIGINT.
 pub fn run(dir: &Path, password_file: Option<&Path>, a: &ServeArgs) -> Result<ExitCode> {
+    // A server a producer started on demand hands the store over; producers wait for this
+    // one's socket meanwhile (the guard drops once it listens).
+    let takeover = if a.on_demand {
+        None
+    } else {
+        Some(afr_client::take_over(dir)?)
+    };
     if afr_client::socket::Client::running(dir).is_some() {
         anyhow::bail!(
             "a server is already running on {}",
@@ -73,7 +85,11 @@ pub fn run(dir: &Path, password_file: Option<&Path>, a: &ServeArgs) -> Result<Ex
     // The anchoring key, read (and a keystore decrypted) once: it anchors with --contract and
     // signs delegation receipts (the recorder id is its address). Without it (an encrypted
     // keystore and no passphrase) the delegation routes answer 503, and --contract fails.
-    let key = anchoring::signer(dir, password_file);
+    let key = if a.on_demand {
+        Err(anyhow::anyhow!("started on demand"))
+    } else {
+        anchoring::signer(dir, password_file)
+    };
     let receipt_signer = match &key {
         Ok(k) => {
             let k = k.clone();
@@ -81,8 +97,8 @@ pub fn run(dir: &Path, password_file: Option<&Path>, a: &ServeArgs) -> Result<Ex
                 afr_anchorer::sign_digest(&k, *d).map_err(|e| e.to_string())
             })))
         }
-        // With --contract the missing key is the error below.
-        Err(_) if a.contract.is_some() => None,
+        // With --contract the missing key is the error below; on demand there is none.
+        Err(_) if a.contract.is_some() || a.on_demand => None,
         Err(e) => {
             eprintln!(
                 "afr serve: no receipt key, so /v1/delegations/* is off: {}",
@@ -157,11 +173,14 @@ pub fn run(dir: &Path, password_file: Option<&Path>, a: &ServeArgs) -> Result<Ex
                 limits,
                 anchor,
                 receipt_signer,
+                on_demand: a.on_demand.then_some(afr_client::writer::ON_DEMAND_IDLE),
             },
         )?;
+        drop(takeover);
         let b = s.bound();
         eprintln!(
-            "afr serve: listening on {}{}",
+            "afr serve{}: listening on {}{}",
+            if a.on_demand { " (on demand)" } else { "" },
             esc(b.socket.display()),
             b.tcp
                 .map(|t| format!(" and http://{t}"))

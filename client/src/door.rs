@@ -44,7 +44,7 @@ pub enum DoorError {
 }
 
 impl DoorError {
-    fn server(route: &'static str, r: &Response) -> DoorError {
+    pub(crate) fn server(route: &'static str, r: &Response) -> DoorError {
         let json = r.json();
         let message = match json["errors"][0]["message"].as_str() {
             Some(m) => format!("{}: {m}", json["errors"][0]["field"]),
@@ -169,6 +169,13 @@ impl Door {
             dir: dir.to_owned(),
             inner,
         })
+    }
+
+    pub(crate) fn served(dir: &Path, c: Client) -> Door {
+        Door {
+            dir: dir.to_owned(),
+            inner: Inner::Served(c),
+        }
     }
 
     /// The door of a process that opened the store itself as its writer (`afr serve`

@@ -7,6 +7,8 @@
 //!
 //! - [`Door`], [`Ticket`]: submit events under idempotency keys, settle them once durable;
 //!   read status, queries and events. The contract is on [`Door`].
+//! - [`writer`]: many producers, one writer: [`Door::producer`] starts `afr serve` on demand
+//!   when none runs, and [`take_over`] hands the store to a long-running writer.
 //! - [`journal`]: the producers' write-ahead journals (a call journaled before it runs,
 //!   recorded after it answers), and the recovery of journals whose process died.
 //! - [`socket`]: the blocking HTTP/1.1 client of `afr serve`'s socket.
@@ -18,11 +20,13 @@ pub mod http;
 pub mod journal;
 pub mod runtime;
 pub mod socket;
+pub mod writer;
 
 mod door;
 
 pub use door::{Door, DoorError, Sealed, Ticket, url_encode};
 pub use runtime::{StartError, runtime};
+pub use writer::{NoServer, take_over};
 
 /// Name of the Unix socket `afr serve` listens on inside a recorder directory.
 pub const SOCKET_FILE: &str = "afr.sock";

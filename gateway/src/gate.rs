@@ -34,7 +34,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use afr_client::{
-    Door, Ticket,
+    Door, NoServer, Ticket,
     journal::{self, Journal},
 };
 
@@ -232,6 +232,7 @@ pub struct Gate {
     /// How long a held call waits for a decision before it is rejected.
     pub approval_timeout: Duration,
     door: Mutex<Option<Door>>,
+    no_server: NoServer,
     nonce: u64,
     counter: AtomicU64,
     held: Mutex<HashSet<String>>,
@@ -258,8 +259,9 @@ impl Gate {
         policy: Option<Policy>,
         fail_open: bool,
         approval_timeout: Duration,
+        no_server: NoServer,
     ) -> Arc<Gate> {
-        let door = match open_door(&dir) {
+        let door = match Door::for_producer(&dir, &no_server) {
             Ok(d) => Some(d),
             Err(e) => {
                 warn(&format!(
@@ -279,6 +281,7 @@ impl Gate {
             fail_open,
             approval_timeout,
             door: Mutex::new(door),
+            no_server,
             nonce: rand::random(),
             counter: AtomicU64::new(0),
             held: Mutex::new(HashSet::new()),
@@ -375,7 +378,7 @@ impl Gate {
             None => "no recorder".to_owned(),
         };
         *door = None;
-        let mut fresh = match open_door(&self.dir) {
+        let mut fresh = match Door::for_producer(&self.dir, &self.no_server) {
             Ok(d) => d,
             Err(e) => return Ticket::Done(Err(format!("{first}; {e}"))),
         };
@@ -392,7 +395,7 @@ impl Gate {
         {
             let mut door = lock(&self.door);
             if door.is_none() {
-                match open_door(&self.dir) {
+                match Door::for_producer(&self.dir, &self.no_server) {
                     Ok(d) => *door = Some(d),
                     Err(e) => return JournalTicket::Failed(format!("no recorder: {e}")),
                 }
@@ -900,11 +903,6 @@ fn cap_arguments(event: &mut Value) {
 /// `event` as the recorder takes it (its schema, limits and reserved names checked).
 fn input_of(event: &Value) -> Result<afr_core::EventInput, String> {
     afr_client::event_of(event).map_err(|e| e.to_string())
-}
-
-/// The gateway's door to the recorder of `dir` (a writer: `afr serve`, or the store).
-fn open_door(dir: &std::path::Path) -> Result<Door, afr_client::DoorError> {
-    Door::writer(dir, afr_recorder::Config::default())
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

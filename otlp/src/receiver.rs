@@ -22,7 +22,7 @@ use std::{
 };
 
 use afr_client::{
-    Door, DoorError, StartError,
+    Door, DoorError, NoServer, StartError,
     journal::{self, Journal},
 };
 use bytes::Bytes;
@@ -63,6 +63,8 @@ pub struct ReceiverOptions {
     /// Most tool spans held at once; an export that would hold more is refused with a retry
     /// hint.
     pub max_held: usize,
+    /// What to do when no `afr serve` answers on `dir`.
+    pub no_server: NoServer,
 }
 
 /// Default hold for a tool span's parent: the Python SDK's batch processor exports every 5 s.
@@ -125,6 +127,7 @@ type Holding = (HashMap<String, HeldSpan>, Option<Arc<Journal>>);
 struct Ingest {
     dir: PathBuf,
     sink: Mutex<Option<Door>>,
+    no_server: NoServer,
     /// Tool spans held for their parents, by idempotency key; with the journal that keeps
     /// them across a crash (created on the first hold).
     held: Mutex<Holding>,
@@ -260,7 +263,10 @@ impl Ingest {
     fn write(&self, events: &[ToolEvent]) -> Result<u64, Refused> {
         let mut sink = lock(&self.sink);
         if sink.is_none() {
-            *sink = Some(open_door(&self.dir).map_err(|e| Refused::Unavailable(e.to_string()))?);
+            *sink = Some(
+                Door::for_producer(&self.dir, &self.no_server)
+                    .map_err(|e| Refused::Unavailable(e.to_string()))?,
+            );
         }
         let mut tickets = Vec::with_capacity(events.len());
         // Sequence numbers by index: a sub-agent's tool names the tool that delegated to it.
@@ -476,11 +482,6 @@ fn partial(rejected: u64) -> Option<ExportTracePartialSuccess> {
     })
 }
 
-/// The receiver's door to the recorder of `dir` (a writer: `afr serve`, or the store).
-fn open_door(dir: &std::path::Path) -> Result<Door, DoorError> {
-    Door::writer(dir, afr_recorder::Config::default())
-}
-
 /// Runs the receivers until SIGTERM or SIGINT.
 pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
     for addr in [opts.http, opts.grpc].into_iter().flatten() {
@@ -488,10 +489,11 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
             return Err(ReceiverError::NoToken(addr));
         }
     }
-    let sink = open_door(&opts.dir)?;
+    let sink = Door::for_producer(&opts.dir, &opts.no_server)?;
     let ingest = Arc::new(Ingest {
         dir: opts.dir.clone(),
         sink: Mutex::new(Some(sink)),
+        no_server: opts.no_server.clone(),
         token: opts.token,
         max_body: opts.max_body,
         max_inflight: opts.max_inflight.max(1),

@@ -136,6 +136,7 @@ pub(crate) async fn handle(
         (&Method::GET, "/v1/events") => get_events(&state, &req).await,
         (&Method::GET, "/v1/status") => get_status(&state).await,
         (&Method::POST, "/v1/seal") => post_seal(&state).await,
+        (&Method::POST, "/v1/handover") => post_handover(&state),
         (&Method::POST, "/v1/disclose") => post_disclose(&state, req).await,
         (&Method::GET, "/v1/export") => get_export(&state).await,
         (&Method::GET, "/metrics") => get_metrics(&state).await,
@@ -151,6 +152,7 @@ pub(crate) async fn handle(
             "/v1/events"
             | "/v1/status"
             | "/v1/seal"
+            | "/v1/handover"
             | "/v1/disclose"
             | "/v1/export"
             | "/metrics"
@@ -409,8 +411,23 @@ async fn get_events(
 
 async fn get_status(state: &Arc<AppState>) -> Result<Response<Body>, Failure> {
     let r = state.recorder.clone();
-    let v = blocking(move || Ok(status::status_json(r.store())?)).await?;
+    let mut v = blocking(move || Ok(status::status_json(r.store())?)).await?;
+    v["on_demand"] = state.on_demand.is_some().into();
+    v["pid"] = std::process::id().into();
     Ok(json_response(StatusCode::OK, &v))
+}
+
+/// `POST /v1/handover`: a long-running `afr serve` asks the server a producer started on
+/// demand to stop so that it can take the store (409 from any other server).
+fn post_handover(state: &Arc<AppState>) -> Result<Response<Body>, Failure> {
+    if state.on_demand.is_none() {
+        return Err(Failure::new(
+            StatusCode::CONFLICT,
+            "this afr serve was not started on demand; it does not hand the store over",
+        ));
+    }
+    state.handover.notify_one();
+    Ok(json_response(StatusCode::OK, &json!({ "handover": true })))
 }
 
 async fn get_metrics(state: &Arc<AppState>) -> Result<Response<Body>, Failure> {

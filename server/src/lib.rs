@@ -30,7 +30,7 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         Arc,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -154,6 +154,10 @@ pub struct ServerConfig {
     /// Signs delegation receipts with the recorder's anchoring key (`/v1/delegations/*`);
     /// without it those routes answer 503.
     pub receipt_signer: Option<ReceiptSigner>,
+    /// A server a producer started on demand (`afr serve --on-demand`, see
+    /// [`afr_client::Door::producer`]): it stops once no client has been connected for this
+    /// long, and hands the store over (`POST /v1/handover`) to a long-running `afr serve`.
+    pub on_demand: Option<Duration>,
 }
 
 /// A function signing a 32-byte digest: `r ‖ s ‖ v`, or why not.
@@ -232,6 +236,12 @@ pub(crate) struct AppState {
     pub(crate) inflight: Arc<Semaphore>,
     pub(crate) counters: Counters,
     pub(crate) receipt_signer: Option<ReceiptSigner>,
+    /// Started on demand by a producer: idles out and hands over (see [`ServerConfig`]).
+    pub(crate) on_demand: Option<Duration>,
+    /// Client connections open now, on every listener.
+    pub(crate) connections: AtomicUsize,
+    /// Notified when a long-running server asked this on-demand one to hand over.
+    pub(crate) handover: tokio::sync::Notify,
 }
 
 /// A server bound to its sockets, not yet serving.
@@ -275,6 +285,9 @@ impl Server {
             limits: config.limits,
             counters: Counters::default(),
             receipt_signer: config.receipt_signer,
+            on_demand: config.on_demand,
+            connections: AtomicUsize::new(0),
+            handover: tokio::sync::Notify::new(),
         });
         Ok(Server {
             state,
@@ -319,7 +332,11 @@ impl Server {
             ),
             None => None,
         };
-        shutdown.await;
+        let state = self.state.clone();
+        tokio::select! {
+            () = shutdown => {}
+            () = on_demand_over(&state) => {}
+        }
         let _ = stop_tx.send(true);
         // Each accept loop stops accepting, then waits for its connections to drain.
         while loops.join_next().await.is_some() {}
@@ -335,6 +352,33 @@ impl Server {
                 source: std::io::Error::other(e.to_string()),
             })??;
         Ok(())
+    }
+}
+
+/// Completes when an on-demand server should stop: a long-running server asked it to hand
+/// over, or no client has been connected for its idle time. Never, for any other server.
+async fn on_demand_over(state: &AppState) {
+    let Some(idle) = state.on_demand else {
+        return std::future::pending().await;
+    };
+    let tick = Duration::from_millis(100);
+    let idle_out = async {
+        let mut quiet = Duration::ZERO;
+        loop {
+            tokio::time::sleep(tick).await;
+            if state.connections.load(Ordering::Relaxed) == 0 {
+                quiet += tick;
+                if quiet >= idle {
+                    return;
+                }
+            } else {
+                quiet = Duration::ZERO;
+            }
+        }
+    };
+    tokio::select! {
+        () = state.handover.notified() => {}
+        () = idle_out => {}
     }
 }
 

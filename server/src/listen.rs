@@ -101,7 +101,11 @@ pub(crate) async fn accept_loop(
             }
         };
         let (state, token, stop) = (state.clone(), token.clone(), stop.clone());
+        state
+            .connections
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         conns.spawn(async move {
+            let open = state.clone();
             match stream {
                 Stream::Unix(s) => serve_conn(s, state, token, stop).await,
                 Stream::Tcp(s) => {
@@ -109,6 +113,8 @@ pub(crate) async fn accept_loop(
                     serve_conn(s, state, token, stop).await
                 }
             }
+            open.connections
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             drop(permit);
         });
     }

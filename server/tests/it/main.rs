@@ -77,6 +77,7 @@ fn start(dir: &Path, limits: Limits, tcp: Option<TcpConfig>) -> Running {
                     limits,
                     anchor: None,
                     receipt_signer: None,
+                    on_demand: None,
                 },
             )
             .unwrap();
