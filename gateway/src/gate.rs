@@ -296,12 +296,18 @@ impl Gate {
         gate
     }
 
-    /// Records, under their own keys, the calls that gateways which died left in their
-    /// journals (see [`journal`](crate::journal)), then deletes those journals.
+    /// Records, under their own keys, the calls that gateways (and the spans that OTLP
+    /// receivers) which died left in their journals (see [`journal`]), then deletes those
+    /// journals.
     pub fn recover(&self) -> usize {
-        journal::recover(&self.dir, journal::GATEWAY, |o| {
-            self.record(&o.key, &o.event).map(|_| ())
-        })
+        [journal::GATEWAY, journal::OTLP]
+            .iter()
+            .map(|name| {
+                journal::recover(&self.dir, name, |o| {
+                    self.record(&o.key, &o.event).map(|_| ())
+                })
+            })
+            .sum()
     }
 
     /// A fresh idempotency key for a call.

@@ -504,16 +504,11 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
         hold: opts.hold,
         max_held: opts.max_held.max(1),
     });
-    // Spans a receiver that died was holding: recorded as they were journaled.
-    journal::recover(&opts.dir, journal::OTLP, |o| {
-        let mut sink = lock(&ingest.sink);
-        let s = sink.as_mut().ok_or("no recorder")?;
-        let input = journal::orphan_input(o)?;
-        s.submit(&input, &o.key)
-            .map_err(|e| e.to_string())
-            .and_then(afr_client::Ticket::settle)
-            .map(|_| ())
-    });
+    // Spans a receiver that died was holding, recorded as they were journaled, and calls a
+    // gateway that died left in its journal.
+    if let Some(door) = lock(&ingest.sink).as_mut() {
+        journal::recover_through(&opts.dir, door);
+    }
     {
         let ingest = Arc::downgrade(&ingest);
         std::thread::spawn(move || {

@@ -26,6 +26,7 @@ mod mcp;
 mod mcp_peers;
 mod otlp;
 mod proc;
+mod producers;
 mod query;
 mod serve;
 

@@ -793,7 +793,20 @@ fn mcp_wrap_killed_mid_call_leaves_its_intent_recorded_with_outcome_unknown() {
     // The orphaned server would go on with its minute-long operation: stop it too.
     kill(std::fs::read_to_string(&pidfile).unwrap().trim(), "-KILL");
     assert!(journal_text(&dir).contains("trigger-long-running-operation"));
-    // The next reader of the log records it, once.
+    // A reader of the log never writes: it says what waits in the journal.
+    let out = afr_testkit::ok(afr(&dir).args(["query", "--json", "seq in 0..1000000"]));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("1 call wait in a journal"), "{err}");
+    assert!(err.contains("afr recover"), "{err}");
+    // `afr recover` records it, once.
+    for _ in 0..2 {
+        afr_testkit::ok(afr(&dir).arg("recover"));
+    }
     for _ in 0..2 {
         let evs = events(&dir);
         assert_eq!(evs.len(), 1, "{evs:#?}");

@@ -102,17 +102,17 @@ fn emit_over_http(script: &str, args: &[&str]) -> (tempfile::TempDir, PathBuf, O
 }
 
 /// A running `afr otlp` and the addresses it bound.
-struct Otlp {
+pub(super) struct Otlp {
     d: Daemon,
     /// `host:port` of OTLP/HTTP (a wildcard host is given as 127.0.0.1).
-    http: Option<String>,
+    pub(super) http: Option<String>,
     /// `host:port` of OTLP/gRPC.
     grpc: Option<String>,
 }
 
 impl Otlp {
     /// `afr --dir DIR otlp --http 127.0.0.1:0 --grpc 127.0.0.1:0 EXTRA`.
-    fn start(dir: &Path, extra: &[&str]) -> Otlp {
+    pub(super) fn start(dir: &Path, extra: &[&str]) -> Otlp {
         Otlp::start_with(
             dir,
             &["--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
@@ -155,7 +155,7 @@ impl Otlp {
     }
 
     /// Kills it (SIGKILL) and reaps it.
-    fn kill(mut self) {
+    pub(super) fn kill(mut self) {
         let _ = self.d.guard.0.kill();
         let _ = self.d.guard.0.wait();
     }
@@ -242,15 +242,15 @@ fn by_span<'a>(lines: &'a [Value], trace: &str, span: &str) -> &'a Value {
 }
 
 /// A response: status, header block, body.
-struct Resp {
-    status: u16,
-    head: String,
+pub(super) struct Resp {
+    pub(super) status: u16,
+    pub(super) head: String,
     body: Vec<u8>,
 }
 
 /// POSTs `body` to `/v1/traces` at `addr` with `content_type` and `headers` (`Name: value`),
 /// `Connection: close`; the response.
-fn post(addr: &str, content_type: &str, headers: &[&str], body: &[u8]) -> Resp {
+pub(super) fn post(addr: &str, content_type: &str, headers: &[&str], body: &[u8]) -> Resp {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let mut req = format!(

@@ -33,7 +33,12 @@ pub(super) fn serve(dir: &Path, args: &[&str]) -> Child {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while Client::running(dir).is_none() {
+    // Not a server a producer started on demand (this one takes the store over from it).
+    let long_running = |c: &mut Client| {
+        c.request("GET", "/v1/status", None, b"")
+            .is_ok_and(|r| r.json()["on_demand"] == false)
+    };
+    while !Client::running(dir).is_some_and(|mut c| long_running(&mut c)) {
         assert!(Instant::now() < deadline, "afr serve did not come up");
         std::thread::sleep(Duration::from_millis(20));
     }
