@@ -114,7 +114,7 @@ impl Journal {
 
     /// Appends a call's event under `key` (again, to replace what an earlier append said, e.g.
     /// after an approval); returns the offset to [`Journal::sync_to`] before forwarding.
-    pub fn append(&self, key: &str, event: &Value) -> std::io::Result<u64> {
+    pub fn append(&self, key: &str, event: &impl serde::Serialize) -> std::io::Result<u64> {
         let offset = self.write(&json!({"key": key, "event": event}))?;
         lock(&self.w).pending.insert(key.to_owned());
         Ok(offset)

@@ -129,7 +129,7 @@ pub fn run(b: &OtlpBench) -> Result<ExitCode> {
         .map(|e| {
             let mut body = Vec::new();
             for ev in afr_otlp::map::map(e).0 {
-                let mut line = ev.event;
+                let mut line = serde_json::to_value(&ev.event).unwrap_or_default();
                 line["idempotency_key"] = ev.key.into();
                 body.extend_from_slice(line.to_string().as_bytes());
                 body.push(b'\n');

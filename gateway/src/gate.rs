@@ -29,6 +29,10 @@ use std::{
     time::Duration,
 };
 
+use afr_core::{
+    EventInput,
+    event::{Effects, GuardrailEvaluation, HumanApproval},
+};
 use afr_recorder::now_us;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -108,7 +112,7 @@ pub struct CallRecord {
     /// twice).
     pub key: String,
     /// The event: intent, execution, evaluation, provenance; effects come with the answer.
-    pub event: Value,
+    pub event: EventInput,
 }
 
 /// A call cleared to go: forward it once [`Gate::settle_intent`] says its record is durable.
@@ -304,7 +308,7 @@ impl Gate {
             .iter()
             .map(|name| {
                 journal::recover(&self.dir, name, |o| {
-                    self.record(&o.key, &o.event).map(|_| ())
+                    self.record(&o.key, &journal::orphan_input(o)?).map(|_| ())
                 })
             })
             .sum()
@@ -352,7 +356,7 @@ impl Gate {
                 }
                 Err(e) => warn(&format!(
                     "the event of a call of `{}` was not recorded: {e}",
-                    r.event["intent"]["tool"].as_str().unwrap_or("?")
+                    r.event.intent.tool
                 )),
             }
         }
@@ -360,7 +364,7 @@ impl Gate {
 
     /// Records `event` under `key` durably now (a denied or rejected call, an outcome
     /// unknown), and marks the call done in the journal; its sequence number.
-    pub fn record(&self, key: &str, event: &Value) -> Result<u64, String> {
+    pub fn record(&self, key: &str, event: &EventInput) -> Result<u64, String> {
         let t = self.submit_locked(&mut lock(&self.door), event, key);
         let r = t.settle();
         if r.is_ok()
@@ -373,12 +377,8 @@ impl Gate {
 
     /// Hands `event` to the recorder under `key`; opens the door again if it is missing or
     /// failed (`afr serve` may have started or stopped) and tries once more.
-    fn submit_locked(&self, door: &mut Option<Door>, event: &Value, key: &str) -> Ticket {
-        let input = match input_of(event) {
-            Ok(i) => i,
-            Err(e) => return Ticket::Done(Err(format!("invalid event: {e}"))),
-        };
-        let first = match door.as_mut().map(|d| d.submit(&input, key)) {
+    fn submit_locked(&self, door: &mut Option<Door>, event: &EventInput, key: &str) -> Ticket {
+        let first = match door.as_mut().map(|d| d.submit(event, key)) {
             Some(Ok(t)) => return t,
             Some(Err(e)) => e.to_string(),
             None => "no recorder".to_owned(),
@@ -389,7 +389,7 @@ impl Gate {
             Err(e) => return Ticket::Done(Err(format!("{first}; {e}"))),
         };
         let t = fresh
-            .submit(&input, key)
+            .submit(event, key)
             .unwrap_or_else(|e| Ticket::Done(Err(format!("{first}; {e}"))));
         *door = Some(fresh);
         t
@@ -490,7 +490,7 @@ impl Gate {
         let tool = call.tool.as_str();
         let verdict = evaluation.as_ref().map_or(Verdict::Allow, |e| e.verdict);
         let stage = match verdict {
-            Verdict::Allow => Stage::Forward,
+            Verdict::Allow | Verdict::Warn => Stage::Forward,
             Verdict::Deny => Stage::Denied,
             Verdict::Escalate => Stage::Held,
         };
@@ -501,7 +501,7 @@ impl Gate {
         // The event must be one the recorder takes, with room left for the result: arguments
         // too big to keep whole are kept as their size and hash (the call still runs).
         cap_arguments(&mut record.event);
-        if let Err(e) = input_of(&record.event) {
+        if let Err(e) = recordable(&record.event) {
             warn(&format!(
                 "call of `{tool}` refused: its event cannot be recorded: {e}"
             ));
@@ -510,7 +510,8 @@ impl Gate {
                 message: format!("afr gateway: the call cannot be recorded ({e}); not forwarded"),
             });
         }
-        let Some(e) = evaluation.filter(|e| e.verdict != Verdict::Allow) else {
+        let Some(e) = evaluation.filter(|e| matches!(e.verdict, Verdict::Deny | Verdict::Escalate))
+        else {
             let ticket = self.journal(&record);
             return Admission::Forward(Forward { record, ticket });
         };
@@ -547,16 +548,20 @@ impl Gate {
         let now = now_us();
         let timeout_us = u64::try_from(self.approval_timeout.as_micros()).unwrap_or(u64::MAX);
         // What an approval signs: the intent and execution recorded if the call runs.
-        let runs = self.approved_event(session, &call, &evaluation, &Value::Null);
+        let runs = self.approved_event(session, &call, &evaluation, None);
         let recorder = lock(&self.door)
             .as_mut()
             .and_then(|d| d.recorder_id().ok())
             .map(|r| format!("0x{}", hex::encode(r)))
             .unwrap_or_default();
         let pending = PendingCall {
-            intent: runs["intent"].clone(),
-            execution: runs.get("execution").cloned().unwrap_or(Value::Null),
-            action: action_of(&runs).unwrap_or_default(),
+            intent: serde_json::to_value(&runs.intent).unwrap_or_default(),
+            execution: runs
+                .execution
+                .as_ref()
+                .and_then(|e| serde_json::to_value(e).ok())
+                .unwrap_or_default(),
+            action: action_of(&runs),
             recorder,
             signed_by: evaluation
                 .signed_by
@@ -589,7 +594,10 @@ impl Gate {
                 Some(&evaluation),
                 Stage::Held,
             );
-            ev["effects"] = json!({ "error": r.message });
+            ev.effects = Some(Effects {
+                error: Some(r.message.clone()),
+                ..Effects::default()
+            });
             if let Err(err) = self.record(&key, &ev) {
                 warn(&format!(
                     "the refusal of `{}` was not recorded: {err}",
@@ -670,14 +678,18 @@ impl Gate {
         approvals::remove(&self.dir, &held.pending.id);
         self.held_ids().remove(&held.pending.id);
         let call = &held.call;
-        let mut approval = json!({
-            "approver": ruling.approver,
-            "prompt": held.pending.prompt,
-            "decision": ruling.decision.name(),
-            "decided_at_us": ruling.decided_at_us,
-        });
+        let approval = HumanApproval {
+            approver: ruling.approver.clone(),
+            prompt: held.pending.prompt.clone(),
+            decision: match ruling.decision {
+                Decision::Approved => afr_core::event::Decision::Approved,
+                Decision::Rejected => afr_core::event::Decision::Rejected,
+            },
+            decided_at_us: ruling.decided_at_us,
+            signature: None,
+        };
         if ruling.decision == Decision::Approved {
-            let mut event = self.approved_event(session, call, &held.evaluation, &approval);
+            let mut event = self.approved_event(session, call, &held.evaluation, Some(&approval));
             let signed = match &ruling.signature {
                 Some(sig) => self.check_signature(&held, &mut event, sig),
                 None if !held.evaluation.signed_by.is_empty() => Err(format!(
@@ -692,7 +704,7 @@ impl Gate {
                 Ok(()) => {
                     // When it ran: now, as it is forwarded (an approval's validity window is
                     // checked against it).
-                    event["timestamp_us"] = now_us().into();
+                    event.timestamp_us = Some(now_us());
                     let record = CallRecord {
                         key: held.key.clone(),
                         event,
@@ -720,7 +732,6 @@ impl Gate {
                 call.tool
             ));
         }
-        approval["decision"] = ruling.decision.name().into();
         let stage = Stage::Decided {
             approval: &approval,
             approved: false,
@@ -749,17 +760,21 @@ impl Gate {
         session: &Session,
         call: &ToolCall,
         evaluation: &Evaluation,
-        approval: &Value,
-    ) -> Value {
+        approval: Option<&HumanApproval>,
+    ) -> EventInput {
         let mut ev = session.intent_event(
             &call.tool,
             &call.args,
             &call.params,
             Some(evaluation),
-            Stage::Decided {
-                approval,
-                approved: true,
-                why: "",
+            match approval {
+                Some(approval) => Stage::Decided {
+                    approval,
+                    approved: true,
+                    why: "",
+                },
+                // What an approval will sign: the event as it runs, before the decision.
+                None => Stage::Forward,
             },
         );
         cap_arguments(&mut ev);
@@ -773,18 +788,18 @@ impl Gate {
     fn check_signature(
         &self,
         held: &Held,
-        event: &mut Value,
+        event: &mut EventInput,
         sig: &afr_core::event::ApprovalSignature,
     ) -> Result<(), String> {
-        let sig_json = serde_json::to_value(sig).map_err(|e| e.to_string())?;
-        event["human_approval"]["signature"] = sig_json;
-        let payload = afr_core::EventInput::from_json(
-            event.to_string().as_bytes(),
-            afr_core::event::DEFAULT_MAX_EVENT_BYTES,
-        )
-        .map_err(|e| format!("the signed approval is malformed: {e}"))?
-        .into_payload()
-        .1;
+        let approval = event
+            .human_approval
+            .as_mut()
+            .ok_or("the approved call has no approval")?;
+        approval.signature = Some(sig.clone());
+        event
+            .validate()
+            .map_err(|e| format!("the signed approval is malformed: {e}"))?;
+        let payload = event.clone().into_payload().1;
         let mut recorder = [0u8; 20];
         hex::decode_to_slice(
             held.pending.recorder.trim_start_matches("0x"),
@@ -806,7 +821,9 @@ impl Gate {
                     names(e)
                 ));
             };
-            event["human_approval"]["approver"] = a.name.clone().into();
+            if let Some(h) = event.human_approval.as_mut() {
+                h.approver.clone_from(&a.name);
+            }
         }
         // Durable and shared by every gateway of this recorder: a restarted `afr mcp wrap`
         // (every MCP client restart) must not run the same signed decision twice.
@@ -839,15 +856,16 @@ impl Gate {
             Some(&held.evaluation),
             Stage::Held,
         );
-        if let Some(Value::Array(evals)) = event.get_mut("policy_evaluation") {
-            evals.push(json!({
-                "guardrail": SIGNED_APPROVAL_GUARDRAIL,
-                "version": held.evaluation.version,
-                "verdict": "deny",
-                "reason": why,
-            }));
-        }
-        event["effects"] = json!({ "error": message });
+        event.policy_evaluation.push(GuardrailEvaluation {
+            guardrail: SIGNED_APPROVAL_GUARDRAIL.into(),
+            version: Some(held.evaluation.version.clone()),
+            verdict: Verdict::Deny,
+            reason: Some(why.to_owned()),
+        });
+        event.effects = Some(Effects {
+            error: Some(message.clone()),
+            ..Effects::default()
+        });
         if let Err(e) = self.record(&held.key, &event) {
             warn(&format!("refusal of `{}` not recorded: {e}", call.tool));
         }
@@ -870,15 +888,9 @@ impl Gate {
 /// The guardrail under which the gateway records a refused approval signature.
 pub const SIGNED_APPROVAL_GUARDRAIL: &str = "signed-approval";
 
-/// The action digest of an event's `intent` and `execution` (hex), if they parse.
-pub fn action_of(event: &Value) -> Option<String> {
-    let intent: afr_core::event::Intent =
-        serde_json::from_value(event.get("intent")?.clone()).ok()?;
-    let execution: Option<afr_core::event::Execution> = match event.get("execution") {
-        None | Some(Value::Null) => None,
-        Some(e) => Some(serde_json::from_value(e.clone()).ok()?),
-    };
-    Some(afr_core::approval::action_digest(&intent, execution.as_ref()).to_hex())
+/// The action digest of an event's `intent` and `execution` (hex).
+pub fn action_of(event: &EventInput) -> String {
+    afr_core::approval::action_digest(&event.intent, event.execution.as_ref()).to_hex()
 }
 
 fn names(e: &Evaluation) -> String {
@@ -891,24 +903,35 @@ fn names(e: &Evaluation) -> String {
 /// ([`crate::session::MAX_RECORDED_RESULT`]) beside them.
 pub const MAX_RECORDED_ARGS: usize = 256 * 1024;
 
-fn cap_arguments(event: &mut Value) {
-    for ptr in ["/intent/args", "/execution/mutation"] {
-        if let Some(v) = event.pointer_mut(ptr) {
-            let text = v.to_string();
-            if text.len() > MAX_RECORDED_ARGS {
-                *v = json!({
-                    "truncated": true,
-                    "bytes": text.len(),
-                    "sha256": crate::session::sha256(text.as_bytes()),
-                });
-            }
+fn cap_arguments(event: &mut EventInput) {
+    let cap = |v: &mut Value| {
+        let text = v.to_string();
+        if text.len() > MAX_RECORDED_ARGS {
+            *v = json!({
+                "truncated": true,
+                "bytes": text.len(),
+                "sha256": crate::session::sha256(text.as_bytes()),
+            });
         }
+    };
+    cap(&mut event.intent.args);
+    if let Some(e) = event.execution.as_mut() {
+        cap(&mut e.mutation);
     }
 }
 
-/// `event` as the recorder takes it (its schema, limits and reserved names checked).
-fn input_of(event: &Value) -> Result<afr_core::EventInput, String> {
-    afr_client::event_of(event).map_err(|e| e.to_string())
+/// Whether the recorder takes `event`: its limits and reserved names, and its size as JSON
+/// under the recorder's cap.
+fn recordable(event: &EventInput) -> Result<(), String> {
+    event.validate().map_err(|e| e.to_string())?;
+    let bytes = serde_json::to_vec(event).map_err(|e| e.to_string())?.len();
+    if bytes > afr_core::event::DEFAULT_MAX_EVENT_BYTES {
+        return Err(format!(
+            "the event is {bytes} bytes, over the cap of {}",
+            afr_core::event::DEFAULT_MAX_EVENT_BYTES
+        ));
+    }
+    Ok(())
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -55,28 +55,11 @@ pub enum PolicyError {
     },
 }
 
-/// What a rule decides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    /// Forward the call.
-    Allow,
-    /// Answer a JSON-RPC error; the call never reaches the server.
-    Deny,
-    /// Hold the call until a human approves it (then forward it) or rejects it.
-    Escalate,
-}
-
-impl Verdict {
-    /// The name in events and files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Verdict::Allow => "allow",
-            Verdict::Deny => "deny",
-            Verdict::Escalate => "escalate",
-        }
-    }
-}
+/// What a rule decides: core's guardrail verdict. `allow` forwards the call; `warn` forwards it
+/// too, recorded with the warning; `deny` answers a JSON-RPC error and the call never reaches
+/// the server; `escalate` holds it until a human approves it (then it is forwarded) or rejects
+/// it.
+pub use afr_core::event::Verdict;
 
 /// One rule.
 #[derive(Debug, Clone, Deserialize)]

@@ -417,7 +417,7 @@ impl Watch {
         if let Some(record) = s.forget(&self.key) {
             let ev = s.unknown_outcome_event(&record, why);
             drop(s);
-            let tool = &record.event["intent"]["tool"];
+            let tool = &record.event.intent.tool;
             if let Err(e) = self.proxy.gate.record(&record.key, &ev) {
                 warn(&format!(
                     "outcome of `{tool}` (unknown: {why}) not recorded: {e}"
@@ -864,7 +864,7 @@ impl Proxy {
             let mut s = lock(&s);
             for (_, record) in s.take_pending_calls() {
                 let ev = s.unknown_outcome_event(&record, why);
-                let tool = &record.event["intent"]["tool"];
+                let tool = &record.event.intent.tool;
                 if let Err(e) = self.gate.record(&record.key, &ev) {
                     warn(&format!(
                         "outcome of `{tool}` (unknown: {why}) not recorded: {e}"

@@ -17,6 +17,13 @@
 
 use std::collections::HashMap;
 
+use afr_core::{
+    Category, EventInput,
+    event::{
+        CodeProvenance, ContextProvenance, ContextSource, Effects, Execution, GuardrailEvaluation,
+        HumanApproval,
+    },
+};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
@@ -24,7 +31,7 @@ use crate::{gate::CallRecord, policy::Evaluation};
 
 /// Category of every gateway event: a tool behind a protocol boundary, whose nature the
 /// gateway cannot know (annotations are the server's claim).
-pub const CATEGORY: &str = "api";
+pub const CATEGORY: Category = Category::Api;
 /// Most resources remembered as context of later calls (the latest ones win).
 pub const MAX_SOURCES: usize = 32;
 /// A result bigger than this (as JSON) is recorded as its hash and size only, so that the
@@ -58,8 +65,8 @@ pub enum Stage<'a> {
     Held,
     /// Decided by a human (or rejected on timeout).
     Decided {
-        /// The `human_approval` object.
-        approval: &'a Value,
+        /// The human's decision.
+        approval: &'a HumanApproval,
         /// Approved (forwarded now) or rejected (never forwarded).
         approved: bool,
         /// Why it was rejected.
@@ -79,7 +86,7 @@ pub struct Session {
     server: Option<(String, String)>,
     client_elicits: bool,
     destructive: HashMap<String, bool>,
-    sources: Vec<Value>,
+    sources: Vec<ContextSource>,
     pending: HashMap<String, Pending>,
 }
 
@@ -214,9 +221,12 @@ impl Session {
                 if let Some(contents) = result.and_then(|r| r.get("contents")) {
                     // serde_json's map is sorted, so the hash does not depend on key order.
                     let hash = sha256(contents.to_string().as_bytes());
-                    self.sources.retain(|s| s["uri"] != uri.as_str());
-                    self.sources
-                        .push(json!({"uri": uri, "content_hash": hash, "kind": "mcp_resource"}));
+                    self.sources.retain(|s| s.uri != *uri);
+                    self.sources.push(ContextSource {
+                        uri: uri.clone(),
+                        content_hash: Some(hash),
+                        kind: Some("mcp_resource".into()),
+                    });
                     if self.sources.len() > MAX_SOURCES {
                         self.sources.remove(0);
                     }
@@ -258,16 +268,13 @@ impl Session {
         }
     }
 
-    fn code_provenance(&self) -> Value {
-        let mut m = Map::new();
-        if let Some((n, v)) = &self.client {
-            m.insert("agent".into(), n.as_str().into());
-            m.insert("agent_version".into(), v.as_str().into());
+    fn code_provenance(&self) -> CodeProvenance {
+        CodeProvenance {
+            agent: self.client.as_ref().map(|(n, _)| n.clone()),
+            agent_version: self.client.as_ref().map(|(_, v)| v.clone()),
+            tool_version: self.server.as_ref().map(|(n, v)| format!("{n} {v}")),
+            ..CodeProvenance::default()
         }
-        if let Some((n, v)) = &self.server {
-            m.insert("tool_version".into(), format!("{n} {v}").into());
-        }
-        Value::Object(m)
     }
 
     /// A call's event as known before it can run: journaled for a forwarded or held call,
@@ -279,25 +286,26 @@ impl Session {
         params: &Value,
         evaluation: Option<&Evaluation>,
         stage: Stage<'_>,
-    ) -> Value {
-        let mut ev = json!({
-            "category": CATEGORY,
-            "lane": self.lane,
-            "intent": {"tool": tool, "args": args},
-            "code_provenance": self.code_provenance(),
-        });
+    ) -> EventInput {
+        let mut ev = EventInput::intent_only(CATEGORY, tool, args.clone());
+        ev.lane = Some(self.lane.clone());
+        ev.code_provenance = Some(self.code_provenance());
         if let Some(e) = evaluation {
-            ev["policy_evaluation"] = json!([{
-                "guardrail": e.guardrail,
-                "version": e.version,
-                "verdict": e.verdict.name(),
-                "reason": e.reason,
-            }]);
+            ev.policy_evaluation = vec![GuardrailEvaluation {
+                guardrail: e.guardrail.clone(),
+                version: Some(e.version.clone()),
+                verdict: e.verdict,
+                reason: e.reason.clone(),
+            }];
         }
+        let error = |why: &str| Effects {
+            error: Some(why.to_owned()),
+            ..Effects::default()
+        };
         let runs = match stage {
             Stage::Forward => true,
             Stage::Denied => {
-                ev["effects"] = json!({"error": "denied by policy; not forwarded to the server"});
+                ev.effects = Some(error("denied by policy; not forwarded to the server"));
                 false
             }
             Stage::Held => false,
@@ -306,41 +314,54 @@ impl Session {
                 approved,
                 why,
             } => {
-                ev["human_approval"] = approval.clone();
+                ev.human_approval = Some(approval.clone());
                 if !approved {
-                    ev["effects"] = json!({ "error": why });
+                    ev.effects = Some(error(why));
                 }
                 approved
             }
         };
         if runs {
-            ev["execution"] = json!({"command": "tools/call", "target": self.target()});
-            if self.destructive.get(tool).copied().unwrap_or(false) {
-                ev["execution"]["mutation"] = args.clone();
-            }
+            let destructive = self.destructive.get(tool).copied().unwrap_or(false);
+            ev.execution = Some(Execution {
+                command: "tools/call".into(),
+                target: Some(self.target()),
+                mutation: if destructive {
+                    args.clone()
+                } else {
+                    Value::Null
+                },
+            });
         }
         let mut sources = self.sources.clone();
         if let Some(tp) = params.pointer("/_meta/traceparent").and_then(Value::as_str) {
-            sources.push(json!({"uri": format!("traceparent:{tp}"), "kind": "traceparent"}));
+            sources.push(ContextSource {
+                uri: format!("traceparent:{tp}"),
+                content_hash: None,
+                kind: Some("traceparent".into()),
+            });
         }
         // 2026-07-28: a retry after `input_required` carries the user's answers; what they
         // said shaped the call.
         if let Some(answers) = params.get("inputResponses") {
-            sources.push(json!({
-                "uri": "mcp:inputResponses",
-                "content_hash": sha256(answers.to_string().as_bytes()),
-                "kind": "mcp_input_responses",
-            }));
+            sources.push(ContextSource {
+                uri: "mcp:inputResponses".into(),
+                content_hash: Some(sha256(answers.to_string().as_bytes())),
+                kind: Some("mcp_input_responses".into()),
+            });
         }
         if !sources.is_empty() {
-            ev["context_provenance"] = json!({ "sources": sources });
+            ev.context_provenance = Some(ContextProvenance {
+                sources,
+                environment: None,
+            });
         }
         ev
     }
 
     /// A call's event completed with the server's response: `effects`.
-    pub fn outcome_event(&self, record: &CallRecord, msg: &Map<String, Value>) -> Value {
-        let mut effects = Map::new();
+    pub fn outcome_event(&self, record: &CallRecord, msg: &Map<String, Value>) -> EventInput {
+        let mut effects = Effects::default();
         if let Some(Value::Object(r)) = msg.get("result") {
             // The whole result but its `_meta`: content, structuredContent, isError, and in
             // the 2026-07-28 generation resultType (`input_required` and its requests).
@@ -348,33 +369,32 @@ impl Session {
             rv.remove("_meta");
             let rv = Value::Object(rv);
             let text = rv.to_string();
-            let rv = if text.len() > MAX_RECORDED_RESULT {
+            effects.return_value = if text.len() > MAX_RECORDED_RESULT {
                 json!({"truncated": true, "bytes": text.len(), "sha256": sha256(text.as_bytes())})
             } else {
                 rv
             };
-            effects.insert("return_value".into(), rv);
             if r.get("isError").and_then(Value::as_bool) == Some(true) {
-                effects.insert("error".into(), "the tool reported isError".into());
+                effects.error = Some("the tool reported isError".into());
             }
         } else if let Some(e) = msg.get("error") {
             let message = e.get("message").and_then(Value::as_str).unwrap_or("");
             let code = e.get("code").cloned().unwrap_or(Value::Null);
-            effects.insert(
-                "error".into(),
-                format!("JSON-RPC error {code}: {message}").into(),
-            );
-            effects.insert("external_response".into(), e.clone());
+            effects.error = Some(format!("JSON-RPC error {code}: {message}"));
+            effects.external_response = e.clone();
         }
         let mut ev = record.event.clone();
-        ev["effects"] = Value::Object(effects);
+        ev.effects = Some(effects);
         ev
     }
 
     /// A call's event completed without an answer: `outcome unknown: <why>`.
-    pub fn unknown_outcome_event(&self, record: &CallRecord, why: &str) -> Value {
+    pub fn unknown_outcome_event(&self, record: &CallRecord, why: &str) -> EventInput {
         let mut ev = record.event.clone();
-        ev["effects"] = json!({"error": format!("outcome unknown: {why}")});
+        ev.effects = Some(Effects {
+            error: Some(format!("outcome unknown: {why}")),
+            ..Effects::default()
+        });
         ev
     }
 }
@@ -404,6 +424,11 @@ mod tests {
         }
     }
 
+    /// The event as recorded (JSON).
+    fn js(ev: EventInput) -> Value {
+        serde_json::to_value(ev).unwrap()
+    }
+
     fn valid(ev: &Value) -> afr_core::EventInput {
         afr_core::EventInput::from_json(ev.to_string().as_bytes(), 1 << 20).unwrap()
     }
@@ -430,7 +455,7 @@ mod tests {
         answer(&mut s, json!(2), tools);
         let params =
             json!({"name": "rm", "arguments": {"p": 1}, "_meta": {"traceparent": "00-ab-cd-01"}});
-        let ev = s.intent_event("rm", &json!({"p": 1}), &params, None, Stage::Forward);
+        let ev = js(s.intent_event("rm", &json!({"p": 1}), &params, None, Stage::Forward));
         assert_eq!(valid(&ev).intent.tool, "rm");
         assert_eq!(ev["code_provenance"]["agent"], "c");
         assert_eq!(ev["code_provenance"]["tool_version"], "srv 2");
@@ -464,7 +489,7 @@ mod tests {
         );
         assert!(!s.client_elicits());
         let retry = json!({"inputResponses": {"q": {"action": "accept"}}, "requestState": "v1"});
-        let ev = s.intent_event("ask", &Value::Null, &retry, None, Stage::Forward);
+        let ev = js(s.intent_event("ask", &Value::Null, &retry, None, Stage::Forward));
         assert_eq!(
             ev["context_provenance"]["sources"][0]["kind"],
             "mcp_input_responses"
@@ -477,7 +502,7 @@ mod tests {
         let r =
             obj(json!({"id": 3, "result": {"resultType": "input_required", "_meta": {"a": 1}}}));
         let record = s.on_response("x2", &r).unwrap();
-        let ev = s.outcome_event(&record, &r);
+        let ev = js(s.outcome_event(&record, &r));
         assert_eq!(
             ev["effects"]["return_value"],
             json!({"resultType": "input_required"})
@@ -489,20 +514,22 @@ mod tests {
     fn held_and_decided_calls() {
         let s = Session::new("stdio", "x".into());
         let args = json!({"path": "/etc/x"});
-        let held = s.intent_event("w", &args, &Value::Null, None, Stage::Held);
+        let held = js(s.intent_event("w", &args, &Value::Null, None, Stage::Held));
         valid(&held);
         assert!(held.get("execution").is_none() && held.get("effects").is_none());
-        let approval =
-            json!({"approver": "alice", "prompt": "p", "decision": "approved", "decided_at_us": 5});
+        let approval: HumanApproval = serde_json::from_value(
+            json!({"approver": "alice", "prompt": "p", "decision": "approved", "decided_at_us": 5}),
+        )
+        .unwrap();
         let decided = |approved, why| Stage::Decided {
             approval: &approval,
             approved,
             why,
         };
-        let ev = s.intent_event("w", &args, &Value::Null, None, decided(true, ""));
+        let ev = js(s.intent_event("w", &args, &Value::Null, None, decided(true, "")));
         assert_eq!(valid(&ev).human_approval.unwrap().approver, "alice");
         assert_eq!(ev["execution"]["command"], "tools/call");
-        let ev = s.intent_event("w", &args, &Value::Null, None, decided(false, "rejected"));
+        let ev = js(s.intent_event("w", &args, &Value::Null, None, decided(false, "rejected")));
         assert!(ev.get("execution").is_none());
         assert_eq!(ev["effects"]["error"], "rejected");
     }
@@ -513,7 +540,7 @@ mod tests {
         s.on_call_forwarded(id_key(&json!(5)), rec("echo"));
         let resp = obj(json!({"id": 5, "error": {"code": -32602, "message": "bad"}}));
         let record = s.on_response("5", &resp).unwrap();
-        let ev = s.outcome_event(&record, &resp);
+        let ev = js(s.outcome_event(&record, &resp));
         assert_eq!(ev["intent"]["tool"], "echo");
         assert_eq!(ev["execution"]["command"], "tools/call");
         assert_eq!(ev["effects"]["error"], "JSON-RPC error -32602: bad");
@@ -522,7 +549,7 @@ mod tests {
         let left = s.take_pending_calls();
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].0, "\"a\"");
-        let ev = s.unknown_outcome_event(&left[0].1, "gone");
+        let ev = js(s.unknown_outcome_event(&left[0].1, "gone"));
         assert_eq!(ev["effects"]["error"], "outcome unknown: gone");
         assert!(s.take_pending_calls().is_empty());
     }

@@ -86,7 +86,7 @@ fn abandon_pending(gate: &Gate, state: &Shared, why: &str, out: &Out) {
         if let Err(e) = gate.record(&record.key, &ev) {
             warn(&format!(
                 "outcome of `{}` (unknown: {why}) not recorded: {e}",
-                record.event["intent"]["tool"]
+                record.event.intent.tool
             ));
         }
         let id = serde_json::from_str(&key).unwrap_or(Value::Null);

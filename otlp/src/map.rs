@@ -11,13 +11,19 @@
 
 use std::collections::HashMap;
 
+use afr_core::{
+    Category, EventInput,
+    event::{
+        CodeProvenance, ContextProvenance, ContextSource, DelegationProvenance, Effects, Execution,
+    },
+};
 use opentelemetry_proto::tonic::{
     collector::trace::v1::ExportTraceServiceRequest,
     common::v1::{AnyValue, KeyValue, any_value::Value as Av},
     trace::v1::{Span, status::StatusCode},
 };
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// The largest argument or result recorded as is; larger ones are recorded as their size and
 /// SHA-256 (an event must fit the recorder's cap).
@@ -28,8 +34,8 @@ pub const MAX_RECORDED_VALUE: usize = 256 * 1024;
 pub struct ToolEvent {
     /// The idempotency key: `otlp:<trace id>:<span id>` (a retried export records nothing twice).
     pub key: String,
-    /// The event (a JSON object of `docs/event.schema.json`).
-    pub event: Value,
+    /// The event.
+    pub event: EventInput,
     /// The index, in the same list, of the tool span this one ran under (a sub-agent's tool
     /// under the tool that delegated to it): its event is recorded first, and this one's
     /// `delegation_provenance.parent_event` names it.
@@ -385,37 +391,18 @@ fn lane(conversation: Option<&str>, trace: &str) -> String {
     }
 }
 
-/// Caps every string of the event but the (already capped) arguments and result, so that a
-/// hostile or careless span cannot make the whole event too big to record.
-fn cap_strings(ev: &mut Value) {
-    fn cap(v: &mut Value) {
-        match v {
-            Value::String(s) if s.len() > MAX_STRING => {
-                let mut cut = MAX_STRING;
-                while !s.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                let h = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(s.as_bytes()));
-                *s = format!("{}… (truncated; {} bytes, sha256:{h})", &s[..cut], s.len());
-            }
-            Value::Array(a) => a.iter_mut().for_each(cap),
-            Value::Object(m) => m.values_mut().for_each(cap),
-            _ => {}
-        }
+/// `s`, cut to [`MAX_STRING`] bytes (at a character boundary) with its size and hash when
+/// longer: every string of an event but its arguments and result, which are [`capped`].
+fn cap_str(s: &str) -> String {
+    if s.len() <= MAX_STRING {
+        return s.to_owned();
     }
-    if let Value::Object(m) = ev {
-        for (k, v) in m.iter_mut() {
-            if k == "intent" || k == "effects" {
-                for (k2, v2) in v.as_object_mut().into_iter().flatten() {
-                    if k2 != "args" && k2 != "return_value" {
-                        cap(v2);
-                    }
-                }
-            } else {
-                cap(v);
-            }
-        }
+    let mut cut = MAX_STRING;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
     }
+    let h = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(s.as_bytes()));
+    format!("{}… (truncated; {} bytes, sha256:{h})", &s[..cut], s.len())
 }
 
 /// The spans above `s` in this export, nearest first.
@@ -485,31 +472,30 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
         .and_then(|c| model_of(c.span))
         .or_else(|| agents.first().and_then(|c| model_of(c.span)));
 
-    let mut ev = json!({
-        "category": if text(&s.attributes, "gen_ai.tool.type") == Some("datastore") { "retrieval" } else { "other" },
-        "lane": lane(conversation, &trace),
-        "intent": {"tool": tool},
-        "execution": {
-            "command": s.name,
-            "target": text(r, "service.name").unwrap_or("unknown_service"),
-        },
+    let category = if text(&s.attributes, "gen_ai.tool.type") == Some("datastore") {
+        Category::Retrieval
+    } else {
+        Category::Other
+    };
+    let service = text(r, "service.name").unwrap_or("unknown_service");
+    let mut ev = EventInput::intent_only(
+        category,
+        cap_str(&tool),
+        arguments(s, dialect).map_or(Value::Null, capped),
+    );
+    ev.lane = Some(lane(conversation, &trace));
+    ev.execution = Some(Execution {
+        command: cap_str(&s.name),
+        target: Some(cap_str(service)),
+        mutation: Value::Null,
     });
-    if let Some(args) = arguments(s, dialect) {
-        ev["intent"]["args"] = capped(args);
-    }
-    let mut effects = Map::new();
-    if let Some(v) = result(s, dialect) {
-        effects.insert("return_value".into(), capped(v));
-    }
-    if let Some(e) = error(s) {
-        effects.insert("error".into(), e.into());
-    }
-    if !effects.is_empty() {
-        ev["effects"] = Value::Object(effects);
-    }
-    let mut code = Map::new();
-    if let Some(a) = agent.or_else(|| text(r, "service.name")) {
-        code.insert("agent".into(), a.into());
+    let effects = Effects {
+        return_value: result(s, dialect).map_or(Value::Null, capped),
+        error: error(s).as_deref().map(cap_str),
+        ..Effects::default()
+    };
+    if effects != Effects::default() {
+        ev.effects = Some(effects);
     }
     let version = text(&s.attributes, "gen_ai.agent.version")
         .or_else(|| {
@@ -518,13 +504,12 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
                 .and_then(|c| text(&c.span.attributes, "gen_ai.agent.version"))
         })
         .or_else(|| text(r, "service.version"));
-    if let Some(v) = version {
-        code.insert("agent_version".into(), v.into());
-    }
-    if let Some(m) = model {
-        code.insert("model".into(), m.into());
-    }
-    ev["code_provenance"] = Value::Object(code);
+    ev.code_provenance = Some(CodeProvenance {
+        agent: agent.or_else(|| text(r, "service.name")).map(cap_str),
+        agent_version: version.map(cap_str),
+        model: model.map(cap_str),
+        ..CodeProvenance::default()
+    });
     let sdk = [
         text(r, "telemetry.sdk.name"),
         text(r, "telemetry.sdk.language"),
@@ -534,40 +519,53 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
     .flatten()
     .collect::<Vec<_>>()
     .join(" ");
+    let source = |uri: String, kind: &str| ContextSource {
+        uri: cap_str(&uri),
+        content_hash: None,
+        kind: Some(kind.to_owned()),
+    };
     let mut sources = vec![
         // The marker: this event is the agent's own account, after the fact.
-        json!({"uri": format!("otlp:{}{}", text(r, "service.name").unwrap_or("unknown_service"),
-                              if sdk.is_empty() { String::new() } else { format!(" ({sdk})") }),
-               "kind": "self_reported_span"}),
+        source(
+            format!(
+                "otlp:{service}{}",
+                if sdk.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({sdk})")
+                }
+            ),
+            "self_reported_span",
+        ),
         // The join key with the gateway's events (W3C trace context of this span).
-        json!({"uri": format!("traceparent:{}", traceparent(&s.trace_id, &s.span_id)), "kind": "otel_span"}),
+        source(
+            format!("traceparent:{}", traceparent(&s.trace_id, &s.span_id)),
+            "otel_span",
+        ),
     ];
     if let Some(id) =
         text(&s.attributes, "gen_ai.tool.call.id").or_else(|| text(&s.attributes, "tool.id"))
     {
-        sources.push(json!({"uri": format!("tool_call:{id}"), "kind": "tool_call_id"}));
+        sources.push(source(format!("tool_call:{id}"), "tool_call_id"));
     }
-    ev["context_provenance"] = json!({ "sources": sources });
-    if let Some(env) =
-        text(r, "deployment.environment.name").or_else(|| text(r, "deployment.environment"))
-    {
-        ev["context_provenance"]["environment"] = env.into();
-    }
-    let mut delegation = Map::new();
-    if let Some(d) = delegating {
-        delegation.insert("delegating_agent".into(), d.into());
-    }
-    if let Some(org) = text(r, "service.namespace") {
-        delegation.insert("organisation".into(), org.into());
-    }
-    if !delegation.is_empty() {
-        ev["delegation_provenance"] = Value::Object(delegation);
+    ev.context_provenance = Some(ContextProvenance {
+        sources,
+        environment: text(r, "deployment.environment.name")
+            .or_else(|| text(r, "deployment.environment"))
+            .map(cap_str),
+    });
+    let delegation = DelegationProvenance {
+        delegating_agent: delegating.map(cap_str),
+        organisation: text(r, "service.namespace").map(cap_str),
+        ..DelegationProvenance::default()
+    };
+    if delegation != DelegationProvenance::default() {
+        ev.delegation_provenance = Some(delegation);
     }
     if s.start_time_unix_nano > 0 {
         // When the tool ran, by the span (not when the span reached AFR).
-        ev["timestamp_us"] = json!(s.start_time_unix_nano / 1000);
+        ev.timestamp_us = Some(s.start_time_unix_nano / 1000);
     }
-    cap_strings(&mut ev);
     let top = ancestors(s, by_id).last().map_or(s, |c| c.span);
     ToolEvent {
         key: span_key(&s.trace_id, &s.span_id),
@@ -661,7 +659,7 @@ mod tests {
         });
         let (events, summary) = map(&export(vec![agent, chain, tool]));
         assert_eq!(summary.tool_spans["openinference"], 1);
-        let e = &events[0].event;
+        let e = &serde_json::to_value(&events[0].event).unwrap();
         assert_eq!(e["code_provenance"]["agent"], "planner");
         assert!(e.get("delegation_provenance").is_none(), "{e}");
         assert!(e["lane"].as_str().unwrap().len() <= 64, "{}", e["lane"]);

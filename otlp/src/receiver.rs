@@ -25,6 +25,10 @@ use afr_client::{
     Door, DoorError, NoServer, StartError,
     journal::{self, Journal},
 };
+use afr_core::{
+    EventInput,
+    event::{ContextSource, Effects, EventRef},
+};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, Response, StatusCode, body::Incoming, header};
@@ -284,22 +288,22 @@ impl Ingest {
                 .ok_or_else(|| Refused::Unavailable("no recorder".into()))?;
             let mut event = e.event.clone();
             if let Some(seq) = e.parent.and_then(|p| seqs[p]) {
-                event["delegation_provenance"]["parent_event"] = serde_json::json!({ "seq": seq });
+                event
+                    .delegation_provenance
+                    .get_or_insert_with(Default::default)
+                    .parent_event = Some(EventRef::same_log(seq));
             }
             let own: Vec<&String> = e.joins.iter().collect();
             if let Some(g) = linked.then(|| citing(s, &own, true)).flatten() {
                 link_to_gateway(&mut event, g);
             }
-            let input = match afr_client::event_of(&event) {
-                Ok(i) => i,
-                Err(err) => {
-                    // A span the recorder refuses (e.g. over its size cap) is reported, not
-                    // retried: the rest of the export is recorded.
-                    eprintln!("afr otlp: a tool span was refused: invalid event: {err}");
-                    continue;
-                }
-            };
-            match s.submit(&input, &e.key) {
+            if let Err(err) = event.validate() {
+                // A span the recorder refuses (e.g. over its size cap) is reported, not
+                // retried: the rest of the export is recorded.
+                eprintln!("afr otlp: a tool span was refused: invalid event: {err}");
+                continue;
+            }
+            match s.submit(&event, &e.key) {
                 Ok(t) => {
                     seqs[i] = t.seq();
                     tickets.push(t);
@@ -412,23 +416,26 @@ fn citing(sink: &mut Door, joins: &[&String], gateway_only: bool) -> Option<u64>
 /// Links a span's event to the gateway's event `g` of the same call instead of repeating it:
 /// the arguments and the result are the gateway's (seen in the path, before the call ran);
 /// the span adds who called it (agent, model) and its own account of an error.
-fn link_to_gateway(event: &mut serde_json::Value, g: u64) {
-    if let Some(i) = event["intent"].as_object_mut() {
-        i.remove("args");
-    }
-    if let Some(e) = event["effects"].as_object_mut() {
-        e.remove("return_value");
-        if e.is_empty() {
-            event.as_object_mut().map(|m| m.remove("effects"));
+fn link_to_gateway(event: &mut EventInput, g: u64) {
+    event.intent.args = serde_json::Value::Null;
+    if let Some(e) = event.effects.as_mut() {
+        e.return_value = serde_json::Value::Null;
+        if *e == Effects::default() {
+            event.effects = None;
         }
     }
-    if event["delegation_provenance"]["parent_event"].is_null() {
-        event["delegation_provenance"]["parent_event"] = serde_json::json!({ "seq": g });
+    let d = event
+        .delegation_provenance
+        .get_or_insert_with(Default::default);
+    if d.parent_event.is_none() {
+        d.parent_event = Some(EventRef::same_log(g));
     }
-    if let Some(sources) = event["context_provenance"]["sources"].as_array_mut() {
-        sources.push(
-            serde_json::json!({"uri": format!("afr:event/{g}"), "kind": "same_call_in_gateway"}),
-        );
+    if let Some(c) = event.context_provenance.as_mut() {
+        c.sources.push(ContextSource {
+            uri: format!("afr:event/{g}"),
+            content_hash: None,
+            kind: Some("same_call_in_gateway".into()),
+        });
     }
 }
 
