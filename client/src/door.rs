@@ -38,6 +38,17 @@ pub enum DoorError {
         /// Its message.
         message: String,
     },
+    /// No door is open (the recorder could not be reached earlier).
+    #[error("no recorder")]
+    NoRecorder,
+    /// A submission failed, and so did the retry through a door opened again.
+    #[error("{first}; {again}")]
+    Again {
+        /// The first failure.
+        first: Box<DoorError>,
+        /// The retry's.
+        again: Box<DoorError>,
+    },
     /// A command that writes was given a door that only reads.
     #[error("{0} needs a writer: start `afr serve` or run it without a reader open")]
     ReadOnly(&'static str),
@@ -98,7 +109,7 @@ pub struct Door {
 #[derive(Debug)]
 pub enum Ticket {
     /// Recorded (or failed) already.
-    Done(Result<u64, String>),
+    Done(Result<u64, DoorError>),
     /// Sequenced by the store opened here; durable once its group commit is written.
     Pending {
         /// The recorder.
@@ -118,13 +129,10 @@ impl Ticket {
     }
 
     /// Waits until the event is durable; its sequence number.
-    pub fn settle(self) -> Result<u64, String> {
+    pub fn settle(self) -> Result<u64, DoorError> {
         match self {
             Ticket::Done(r) => r,
-            Ticket::Pending { recorder, seq } => recorder
-                .wait_written(seq)
-                .map(|()| seq)
-                .map_err(|e| e.to_string()),
+            Ticket::Pending { recorder, seq } => Ok(recorder.wait_written(seq).map(|()| seq)?),
         }
     }
 }

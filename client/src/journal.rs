@@ -310,9 +310,9 @@ pub fn recover_through(dir: &Path, door: &mut crate::Door) -> usize {
             recover(dir, name, |o| {
                 let event = orphan_input(o)?;
                 door.submit(&event, &o.key)
-                    .map_err(|e| e.to_string())
                     .and_then(crate::Ticket::settle)
                     .map(|_| ())
+                    .map_err(|e| e.to_string())
             })
         })
         .sum()

@@ -38,7 +38,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use afr_client::{
-    Door, NoServer, Ticket,
+    Door, DoorError, NoServer, Ticket,
     journal::{self, Journal},
 };
 
@@ -112,7 +112,7 @@ pub struct CallRecord {
     /// twice).
     pub key: String,
     /// The event: intent, execution, evaluation, provenance; effects come with the answer.
-    pub event: EventInput,
+    pub event: Box<EventInput>,
 }
 
 /// A call cleared to go: forward it once [`Gate::settle_intent`] says its record is durable.
@@ -308,7 +308,9 @@ impl Gate {
             .iter()
             .map(|name| {
                 journal::recover(&self.dir, name, |o| {
-                    self.record(&o.key, &journal::orphan_input(o)?).map(|_| ())
+                    self.record(&o.key, &journal::orphan_input(o)?)
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
                 })
             })
             .sum()
@@ -364,7 +366,7 @@ impl Gate {
 
     /// Records `event` under `key` durably now (a denied or rejected call, an outcome
     /// unknown), and marks the call done in the journal; its sequence number.
-    pub fn record(&self, key: &str, event: &EventInput) -> Result<u64, String> {
+    pub fn record(&self, key: &str, event: &EventInput) -> Result<u64, DoorError> {
         let t = self.submit_locked(&mut lock(&self.door), event, key);
         let r = t.settle();
         if r.is_ok()
@@ -380,17 +382,21 @@ impl Gate {
     fn submit_locked(&self, door: &mut Option<Door>, event: &EventInput, key: &str) -> Ticket {
         let first = match door.as_mut().map(|d| d.submit(event, key)) {
             Some(Ok(t)) => return t,
-            Some(Err(e)) => e.to_string(),
-            None => "no recorder".to_owned(),
+            Some(Err(e)) => e,
+            None => DoorError::NoRecorder,
         };
         *door = None;
+        let again = |e: DoorError, first: DoorError| {
+            Ticket::Done(Err(DoorError::Again {
+                first: Box::new(first),
+                again: Box::new(e),
+            }))
+        };
         let mut fresh = match Door::for_producer(&self.dir, &self.no_server) {
             Ok(d) => d,
-            Err(e) => return Ticket::Done(Err(format!("{first}; {e}"))),
+            Err(e) => return again(e, first),
         };
-        let t = fresh
-            .submit(event, key)
-            .unwrap_or_else(|e| Ticket::Done(Err(format!("{first}; {e}"))));
+        let t = fresh.submit(event, key).unwrap_or_else(|e| again(e, first));
         *door = Some(fresh);
         t
     }
@@ -496,7 +502,13 @@ impl Gate {
         };
         let mut record = CallRecord {
             key: self.new_key(),
-            event: session.intent_event(tool, &call.args, &call.params, evaluation.as_ref(), stage),
+            event: Box::new(session.intent_event(
+                tool,
+                &call.args,
+                &call.params,
+                evaluation.as_ref(),
+                stage,
+            )),
         };
         // The event must be one the recorder takes, with room left for the result: arguments
         // too big to keep whole are kept as their size and hash (the call still runs).
@@ -692,12 +704,11 @@ impl Gate {
             let mut event = self.approved_event(session, call, &held.evaluation, Some(&approval));
             let signed = match &ruling.signature {
                 Some(sig) => self.check_signature(&held, &mut event, sig),
-                None if !held.evaluation.signed_by.is_empty() => Err(format!(
-                    "the approval by {} is unsigned, and rule `{}` requires one signed by {}",
-                    ruling.approver,
-                    held.evaluation.guardrail,
-                    names(&held.evaluation)
-                )),
+                None if !held.evaluation.signed_by.is_empty() => Err(SignatureRefused::Unsigned {
+                    approver: ruling.approver.clone(),
+                    rule: held.evaluation.guardrail.clone(),
+                    approvers: names(&held.evaluation),
+                }),
                 None => Ok(()),
             };
             match signed {
@@ -707,13 +718,15 @@ impl Gate {
                     event.timestamp_us = Some(now_us());
                     let record = CallRecord {
                         key: held.key.clone(),
-                        event,
+                        event: Box::new(event),
                     };
                     let ticket = self.journal(&record);
                     self.settle_intent(&call.tool, &ticket)?;
                     return Ok(Forward { record, ticket });
                 }
-                Err(why) => return Err(self.refuse_signature(session, &held, &why)),
+                Err(why) => {
+                    return Err(self.refuse_signature(session, &held, &why.to_string()));
+                }
             }
         }
         let why = match &ruling.reason {
@@ -790,36 +803,38 @@ impl Gate {
         held: &Held,
         event: &mut EventInput,
         sig: &afr_core::event::ApprovalSignature,
-    ) -> Result<(), String> {
+    ) -> Result<(), SignatureRefused> {
         let approval = event
             .human_approval
             .as_mut()
-            .ok_or("the approved call has no approval")?;
+            .ok_or(SignatureRefused::NoApproval)?;
         approval.signature = Some(sig.clone());
-        event
-            .validate()
-            .map_err(|e| format!("the signed approval is malformed: {e}"))?;
+        event.validate().map_err(SignatureRefused::Malformed)?;
         let payload = event.clone().into_payload().1;
         let mut recorder = [0u8; 20];
         hex::decode_to_slice(
             held.pending.recorder.trim_start_matches("0x"),
             &mut recorder,
         )
-        .map_err(|_| "the gateway does not know its recorder's id".to_owned())?;
+        .map_err(|_| SignatureRefused::NoRecorderId)?;
         let signed = match afr_core::approval::check(&payload, &recorder, now_us()) {
             Ok(Some(s)) => s,
-            Ok(None) => return Err("the approval carries no signature".into()),
-            Err(p) => return Err(format!("{}: {}", p.check, p.detail)),
+            Ok(None) => return Err(SignatureRefused::NoSignature),
+            Err(p) => {
+                return Err(SignatureRefused::Check {
+                    check: p.check.to_string(),
+                    detail: p.detail,
+                });
+            }
         };
         let e = &held.evaluation;
         if !e.signed_by.is_empty() {
             let Some(a) = e.signed_by.iter().find(|a| a.keys.contains(&signed.signer)) else {
-                return Err(format!(
-                    "signed by {}, who is none of the approvers of rule `{}` ({})",
-                    signed.signer,
-                    e.guardrail,
-                    names(e)
-                ));
+                return Err(SignatureRefused::NotAnApprover {
+                    signer: signed.signer,
+                    rule: e.guardrail.clone(),
+                    approvers: names(e),
+                });
             };
             if let Some(h) = event.human_approval.as_mut() {
                 h.approver.clone_from(&a.name);
@@ -829,13 +844,10 @@ impl Gate {
         // (every MCP client restart) must not run the same signed decision twice.
         match approvals::claim_nonce(&self.dir, &signed.nonce) {
             Ok(true) => Ok(()),
-            Ok(false) => Err(format!(
-                "the approval's nonce {} was used before: a replayed approval",
-                signed.nonce
-            )),
-            Err(e) => Err(format!(
-                "the approval's nonce could not be claimed durably ({e}); not forwarded"
-            )),
+            Ok(false) => Err(SignatureRefused::Replayed {
+                nonce: signed.nonce,
+            }),
+            Err(e) => Err(SignatureRefused::NonceNotDurable(e)),
         }
     }
 
@@ -885,6 +897,63 @@ impl Gate {
     }
 }
 
+/// Why the signature on an approval does not let its call run (recorded as the reason of the
+/// gateway's `signed-approval` verdict).
+#[derive(Debug, thiserror::Error)]
+pub enum SignatureRefused {
+    /// The rule requires a signature and the decision came without one.
+    #[error(
+        "the approval by {approver} is unsigned, and rule `{rule}` requires one signed by {approvers}"
+    )]
+    Unsigned {
+        /// Who decided.
+        approver: String,
+        /// The rule.
+        rule: String,
+        /// Its approvers, by name.
+        approvers: String,
+    },
+    /// The event holds no approval to sign (a gateway bug).
+    #[error("the approved call has no approval")]
+    NoApproval,
+    /// The signature's fields break the event's limits.
+    #[error("the signed approval is malformed: {0}")]
+    Malformed(afr_core::event::InputError),
+    /// The gateway cannot name the recorder the signature must be bound to.
+    #[error("the gateway does not know its recorder's id")]
+    NoRecorderId,
+    /// The approval carries no signature after all.
+    #[error("the approval carries no signature")]
+    NoSignature,
+    /// A check of `docs/spec/approvals.md` failed (binding, validity, signer).
+    #[error("{check}: {detail}")]
+    Check {
+        /// The check.
+        check: String,
+        /// What failed.
+        detail: String,
+    },
+    /// A valid signature by a key of none of the rule's approvers.
+    #[error("signed by {signer}, who is none of the approvers of rule `{rule}` ({approvers})")]
+    NotAnApprover {
+        /// The signer.
+        signer: String,
+        /// The rule.
+        rule: String,
+        /// Its approvers, by name.
+        approvers: String,
+    },
+    /// The statement's nonce was claimed before: a replay.
+    #[error("the approval's nonce {nonce} was used before: a replayed approval")]
+    Replayed {
+        /// The nonce.
+        nonce: String,
+    },
+    /// The nonce could not be claimed durably.
+    #[error("the approval's nonce could not be claimed durably ({0}); not forwarded")]
+    NonceNotDurable(approvals::QueueError),
+}
+
 /// The guardrail under which the gateway records a refused approval signature.
 pub const SIGNED_APPROVAL_GUARDRAIL: &str = "signed-approval";
 
@@ -922,14 +991,20 @@ fn cap_arguments(event: &mut EventInput) {
 
 /// Whether the recorder takes `event`: its limits and reserved names, and its size as JSON
 /// under the recorder's cap.
-fn recordable(event: &EventInput) -> Result<(), String> {
-    event.validate().map_err(|e| e.to_string())?;
-    let bytes = serde_json::to_vec(event).map_err(|e| e.to_string())?.len();
+fn recordable(event: &EventInput) -> Result<(), afr_core::event::InputError> {
+    event.validate()?;
+    let too_big = |message: String| afr_core::event::InputError {
+        path: String::new(),
+        message,
+    };
+    let bytes = serde_json::to_vec(event)
+        .map_err(|e| too_big(e.to_string()))?
+        .len();
     if bytes > afr_core::event::DEFAULT_MAX_EVENT_BYTES {
-        return Err(format!(
+        return Err(too_big(format!(
             "the event is {bytes} bytes, over the cap of {}",
             afr_core::event::DEFAULT_MAX_EVENT_BYTES
-        ));
+        )));
     }
     Ok(())
 }

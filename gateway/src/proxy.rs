@@ -390,7 +390,7 @@ impl Watch {
             // Handed to the recorder before the answer is relayed (Gate::complete).
             self.proxy.gate.complete(CallRecord {
                 key: record.key,
-                event,
+                event: Box::new(event),
             });
         }
         true

@@ -383,14 +383,14 @@ impl Session {
             effects.error = Some(format!("JSON-RPC error {code}: {message}"));
             effects.external_response = e.clone();
         }
-        let mut ev = record.event.clone();
+        let mut ev = (*record.event).clone();
         ev.effects = Some(effects);
         ev
     }
 
     /// A call's event completed without an answer: `outcome unknown: <why>`.
     pub fn unknown_outcome_event(&self, record: &CallRecord, why: &str) -> EventInput {
-        let mut ev = record.event.clone();
+        let mut ev = (*record.event).clone();
         ev.effects = Some(Effects {
             error: Some(format!("outcome unknown: {why}")),
             ..Effects::default()
@@ -420,7 +420,7 @@ mod tests {
         let s = Session::new("stdio", "x".into());
         CallRecord {
             key: format!("k-{tool}"),
-            event: s.intent_event(tool, &json!({}), &Value::Null, None, Stage::Forward),
+            event: Box::new(s.intent_event(tool, &json!({}), &Value::Null, None, Stage::Forward)),
         }
     }
 
@@ -496,7 +496,7 @@ mod tests {
         );
         let ask = CallRecord {
             key: "k".into(),
-            event: s.intent_event("ask", &json!({}), &Value::Null, None, Stage::Forward),
+            event: Box::new(s.intent_event("ask", &json!({}), &Value::Null, None, Stage::Forward)),
         };
         s.on_call_forwarded("x2".into(), ask);
         let r =

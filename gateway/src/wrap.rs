@@ -520,7 +520,7 @@ fn read_server(
                 // which does not wait for it to be written (Gate::complete).
                 gate.complete(CallRecord {
                     key: record.key,
-                    event,
+                    event: Box::new(event),
                 });
             }
         }

@@ -320,7 +320,8 @@ impl Ingest {
         drop(sink);
         let mut ok = 0;
         for t in tickets {
-            t.settle().map_err(Refused::Unavailable)?;
+            t.settle()
+                .map_err(|e| Refused::Unavailable(e.to_string()))?;
             ok += 1;
         }
         Ok(ok)
