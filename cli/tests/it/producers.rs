@@ -134,51 +134,11 @@ fn a_server_killed_under_load_is_replaced_and_a_restarted_one_takes_over() {
     assert_eq!(code, Some(0), "{err}");
 }
 
-#[test]
-fn the_otlp_receiver_and_gateways_share_one_writer() {
-    let (_tmp, dir) = initialised();
-    // The receiver starts first: it finds no server and starts one, as a gateway would.
-    let rx = Otlp::start(&dir, &["--no-grpc"]);
-    let answers = wrap_and_call(&dir, 7, 3);
-    assert_answered(&answers, 7);
-    let span = json!({"resourceSpans": [{
-    "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "agent-app"}}]},
-    "scopeSpans": [{"spans": [{
-        "traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331",
-        "name": "execute_tool lookup", "kind": 1,
-        "startTimeUnixNano": "1796000000000000000", "endTimeUnixNano": "1796000000000500000",
-        "attributes": [
-            {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
-            {"key": "gen_ai.tool.name", "value": {"stringValue": "lookup"}},
-            {"key": "gen_ai.tool.call.arguments", "value": {"stringValue": "{\"q\":\"x\"}"}}
-        ]}]}]}]});
-    let r = post(
-        rx.http.as_ref().unwrap(),
-        "application/json",
-        &[],
-        span.to_string().as_bytes(),
-    );
-    assert_eq!(r.status, 200, "{}", r.head);
-    let tools: Vec<Value> = events(&dir)
-        .iter()
-        .map(|e| e["intent"]["tool"].clone())
-        .collect();
-    assert_eq!(
-        tools.iter().filter(|t| *t == "get-sum").count(),
-        3,
-        "{tools:?}"
-    );
-    assert_eq!(
-        tools.iter().filter(|t| *t == "lookup").count(),
-        1,
-        "{tools:?}"
-    );
-    // A long-running server takes the store over from the one started on demand, with the
-    // receiver still running; the receiver's next export goes to it.
-    let server = serve(&dir, &[]);
-    let again = json!({"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": [{
-    "traceId": "1af7651916cd43dd8448eb211c80319c", "spanId": "c7ad6b7169203331",
-    "name": "execute_tool lookup", "kind": 1,
+/// Exports one OTel GenAI `execute_tool lookup` span of trace `trace` to `rx`; acknowledged
+/// once durable.
+fn export_lookup(rx: &Otlp, trace: &str) {
+    let span = json!({"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": [{
+    "traceId": trace, "spanId": "b7ad6b7169203331", "name": "execute_tool lookup", "kind": 1,
     "startTimeUnixNano": "1796000000000000000", "endTimeUnixNano": "1796000000000500000",
     "attributes": [
         {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
@@ -188,18 +148,34 @@ fn the_otlp_receiver_and_gateways_share_one_writer() {
         rx.http.as_ref().unwrap(),
         "application/json",
         &[],
-        again.to_string().as_bytes(),
+        span.to_string().as_bytes(),
     );
     assert_eq!(r.status, 200, "{}", r.head);
-    let tools: Vec<Value> = events(&dir)
+}
+
+/// How many recorded events are calls of `tool`.
+fn tool_count(dir: &std::path::Path, tool: &str) -> usize {
+    events(dir)
         .iter()
-        .map(|e| e["intent"]["tool"].clone())
-        .collect();
-    assert_eq!(
-        tools.iter().filter(|t| *t == "lookup").count(),
-        2,
-        "{tools:?}"
-    );
+        .filter(|e| e["intent"]["tool"] == tool)
+        .count()
+}
+
+#[test]
+fn the_otlp_receiver_and_gateways_share_one_writer() {
+    let (_tmp, dir) = initialised();
+    // The receiver starts first: it finds no server and starts one, as a gateway would.
+    let rx = Otlp::start(&dir, &["--no-grpc"]);
+    let answers = wrap_and_call(&dir, 7, 3);
+    assert_answered(&answers, 7);
+    export_lookup(&rx, "0af7651916cd43dd8448eb211c80319c");
+    assert_eq!(tool_count(&dir, "get-sum"), 3);
+    assert_eq!(tool_count(&dir, "lookup"), 1);
+    // A long-running server takes the store over from the one started on demand, with the
+    // receiver still running; the receiver's next export goes to it.
+    let server = serve(&dir, &[]);
+    export_lookup(&rx, "1af7651916cd43dd8448eb211c80319c");
+    assert_eq!(tool_count(&dir, "lookup"), 2);
     rx.kill();
     let (code, err) = terminate(server);
     assert_eq!(code, Some(0), "{err}");
