@@ -8,12 +8,11 @@
 
 use std::fmt::Write as _;
 
-use alloy_primitives::{Address, B256, Signature};
-use alloy_sol_types::{SolStruct, eip712_domain, sol};
 use serde::{Deserialize, Serialize};
 
 use crate::{
     Hash32, RecorderId, cbor,
+    eip712::{self, Field},
     event::{ApprovalSignature, Decision, Execution, Intent, Payload},
     hash::sha256,
     verify::Check,
@@ -39,19 +38,21 @@ pub const SSH_KEY_TYPES: [&str; 4] = [
 /// an event's time is compared with its approval's validity window.
 pub const CLOCK_SKEW_S: u64 = 60;
 
-sol! {
-    /// The EIP-712 struct an approver signs (`docs/spec/approvals.md` §2.1).
-    #[derive(Debug)]
-    struct AfrApproval {
-        bytes32 action;
-        string tool;
-        string target;
-        string decision;
-        address recorder;
-        uint64 issuedAt;
-        uint64 expiresAt;
-        bytes32 nonce;
-    }
+/// The `encodeType` of the EIP-712 struct an approver signs (`docs/spec/approvals.md` §2.1).
+pub const EIP712_APPROVAL_TYPE: &str = "AfrApproval(bytes32 action,string tool,string target,\
+     string decision,address recorder,uint64 issuedAt,uint64 expiresAt,bytes32 nonce)";
+
+/// The largest `s` a signature may have, `(n - 1) / 2` for secp256k1's group order `n`
+/// (EIP-2): of the two signatures `(r, s)` and `(r, n - s)` that verify alike, only the low
+/// one is accepted.
+const SECP256K1_HALF_ORDER: [u8; 32] = [
+    0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    0x5d, 0x57, 0x6e, 0x73, 0x57, 0xa4, 0x50, 0x1d, 0xdf, 0xe9, 0x2f, 0x46, 0x68, 0x1b, 0x20, 0xa0,
+];
+
+/// The separator of the domain AFR signs under (`EIP712_NAME`, `EIP712_VERSION`).
+pub fn eip712_domain() -> [u8; 32] {
+    eip712::domain_separator(EIP712_NAME, EIP712_VERSION)
 }
 
 /// A signature scheme.
@@ -222,23 +223,32 @@ impl Statement {
         )
     }
 
-    fn eip712_struct(&self) -> Result<AfrApproval, Problem> {
-        Ok(AfrApproval {
-            action: B256::from(hex32(&self.action, "action")?),
-            tool: self.tool.clone(),
-            target: self.target.clone(),
-            decision: self.decision.name().to_owned(),
-            recorder: Address::from(recorder_bytes(&self.recorder)?),
-            issuedAt: self.issued_at,
-            expiresAt: self.expires_at,
-            nonce: B256::from(hex32(&self.nonce, "nonce")?),
-        })
+    /// The statement's EIP-712 `hashStruct` ([`EIP712_APPROVAL_TYPE`]).
+    pub fn eip712_struct_hash(&self) -> Result<[u8; 32], Problem> {
+        let action = hex32(&self.action, "action")?;
+        let recorder = recorder_bytes(&self.recorder)?;
+        let nonce = hex32(&self.nonce, "nonce")?;
+        Ok(eip712::hash_struct(
+            EIP712_APPROVAL_TYPE,
+            &[
+                Field::Bytes32(&action),
+                Field::String(&self.tool),
+                Field::String(&self.target),
+                Field::String(self.decision.name()),
+                Field::Address(&recorder),
+                Field::Uint(self.issued_at),
+                Field::Uint(self.expires_at),
+                Field::Bytes32(&nonce),
+            ],
+        ))
     }
 
     /// The EIP-712 digest an Ethereum key signs (spec §2.1).
     pub fn eip712_signing_hash(&self) -> Result<[u8; 32], Problem> {
-        let domain = eip712_domain! { name: EIP712_NAME, version: EIP712_VERSION, };
-        Ok(self.eip712_struct()?.eip712_signing_hash(&domain).0)
+        Ok(eip712::signing_hash(
+            &eip712_domain(),
+            &self.eip712_struct_hash()?,
+        ))
     }
 
     /// The typed data in the JSON form wallets sign (`eth_signTypedData_v4`); `uint64` values as
@@ -281,23 +291,52 @@ impl Statement {
     }
 }
 
-/// The address whose key signed the 32-byte `hash` with `sig` (`0x` + 130 hex digits,
-/// `r ‖ s ‖ v`, `v` in 0, 1, 27, 28; a high `s` is refused, EIP-2).
+/// The address whose key signed the 32-byte `hash` with `sig`: `0x` (lower-case) and 130 hex
+/// digits (either case), the 65 bytes `r ‖ s ‖ v`.
+///
+/// `v` gives the parity of `y` of the signature's point: 27 or 28 (even, odd), 0 or 1, and any
+/// byte from 35 up read as an EIP-155 value `35 + 2·chain_id + parity` (odd `v` even `y`),
+/// as Ethereum's common signature parsers read it; 2 to 26 and 29 to 34 are refused. A high `s`
+/// (above `(n - 1) / 2`) is refused (EIP-2), as are `r` or `s` zero or not below the group order
+/// `n` and a signature from which no key recovers. Every malformed input is an `Err`.
 pub fn recover(hash: &[u8; 32], sig: &str) -> Result<[u8; 20], String> {
-    let raw = sig
-        .strip_prefix("0x")
-        .and_then(|h| hex::decode(h).ok())
-        .filter(|b| b.len() == 65)
+    let mut raw = [0u8; 65];
+    sig.strip_prefix("0x")
+        .and_then(|h| hex::decode_to_slice(h, &mut raw).ok())
         .ok_or("the EIP-712 signature is not 0x and 130 hex digits")?;
-    let s = Signature::from_raw(&raw)
-        .map_err(|e| format!("the EIP-712 signature is malformed: {e}"))?;
-    if s.normalize_s().is_some() {
+    let (rs, v) = (&raw[..64], raw[64]);
+    let y_odd = match v {
+        0 | 1 => v == 1,
+        27 | 28 | 35.. => v % 2 == 0,
+        _ => {
+            return Err(format!(
+                "the EIP-712 signature is malformed: invalid parity: {v}"
+            ));
+        }
+    };
+    // Big-endian, so the byte order is the numeric order.
+    if rs[32..] > SECP256K1_HALF_ORDER[..] {
         return Err("the EIP-712 signature has a high s value (EIP-2); not accepted".into());
     }
-    let a = s
-        .recover_address_from_prehash(&B256::from(*hash))
-        .map_err(|e| format!("no signer can be recovered: {e}"))?;
-    Ok(a.0.0)
+    let recovered = k256::ecdsa::Signature::from_slice(rs).and_then(|s| {
+        k256::ecdsa::VerifyingKey::recover_from_prehash(
+            hash,
+            &s,
+            k256::ecdsa::RecoveryId::new(y_odd, false),
+        )
+    });
+    let key = recovered.map_err(|e| format!("no signer can be recovered: {e}"))?;
+    Ok(eth_address(&key))
+}
+
+/// The Ethereum address of `key`: the last 20 bytes of the Keccak-256 of its uncompressed
+/// point without the `0x04` tag.
+fn eth_address(key: &k256::ecdsa::VerifyingKey) -> [u8; 20] {
+    let point = key.to_encoded_point(false);
+    let h = eip712::keccak256(point.as_bytes().get(1..).unwrap_or_default());
+    let mut a = [0u8; 20];
+    a.copy_from_slice(&h[12..]);
+    a
 }
 
 /// The canonical form of a signer: `0x` + 40 lower-case hex digits for an Ethereum address,
@@ -502,6 +541,123 @@ mod tests {
             json_string("x\ny\u{1}\u{7f}\u{2028}é"),
             "\"x\\ny\\u0001\u{7f}\u{2028}é\""
         );
+    }
+
+    /// The `approved` EIP-712 case of `docs/spec/approval-vectors.json` (`eth-account`).
+    const HASH: &str = "e64efb94fdd44bdd898ab688af8de9aa12f6a252924903d13fe68166634e17d5";
+    const R_S: &str = "257bd17ec9a952435c6335aa1901df1bdb1fb6cdd4b9558ba7db27073387d2ca\
+                       0ad53d4c032d04444d198abaa7672f1c5b1a17ee6da3777a8309c65229de2ba8";
+    const SIGNER: &str = "70997970c51812dc3a010c7d01b50e0d17dc79c8";
+    /// Its `(r, n - s)` twin, with the other parity: the same signer, but a high `s`.
+    const R_HIGH_S: &str = "257bd17ec9a952435c6335aa1901df1bdb1fb6cdd4b9558ba7db27073387d2ca\
+                            f52ac2b3fcd2fbbbb2e675455898d0e25f94c4f841a528c13cc8983aa6581599";
+    /// secp256k1's group order `n`.
+    const ORDER: &str = "fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141";
+
+    fn recover_hex(rs: &str, v: u8) -> Result<String, String> {
+        let hash = hex32(HASH, "hash").unwrap();
+        recover(&hash, &format!("0x{rs}{v:02x}")).map(hex::encode)
+    }
+
+    #[test]
+    fn the_vector_recovers_under_every_spelling_of_its_v() {
+        // v = 28 as signed; 1 is the same parity; 36 too (an EIP-155 value, accepted as
+        // Ethereum's signature parsers accept it).
+        for v in [28, 1, 36, 254] {
+            assert_eq!(recover_hex(R_S, v).as_deref(), Ok(SIGNER), "v = {v}");
+        }
+        // The other parity recovers another key (or none), never the signer.
+        for v in [27, 0, 35, 255] {
+            assert_ne!(recover_hex(R_S, v).as_deref(), Ok(SIGNER), "v = {v}");
+        }
+        // Upper-case hex digits are the same bytes.
+        let hash = hex32(HASH, "hash").unwrap();
+        let upper = format!("0x{}1C", R_S.to_uppercase());
+        assert_eq!(
+            recover(&hash, &upper).map(hex::encode).as_deref(),
+            Ok(SIGNER)
+        );
+        // Tamper: another digest recovers another address.
+        let mut other = hash;
+        other[0] ^= 1;
+        let sig = format!("0x{R_S}1c");
+        assert_ne!(
+            recover(&other, &sig).map(hex::encode).as_deref(),
+            Ok(SIGNER)
+        );
+    }
+
+    #[test]
+    fn invalid_v_values_are_refused() {
+        for v in (2..27).chain(29..35) {
+            let e = recover_hex(R_S, v).unwrap_err();
+            assert!(e.contains("invalid parity"), "v = {v}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_high_s_is_refused_even_though_it_verifies() {
+        for v in [27, 28] {
+            let e = recover_hex(R_HIGH_S, v).unwrap_err();
+            assert!(e.contains("high s"), "{e}");
+        }
+        // The largest low s, (n - 1) / 2, passes the check (and then recovers some key or
+        // none); one above it does not.
+        let r = &R_S[..64];
+        let half = hex::encode(SECP256K1_HALF_ORDER);
+        assert!(
+            !recover_hex(&format!("{r}{half}"), 27)
+                .unwrap_or_default()
+                .contains("high s")
+        );
+        let above = "7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a1";
+        assert!(
+            recover_hex(&format!("{r}{above}"), 27)
+                .unwrap_err()
+                .contains("high s")
+        );
+    }
+
+    #[test]
+    fn out_of_range_scalars_and_bad_text_are_errors() {
+        let (r, s) = R_S.split_at(64);
+        let zero = "00".repeat(32);
+        for rs in [
+            format!("{zero}{s}"),
+            format!("{r}{zero}"),
+            format!("{ORDER}{s}"),
+            format!("{}{s}", "ff".repeat(32)),
+            format!("{zero}{zero}"),
+        ] {
+            let e = recover_hex(&rs, 27).unwrap_err();
+            assert!(e.starts_with("no signer can be recovered"), "{rs}: {e}");
+        }
+        let hash = [0u8; 32];
+        let good = format!("0x{R_S}1c");
+        for bad in [
+            String::new(),
+            "0x".into(),
+            good[2..].to_owned(),
+            format!("0X{}", &good[2..]),
+            format!(" {good}"),
+            good[..good.len() - 1].to_owned(),
+            format!("{good}00"),
+            format!("{}g", &good[..good.len() - 1]),
+        ] {
+            let e = recover(&hash, &bad).unwrap_err();
+            assert!(e.contains("not 0x and 130 hex digits"), "{bad:?}: {e}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any 65 bytes, any text: an answer, never a panic.
+        #[test]
+        fn recovery_never_panics(raw in proptest::collection::vec(proptest::num::u8::ANY, 65),
+                                 hash in proptest::array::uniform32(proptest::num::u8::ANY),
+                                 text in "(0x)?[0-9a-fA-F]{0,140}") {
+            let _ = recover(&hash, &format!("0x{}", hex::encode(&raw)));
+            let _ = recover(&hash, &text);
+        }
     }
 
     #[test]

@@ -25,45 +25,22 @@
 //! word that the leaf sits at that position of its log: if its anchored log says otherwise,
 //! the recorder rewrote its history; if a receipt does not verify, whoever cites it invented it.
 
-use alloy_primitives::{Address, B256};
-use alloy_sol_types::{SolStruct, eip712_domain, sol};
 use serde::{Deserialize, Serialize};
 
 use crate::{
     Hash32, RecorderId,
-    approval::{EIP712_NAME, EIP712_VERSION, recover},
+    approval::{eip712_domain, recover},
+    eip712::{self, Field},
     event::{EventRef, OfferRef},
 };
 
-sol! {
-    /// The EIP-712 struct of a plain receipt: a position only.
-    #[derive(Debug)]
-    struct AfrReceipt {
-        address recorder;
-        uint64 seq;
-        bytes32 leafHash;
-    }
-
-    /// The EIP-712 struct of a delegating event's receipt: offered to recorder `to`.
-    #[derive(Debug)]
-    struct AfrOffer {
-        address recorder;
-        uint64 seq;
-        bytes32 leafHash;
-        address to;
-    }
-
-    /// The EIP-712 struct of a receiving event's receipt: it accepts the offer named.
-    #[derive(Debug)]
-    struct AfrAccept {
-        address recorder;
-        uint64 seq;
-        bytes32 leafHash;
-        address offerRecorder;
-        uint64 offerSeq;
-        bytes32 offerLeafHash;
-    }
-}
+/// The `encodeType` of a plain receipt: a position only.
+pub const RECEIPT_TYPE: &str = "AfrReceipt(address recorder,uint64 seq,bytes32 leafHash)";
+/// The `encodeType` of a delegating event's receipt: offered to recorder `to`.
+pub const OFFER_TYPE: &str = "AfrOffer(address recorder,uint64 seq,bytes32 leafHash,address to)";
+/// The `encodeType` of a receiving event's receipt: it accepts the offer named.
+pub const ACCEPT_TYPE: &str = "AfrAccept(address recorder,uint64 seq,bytes32 leafHash,\
+     address offerRecorder,uint64 offerSeq,bytes32 offerLeafHash)";
 
 /// What a receipt says beyond the position, bound by its signature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,45 +96,31 @@ pub struct Receipt {
 
 /// The digest a recorder signs for a receipt of `(recorder, seq, leaf)` in `role`.
 pub fn signing_hash(recorder: &RecorderId, seq: u64, leaf: &Hash32, role: &Role) -> [u8; 32] {
-    let domain = eip712_domain! { name: EIP712_NAME, version: EIP712_VERSION, };
-    let (recorder, leaf_hash) = (Address::from(*recorder), B256::from(leaf.0));
-    match role {
-        Role::Plain => {
-            AfrReceipt {
-                recorder,
-                seq,
-                leafHash: leaf_hash,
-            }
-            .eip712_signing_hash(&domain)
-            .0
-        }
-        Role::Offer { to } => {
-            AfrOffer {
-                recorder,
-                seq,
-                leafHash: leaf_hash,
-                to: Address::from(*to),
-            }
-            .eip712_signing_hash(&domain)
-            .0
-        }
+    let (r, n, l) = (
+        Field::Address(recorder),
+        Field::Uint(seq),
+        Field::Bytes32(&leaf.0),
+    );
+    let message = match role {
+        Role::Plain => eip712::hash_struct(RECEIPT_TYPE, &[r, n, l]),
+        Role::Offer { to } => eip712::hash_struct(OFFER_TYPE, &[r, n, l, Field::Address(to)]),
         Role::Accept {
             recorder: offer_recorder,
             seq: offer_seq,
             leaf: offer_leaf,
-        } => {
-            AfrAccept {
-                recorder,
-                seq,
-                leafHash: leaf_hash,
-                offerRecorder: Address::from(*offer_recorder),
-                offerSeq: *offer_seq,
-                offerLeafHash: B256::from(offer_leaf.0),
-            }
-            .eip712_signing_hash(&domain)
-            .0
-        }
-    }
+        } => eip712::hash_struct(
+            ACCEPT_TYPE,
+            &[
+                r,
+                n,
+                l,
+                Field::Address(offer_recorder),
+                Field::Uint(*offer_seq),
+                Field::Bytes32(&offer_leaf.0),
+            ],
+        ),
+    };
+    eip712::signing_hash(&eip712_domain(), &message)
 }
 
 /// 40 hex digits, `0x` optional (as `EventRef.recorder` allows), as a recorder id.

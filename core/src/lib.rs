@@ -29,6 +29,7 @@ mod cbor_ser;
 pub mod crypto;
 pub mod delegation;
 pub mod deployment;
+pub mod eip712;
 pub mod epoch;
 pub mod event;
 pub mod export;
