@@ -294,9 +294,9 @@ impl Statement {
 /// The address whose key signed the 32-byte `hash` with `sig`: `0x` (lower-case) and 130 hex
 /// digits (either case), the 65 bytes `r ‖ s ‖ v`.
 ///
-/// `v` gives the parity of `y` of the signature's point: 27 or 28 (even, odd), 0 or 1, and any
-/// byte from 35 up read as an EIP-155 value `35 + 2·chain_id + parity` (odd `v` even `y`),
-/// as Ethereum's common signature parsers read it; 2 to 26 and 29 to 34 are refused. A high `s`
+/// `v` gives the parity of `y` of the signature's point: 27 or 28 (even, odd), or 0 or 1, as
+/// `docs/spec/approvals.md` says; every other value is refused (an EIP-155 `v` belongs to
+/// transactions, never to typed-data signatures). A high `s`
 /// (above `(n - 1) / 2`) is refused (EIP-2), as are `r` or `s` zero or not below the group order
 /// `n` and a signature from which no key recovers. Every malformed input is an `Err`.
 pub fn recover(hash: &[u8; 32], sig: &str) -> Result<[u8; 20], String> {
@@ -307,7 +307,7 @@ pub fn recover(hash: &[u8; 32], sig: &str) -> Result<[u8; 20], String> {
     let (rs, v) = (&raw[..64], raw[64]);
     let y_odd = match v {
         0 | 1 => v == 1,
-        27 | 28 | 35.. => v % 2 == 0,
+        27 | 28 => v == 28,
         _ => {
             return Err(format!(
                 "the EIP-712 signature is malformed: invalid parity: {v}"
@@ -561,13 +561,12 @@ mod tests {
 
     #[test]
     fn the_vector_recovers_under_every_spelling_of_its_v() {
-        // v = 28 as signed; 1 is the same parity; 36 too (an EIP-155 value, accepted as
-        // Ethereum's signature parsers accept it).
-        for v in [28, 1, 36, 254] {
+        // v = 28 as signed; 1 is the same parity.
+        for v in [28, 1] {
             assert_eq!(recover_hex(R_S, v).as_deref(), Ok(SIGNER), "v = {v}");
         }
         // The other parity recovers another key (or none), never the signer.
-        for v in [27, 0, 35, 255] {
+        for v in [27, 0] {
             assert_ne!(recover_hex(R_S, v).as_deref(), Ok(SIGNER), "v = {v}");
         }
         // Upper-case hex digits are the same bytes.
@@ -589,7 +588,7 @@ mod tests {
 
     #[test]
     fn invalid_v_values_are_refused() {
-        for v in (2..27).chain(29..35) {
+        for v in (2..27).chain(29..=255) {
             let e = recover_hex(R_S, v).unwrap_err();
             assert!(e.contains("invalid parity"), "v = {v}: {e}");
         }
