@@ -9,7 +9,7 @@ use std::{
 };
 
 use afr_core::{EpochHeader, Hash32, epoch::back_pointer};
-use afr_recorder::{AnchorMarker, AnchorReceipt, ForkAlarm, ReceiptState, Store};
+use afr_recorder::Store;
 use alloy::{
     network::{
         EthereumWallet, NetworkTransactionBuilder, TransactionBuilder, eip2718::Encodable2718,
@@ -22,7 +22,8 @@ use alloy::{
 use serde_json::{Value, json};
 
 use crate::{
-    AnchorError, Event, Finality, IAfrAnchor, Options, Pass, PrivateKeySigner, Settings,
+    AnchorError, AnchorMarker, AnchorReceipt, AnchorStore, Event, Finality, ForkAlarm, IAfrAnchor,
+    Options, Pass, PrivateKeySigner, ReceiptState, Settings,
     contract::{ContractRevert, GAS_PRICE_ORACLE, IGasPriceOracle},
     default_confirmations, fees, recheck_header,
     reconcile::{self, BlockRef, ChainView, Inclusion, Local, LocalReceipt, Step},

@@ -23,8 +23,10 @@
 //! block and `head`: a constant number of calls whatever the log's age. `docs/anchoring.md`
 //! states the finality rules, the per-chain defaults and the fee policy.
 //!
-//! A fork is written to the store as a fork alarm ([`afr_recorder::ForkAlarm`]); while it is
-//! set, a pass posts nothing and returns [`AnchorError::ForkAlarmSet`].
+//! A fork is written to the store as a fork alarm ([`ForkAlarm`]); while it is set, a pass
+//! posts nothing and returns [`AnchorError::ForkAlarmSet`]. The receipts, the marker and the
+//! alarm are the anchorer's types ([`receipt`]), kept in the recorder's store as opaque
+//! values ([`AnchorStore`]).
 //!
 //! A crash at any point (before signing, after sending, before the receipt) leaves either the
 //! transaction on chain (the next pass finds the root and confirms or recovers the receipt)
@@ -61,12 +63,16 @@ mod contract;
 mod driver;
 pub mod fees;
 mod keystore;
+pub mod receipt;
 pub mod reconcile;
 mod rpc;
+mod store;
 pub use contract::{ContractRevert, GAS_PRICE_ORACLE, IAfrAnchor};
 pub use driver::{PENDING_WAIT, anchor_pass};
 pub use keystore::{KEYSTORE_SCRYPT_LOG_N, signer_from_keystore, write_keystore};
+pub use receipt::{AnchorMarker, AnchorReceipt, ForkAlarm, ReceiptState};
 pub(crate) use rpc::{retry, rpc_err};
+pub use store::{AnchorStore, META_ANCHOR_MARKER, META_ARCHIVED_ANCHOR, META_FORK_ALARM};
 
 /// The contract artifact `forge build` produced (CI checks it is current).
 pub const ARTIFACT: &str = include_str!("../artifacts/AfrAnchor.json");

@@ -52,10 +52,10 @@ use afr_core::{
     sequencer::{Chain, SequenceError},
 };
 use rocksdb::WriteBatch;
-pub use store::{AnchorMarker, AnchorReceipt, ForkAlarm, ReceiptState, Store, WriteStalls};
 use store::{CF_EPOCHS, CF_INDEX, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS};
 #[cfg(feature = "raw-store")]
 pub use store::{Column, RawOp};
+pub use store::{Kept, KeptOp, Store, WriteStalls};
 
 pub mod delegation;
 mod disclose;

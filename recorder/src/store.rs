@@ -5,9 +5,9 @@
 //! | `records`     | `u64be(seq)`   | record, canonical CBOR                  |
 //! | `payloads`    | `u64be(seq)`   | sealed payload, canonical CBOR          |
 //! | `epochs`      | `u64be(epoch)` | sealed epoch header, canonical CBOR     |
-//! | `anchors`     | `u64be(epoch)` | anchor receipt (written by the anchorer)|
+//! | `anchors`     | `u64be(epoch)` | kept for the anchorer (see [`Kept`])    |
 //! | `keys`        | `u64be(epoch)` | 32-byte epoch salt (erasable)           |
-//! | `meta`        | ASCII name     | format version, recorder id, erasures, fork alarm, anchoring marker, archived receipts |
+//! | `meta`        | ASCII name     | format version, recorder id, erasures; entries kept for the anchorer |
 //! | `index`       | see [`crate::index`] | query index terms (keyed hashes, erasable) |
 //!
 //! Every write the recorder makes is
@@ -30,7 +30,7 @@ pub(crate) const CF_RECORDS: &str = "records";
 pub(crate) const CF_PAYLOADS: &str = "payloads";
 /// Column family of epoch headers.
 pub(crate) const CF_EPOCHS: &str = "epochs";
-/// Column family of anchor receipts.
+/// Column family of values kept per epoch for the anchorer (its receipts).
 pub(crate) const CF_ANCHORS: &str = "anchors";
 /// Column family of epoch salts (key material).
 pub(crate) const CF_KEYS: &str = "keys";
@@ -100,15 +100,6 @@ pub const META_FORMAT: &[u8] = b"format";
 /// Metadata key of the recorder id.
 pub const META_RECORDER: &[u8] = b"recorder";
 
-/// Metadata key of the fork alarm (see [`ForkAlarm`]); absent when there is none.
-pub const META_FORK_ALARM: &[u8] = b"fork-alarm";
-/// Metadata key of the anchorer's verification marker (see [`AnchorMarker`]).
-pub const META_ANCHOR_MARKER: &[u8] = b"anchor-marker";
-/// Metadata key prefix of receipts kept from an earlier chain or contract (see
-/// [`Store::archive_anchors`]): `archived-anchor/ ‖ u64be(chain_id) ‖ contract(20) ‖
-/// u64be(epoch)`.
-pub const META_ARCHIVED_ANCHOR: &[u8] = b"archived-anchor/";
-
 /// Store format version written at creation and checked at open.
 pub const STORE_FORMAT: u64 = 1;
 
@@ -138,6 +129,57 @@ fn u64_key(k: &[u8]) -> Result<u64, RecordError> {
     <[u8; 8]>::try_from(k)
         .map(u64::from_be_bytes)
         .map_err(|_| corrupt("key is not 8 bytes"))
+}
+
+/// Where a value kept for a component above the store lives (see [`Store::kept`]). The store
+/// keeps such values in the component's own encoding and never reads their fields: today the
+/// anchorer's receipts, its verification marker, its fork alarm and its archived receipts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept<'a> {
+    /// In `anchors`, under `u64be(epoch)`.
+    Epoch(u64),
+    /// In `meta`, under this name. It MUST NOT be one of the store's own names (`format`,
+    /// `recorder`, `scrub-pending`, `index/…`, `erased/…`, `erase-event/…`, `idempotency/…`):
+    /// [`Store::write_kept`] refuses those.
+    Named(&'a [u8]),
+}
+
+/// One write of a [`Store::write_kept`] batch.
+#[derive(Debug, Clone, Copy)]
+pub enum KeptOp<'a> {
+    /// Writes the value at a place.
+    Put(Kept<'a>, &'a [u8]),
+    /// Removes the value at a place.
+    Delete(Kept<'a>),
+}
+
+/// Whether `name` is a metadata key the store itself writes (or a key under one of its
+/// prefixes).
+fn is_own_meta(name: &[u8]) -> bool {
+    [
+        META_FORMAT,
+        META_RECORDER,
+        crate::disclose::META_SCRUB_PENDING,
+        crate::index::META_INDEX_VERSION,
+        crate::index::META_INDEX_WATERMARK,
+    ]
+    .contains(&name)
+        || [
+            crate::disclose::META_ERASED,
+            crate::disclose::META_ERASE_EVENT,
+            crate::META_IDEMPOTENCY,
+            b"index/",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
+/// A kept value that its owner's decoder refuses.
+fn kept_corrupt(at: Kept<'_>, e: &dyn std::fmt::Display) -> RecordError {
+    match at {
+        Kept::Epoch(epoch) => corrupt(format!("anchor of epoch {epoch}: {e}")),
+        Kept::Named(name) => corrupt(format!("{}: {e}", String::from_utf8_lossy(name))),
+    }
 }
 
 /// RocksDB settings of the whole store, chosen for an append-only log (see
@@ -203,11 +245,6 @@ fn cf_descriptors() -> Vec<ColumnFamilyDescriptor> {
         .iter()
         .map(|n| ColumnFamilyDescriptor::new(*n, cf_options(n, &cache)))
         .collect()
-}
-
-/// The stored receipt of `epoch`, decoded.
-fn decode_anchor(epoch: u64, b: &[u8]) -> Result<AnchorReceipt, RecordError> {
-    AnchorReceipt::decode(epoch, b).map_err(|e| corrupt(format!("anchor of epoch {epoch}: {e}")))
 }
 
 impl Store {
@@ -285,25 +322,6 @@ impl Store {
         let mut b = WriteBatch::default();
         b.put_cf(self.cf(CF_META)?, key, value);
         self.write(b, true)
-    }
-
-    /// Removes a metadata value, synced.
-    fn delete_meta(&self, key: &[u8]) -> Result<(), RecordError> {
-        let mut b = WriteBatch::default();
-        b.delete_cf(self.cf(CF_META)?, key);
-        self.write(b, true)
-    }
-
-    /// A metadata value read with `decode`; one that does not decode is corruption of `what`.
-    fn meta_decoded<T>(
-        &self,
-        key: &[u8],
-        what: &str,
-        decode: impl FnOnce(&[u8]) -> Result<T, afr_core::cbor::CborError>,
-    ) -> Result<Option<T>, RecordError> {
-        self.meta(key)?
-            .map(|b| decode(&b).map_err(|e| corrupt(format!("{what}: {e}"))))
-            .transpose()
     }
 
     /// The recorder id stored at creation.
@@ -454,70 +472,6 @@ impl Store {
         Ok(())
     }
 
-    /// Stores the receipt of the transaction that anchored `receipt.epoch` (synced).
-    pub fn put_anchor(&self, receipt: &AnchorReceipt) -> Result<(), RecordError> {
-        let mut b = WriteBatch::default();
-        b.put_cf(
-            self.cf(CF_ANCHORS)?,
-            receipt.epoch.to_be_bytes(),
-            receipt.encode(),
-        );
-        self.write(b, true)
-    }
-
-    /// Forgets the anchor receipt of `epoch` (its transaction left the canonical chain).
-    pub fn delete_anchor(&self, epoch: u64) -> Result<(), RecordError> {
-        let mut b = WriteBatch::default();
-        b.delete_cf(self.cf(CF_ANCHORS)?, epoch.to_be_bytes());
-        self.write(b, true)
-    }
-
-    /// The anchor receipt of `epoch`, if it was anchored.
-    pub fn anchor(&self, epoch: u64) -> Result<Option<AnchorReceipt>, RecordError> {
-        self.get_u64_key(CF_ANCHORS, epoch)?
-            .map(|b| decode_anchor(epoch, &b))
-            .transpose()
-    }
-
-    /// The receipt with the highest epoch, if any.
-    pub fn last_anchor(&self) -> Result<Option<AnchorReceipt>, RecordError> {
-        self.last_entry(CF_ANCHORS)?
-            .map(|(k, v)| decode_anchor(u64_key(&k)?, &v))
-            .transpose()
-    }
-
-    /// Iterates the receipts from `epoch` upwards, in order.
-    pub fn anchors_from(
-        &self,
-        epoch: u64,
-    ) -> Result<impl Iterator<Item = Result<AnchorReceipt, RecordError>> + '_, RecordError> {
-        Ok(self.iter_u64(CF_ANCHORS, epoch)?.map(|kv| {
-            let (e, b) = kv?;
-            decode_anchor(e, &b)
-        }))
-    }
-
-    /// Moves every receipt out of `anchors` into the archive in `meta` (one synced batch), and
-    /// drops the anchoring marker: what an operator's switch to another chain or contract
-    /// keeps of the old one. Returns how many receipts were archived.
-    pub fn archive_anchors(&self) -> Result<u64, RecordError> {
-        let mut b = WriteBatch::default();
-        let mut n = 0;
-        for r in self.anchors_from(0)? {
-            let r = r?;
-            let mut key = META_ARCHIVED_ANCHOR.to_vec();
-            key.extend_from_slice(&r.chain_id.to_be_bytes());
-            key.extend_from_slice(&r.contract);
-            key.extend_from_slice(&r.epoch.to_be_bytes());
-            b.put_cf(self.cf(CF_META)?, key, r.encode());
-            b.delete_cf(self.cf(CF_ANCHORS)?, r.epoch.to_be_bytes());
-            n += 1;
-        }
-        b.delete_cf(self.cf(CF_META)?, META_ANCHOR_MARKER);
-        self.write(b, true)?;
-        Ok(n)
-    }
-
     /// The metadata entries whose key starts with `prefix`, in key order, as (the rest of
     /// the key, value).
     pub(crate) fn meta_prefixed<'a>(
@@ -534,56 +488,89 @@ impl Store {
             .map(move |kv| kv.map(|(k, v)| (k[prefix.len()..].to_vec(), v))))
     }
 
-    /// The archived receipts (from chains or contracts anchored to before a switch).
-    pub fn archived_anchors(&self) -> Result<Vec<AnchorReceipt>, RecordError> {
+    /// The value kept at `at`, read with `decode`; one that does not decode is corruption of
+    /// that entry.
+    pub fn kept<T, E: std::fmt::Display>(
+        &self,
+        at: Kept<'_>,
+        decode: impl FnOnce(&[u8]) -> Result<T, E>,
+    ) -> Result<Option<T>, RecordError> {
+        let v = match at {
+            Kept::Epoch(e) => self.get_u64_key(CF_ANCHORS, e)?,
+            Kept::Named(name) => self.meta(name)?,
+        };
+        v.map(|b| decode(&b).map_err(|e| kept_corrupt(at, &e)))
+            .transpose()
+    }
+
+    /// The value kept under the highest epoch, read with `decode` (given the epoch).
+    pub fn last_kept<T, E: std::fmt::Display>(
+        &self,
+        decode: impl FnOnce(u64, &[u8]) -> Result<T, E>,
+    ) -> Result<Option<T>, RecordError> {
+        let Some((k, v)) = self.last_entry(CF_ANCHORS)? else {
+            return Ok(None);
+        };
+        let epoch = u64_key(&k)?;
+        decode(epoch, &v)
+            .map(Some)
+            .map_err(|e| kept_corrupt(Kept::Epoch(epoch), &e))
+    }
+
+    /// The values kept per epoch from `epoch` upwards, in order, each read with `decode`
+    /// (given its epoch).
+    pub fn kept_from<'a, T, E: std::fmt::Display>(
+        &'a self,
+        epoch: u64,
+        decode: impl Fn(u64, &[u8]) -> Result<T, E> + 'a,
+    ) -> Result<impl Iterator<Item = Result<T, RecordError>> + 'a, RecordError> {
+        Ok(self.iter_u64(CF_ANCHORS, epoch)?.map(move |kv| {
+            let (e, b) = kv?;
+            decode(e, &b).map_err(|err| kept_corrupt(Kept::Epoch(e), &err))
+        }))
+    }
+
+    /// The named values whose name starts with `prefix`, in name order, each read with
+    /// `decode` (given the rest of its name).
+    pub fn kept_prefixed<T, E: std::fmt::Display>(
+        &self,
+        prefix: &[u8],
+        decode: impl Fn(&[u8], &[u8]) -> Result<T, E>,
+    ) -> Result<Vec<T>, RecordError> {
         let mut out = Vec::new();
-        for kv in self.meta_prefixed(META_ARCHIVED_ANCHOR)? {
+        for kv in self.meta_prefixed(prefix)? {
             let (rest, v) = kv?;
-            let epoch = rest
-                .get(28..36)
-                .and_then(|e| <[u8; 8]>::try_from(e).ok())
-                .map(u64::from_be_bytes)
-                .ok_or_else(|| corrupt("archived anchor key is not 52 bytes"))?;
             out.push(
-                AnchorReceipt::decode(epoch, &v)
-                    .map_err(|e| corrupt(format!("archived anchor of epoch {epoch}: {e}")))?,
+                decode(&rest, &v).map_err(|e| {
+                    kept_corrupt(Kept::Named(&[prefix, rest.as_slice()].concat()), &e)
+                })?,
             );
         }
         Ok(out)
     }
 
-    /// Writes the anchoring marker (synced).
-    pub fn put_anchor_marker(&self, m: &AnchorMarker) -> Result<(), RecordError> {
-        self.put_meta(META_ANCHOR_MARKER, &m.encode())
-    }
-
-    /// The anchoring marker, if the anchorer wrote one.
-    pub fn anchor_marker(&self) -> Result<Option<AnchorMarker>, RecordError> {
-        self.meta_decoded(META_ANCHOR_MARKER, "anchor marker", AnchorMarker::decode)
-    }
-
-    /// Removes the anchoring marker (synced): the next pass verifies from epoch 0.
-    pub fn clear_anchor_marker(&self) -> Result<(), RecordError> {
-        self.delete_meta(META_ANCHOR_MARKER)
-    }
-
-    /// Raises the fork alarm (synced). An existing alarm is kept: the first fork seen is the
-    /// one to investigate.
-    pub fn put_fork_alarm(&self, alarm: &ForkAlarm) -> Result<(), RecordError> {
-        if self.fork_alarm()?.is_some() {
-            return Ok(());
+    /// Applies `ops` in one synced batch: all of them or none. A name the store uses itself
+    /// (see [`Kept::Named`]) is refused and nothing is written.
+    pub fn write_kept(&self, ops: &[KeptOp<'_>]) -> Result<(), RecordError> {
+        let mut b = WriteBatch::default();
+        for op in ops {
+            let (KeptOp::Put(at, _) | KeptOp::Delete(at)) = *op;
+            let (cf, key) = match at {
+                Kept::Epoch(e) => (self.cf(CF_ANCHORS)?, e.to_be_bytes().to_vec()),
+                Kept::Named(name) if is_own_meta(name) => {
+                    return Err(RecordError::Corrupt(format!(
+                        "metadata entry {} is the store's own",
+                        String::from_utf8_lossy(name)
+                    )));
+                }
+                Kept::Named(name) => (self.cf(CF_META)?, name.to_vec()),
+            };
+            match *op {
+                KeptOp::Put(_, v) => b.put_cf(cf, key, v),
+                KeptOp::Delete(_) => b.delete_cf(cf, key),
+            }
         }
-        self.put_meta(META_FORK_ALARM, &alarm.encode())
-    }
-
-    /// The fork alarm, if one is raised.
-    pub fn fork_alarm(&self) -> Result<Option<ForkAlarm>, RecordError> {
-        self.meta_decoded(META_FORK_ALARM, "fork alarm", ForkAlarm::decode)
-    }
-
-    /// Clears the fork alarm (synced): an operator's decision after investigating it.
-    pub fn clear_fork_alarm(&self) -> Result<(), RecordError> {
-        self.delete_meta(META_FORK_ALARM)
+        self.write(b, true)
     }
 
     /// Total bytes of the store's files on disk.
@@ -663,319 +650,6 @@ fn parse_cumulative_stall(s: &str) -> Option<f64> {
     Some(secs)
 }
 
-/// How far an anchoring transaction has got, as the anchorer last saw it under its
-/// finality policy. Only `Confirmed` and `Finalized` count as covering an epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ReceiptState {
-    /// Sent (or its transaction left the canonical chain and the epoch is being re-posted):
-    /// not in any block the anchorer trusts.
-    Pending,
-    /// In a block, with fewer confirmations than the policy asks for.
-    Included,
-    /// In a block with at least the policy's confirmations.
-    Confirmed,
-    /// In a block at or below the chain's `finalized` block.
-    Finalized,
-}
-
-impl ReceiptState {
-    /// Every state, in order.
-    pub const ALL: [ReceiptState; 4] = [
-        ReceiptState::Pending,
-        ReceiptState::Included,
-        ReceiptState::Confirmed,
-        ReceiptState::Finalized,
-    ];
-
-    /// Lower-case name (`pending`, `included`, `confirmed`, `finalized`).
-    pub fn name(self) -> &'static str {
-        match self {
-            ReceiptState::Pending => "pending",
-            ReceiptState::Included => "included",
-            ReceiptState::Confirmed => "confirmed",
-            ReceiptState::Finalized => "finalized",
-        }
-    }
-
-    /// Whether an epoch with this receipt counts as covered by an anchored root.
-    pub fn covers(self) -> bool {
-        self >= ReceiptState::Confirmed
-    }
-
-    fn code(self) -> u64 {
-        match self {
-            ReceiptState::Pending => 0,
-            ReceiptState::Included => 1,
-            ReceiptState::Confirmed => 2,
-            ReceiptState::Finalized => 3,
-        }
-    }
-
-    fn from_code(c: u64) -> Result<ReceiptState, afr_core::cbor::CborError> {
-        ReceiptState::ALL
-            .get(usize::try_from(c).unwrap_or(usize::MAX))
-            .copied()
-            .ok_or_else(|| afr_core::cbor::CborError::Malformed(format!("receipt state {c}")))
-    }
-}
-
-impl std::fmt::Display for ReceiptState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// What the anchorer keeps of an anchoring transaction's receipt. Stored in `anchors` as
-/// canonical CBOR `[chain_id, contract: bstr(20), tx: bstr(32), block: uint, block_hash:
-/// bstr(32), gas_used: uint, effective_gas_price: uint, state: uint, l1_fee: uint, replaced:
-/// [bstr(32)*]]`, keyed by `u64be(epoch)`. Receipts written before the last three fields
-/// existed (an array of 7) decode with state `included`, no L1 fee and no replaced
-/// transactions; the next anchoring pass re-checks them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnchorReceipt {
-    /// The anchored epoch.
-    pub epoch: u64,
-    /// EVM chain id.
-    pub chain_id: u64,
-    /// Anchor contract.
-    pub contract: [u8; 20],
-    /// Transaction hash.
-    pub tx: [u8; 32],
-    /// Block number (0 while pending).
-    pub block: u64,
-    /// Block hash (to detect reorgs).
-    pub block_hash: [u8; 32],
-    /// Gas used by the transaction.
-    pub gas_used: u64,
-    /// Effective gas price, in wei.
-    pub effective_gas_price: u64,
-    /// How far the transaction has got.
-    pub state: ReceiptState,
-    /// OP-stack L1 data fee of the transaction, in wei (0 elsewhere).
-    pub l1_fee: u64,
-    /// Earlier transactions at the same nonce that this one replaced (fee bumps), oldest first.
-    pub replaced: Vec<[u8; 32]>,
-}
-
-impl AnchorReceipt {
-    /// A receipt with made-up but well-formed values for `epoch` on `chain_id`, for tests
-    /// (the recorder's own and, with the `raw-store` feature, other crates').
-    #[cfg(any(test, feature = "raw-store"))]
-    pub fn for_tests(epoch: u64, chain_id: u64) -> AnchorReceipt {
-        AnchorReceipt {
-            epoch,
-            chain_id,
-            contract: [0x5f; 20],
-            tx: [0xab; 32],
-            block: 12,
-            block_hash: [0xcd; 32],
-            gas_used: 49_808,
-            effective_gas_price: 1_000_000_000,
-            state: ReceiptState::Confirmed,
-            l1_fee: 0,
-            replaced: Vec::new(),
-        }
-    }
-
-    /// What the transaction cost, in wei: L2 (or L1) execution plus the L1 data fee. A batch
-    /// transaction's receipt is stored for each of its epochs with the whole cost.
-    pub fn cost_wei(&self) -> u128 {
-        u128::from(self.gas_used) * u128::from(self.effective_gas_price) + u128::from(self.l1_fee)
-    }
-
-    /// The seven fields of the first receipt format, which the current ten-field one extends.
-    fn write_seven_fields(&self, w: &mut afr_core::cbor::Writer) {
-        w.uint(self.chain_id);
-        w.bytes(&self.contract);
-        w.bytes(&self.tx);
-        w.uint(self.block);
-        w.bytes(&self.block_hash);
-        w.uint(self.gas_used);
-        w.uint(self.effective_gas_price);
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        let mut w = afr_core::cbor::Writer::with_capacity(160 + 34 * self.replaced.len());
-        w.array(10);
-        self.write_seven_fields(&mut w);
-        w.uint(self.state.code());
-        w.uint(self.l1_fee);
-        w.array(self.replaced.len() as u64);
-        for t in &self.replaced {
-            w.bytes(t);
-        }
-        w.buf
-    }
-
-    fn decode(epoch: u64, b: &[u8]) -> Result<AnchorReceipt, afr_core::cbor::CborError> {
-        let mut r = afr_core::cbor::Reader::new(b);
-        let n = r.array()?;
-        if n != 7 && n != 10 {
-            return Err(afr_core::cbor::CborError::Malformed(format!(
-                "anchor receipt has {n} fields, not 7 or 10"
-            )));
-        }
-        let mut a = AnchorReceipt {
-            epoch,
-            chain_id: r.uint()?,
-            contract: r.fixed()?,
-            tx: r.fixed()?,
-            block: r.uint()?,
-            block_hash: r.fixed()?,
-            gas_used: r.uint()?,
-            effective_gas_price: r.uint()?,
-            state: ReceiptState::Included,
-            l1_fee: 0,
-            replaced: Vec::new(),
-        };
-        if n == 10 {
-            a.state = ReceiptState::from_code(r.uint()?)?;
-            a.l1_fee = r.uint()?;
-            let k = r.array()?;
-            // Each element is at least 33 bytes: a count beyond the input is malformed.
-            if k > b.len() as u64 {
-                return Err(afr_core::cbor::CborError::Malformed(
-                    "anchor receipt replaced list longer than its encoding".into(),
-                ));
-            }
-            for _ in 0..k {
-                a.replaced.push(r.fixed()?);
-            }
-        }
-        r.finish()?;
-        Ok(a)
-    }
-}
-
-/// The anchorer's verification marker: every epoch up to `epoch` was read back from `contract`
-/// on `chain_id` with the local root, in a block at `block` (`block_hash`), and its receipt
-/// was confirmed under `finality` (a confirmation depth, or 0 for the chain's `finalized`
-/// block). A pass reads only the epochs after it. Stored in `meta` under `anchor-marker` as
-/// canonical CBOR `[epoch: uint or null, block, block_hash: bstr(32), chain_id, contract:
-/// bstr(20), finality: uint]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnchorMarker {
-    /// Last verified epoch (`None`: none yet, but the policy is recorded).
-    pub epoch: Option<u64>,
-    /// Block the verification read at.
-    pub block: u64,
-    /// Its hash.
-    pub block_hash: [u8; 32],
-    /// EVM chain id.
-    pub chain_id: u64,
-    /// Anchor contract.
-    pub contract: [u8; 20],
-    /// Confirmations the policy asks for; 0 means the chain's `finalized` block.
-    pub finality: u64,
-}
-
-impl AnchorMarker {
-    fn encode(&self) -> Vec<u8> {
-        let mut w = afr_core::cbor::Writer::with_capacity(96);
-        w.array(6);
-        match self.epoch {
-            Some(e) => w.uint(e),
-            None => w.null(),
-        }
-        w.uint(self.block);
-        w.bytes(&self.block_hash);
-        w.uint(self.chain_id);
-        w.bytes(&self.contract);
-        w.uint(self.finality);
-        w.buf
-    }
-
-    fn decode(b: &[u8]) -> Result<AnchorMarker, afr_core::cbor::CborError> {
-        let mut r = afr_core::cbor::Reader::new(b);
-        r.array_of(6, "anchor marker")?;
-        let epoch = if r.null()? { None } else { Some(r.uint()?) };
-        let m = AnchorMarker {
-            epoch,
-            block: r.uint()?,
-            block_hash: r.fixed()?,
-            chain_id: r.uint()?,
-            contract: r.fixed()?,
-            finality: r.uint()?,
-        };
-        r.finish()?;
-        Ok(m)
-    }
-}
-
-/// A fork seen by the anchorer: the chain holds, for one of this recorder's epochs, a root other
-/// than the local log's. Either the local log was rewritten after anchoring or someone holding
-/// the anchoring key anchored another history; both need a human. While the alarm is raised
-/// the anchorer posts nothing and `afr status` exits non-zero. Stored in `meta` under
-/// `fork-alarm` as canonical CBOR `[epoch, local: bstr(32), onchain: bstr(32), chain_id,
-/// contract: bstr(20), tx: bstr(0 or 32), block: uint or null, seen_at_us]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ForkAlarm {
-    /// The first epoch whose roots differ.
-    pub epoch: u64,
-    /// The local log's root of that epoch.
-    pub local: [u8; 32],
-    /// The root anchored on chain.
-    pub onchain: [u8; 32],
-    /// EVM chain id.
-    pub chain_id: u64,
-    /// Anchor contract.
-    pub contract: [u8; 20],
-    /// The transaction that anchored the on-chain root, when its `Anchored` event was found.
-    pub tx: Option<[u8; 32]>,
-    /// That transaction's block.
-    pub block: Option<u64>,
-    /// When the anchorer saw the fork, microseconds since the Unix epoch.
-    pub seen_at_us: u64,
-}
-
-impl ForkAlarm {
-    fn encode(&self) -> Vec<u8> {
-        let mut w = afr_core::cbor::Writer::with_capacity(160);
-        w.array(8);
-        w.uint(self.epoch);
-        w.bytes(&self.local);
-        w.bytes(&self.onchain);
-        w.uint(self.chain_id);
-        w.bytes(&self.contract);
-        w.bytes(self.tx.as_ref().map_or(&[][..], |t| &t[..]));
-        match self.block {
-            Some(b) => w.uint(b),
-            None => w.null(),
-        }
-        w.uint(self.seen_at_us);
-        w.buf
-    }
-
-    fn decode(b: &[u8]) -> Result<ForkAlarm, afr_core::cbor::CborError> {
-        let mut r = afr_core::cbor::Reader::new(b);
-        r.array_of(8, "fork alarm")?;
-        let epoch = r.uint()?;
-        let local = r.fixed()?;
-        let onchain = r.fixed()?;
-        let chain_id = r.uint()?;
-        let contract = r.fixed()?;
-        let tx = match r.bytes()? {
-            [] => None,
-            t => Some(<[u8; 32]>::try_from(t).map_err(|_| {
-                afr_core::cbor::CborError::Malformed("fork alarm tx is not 0 or 32 bytes".into())
-            })?),
-        };
-        let block = if r.null()? { None } else { Some(r.uint()?) };
-        let seen_at_us = r.uint()?;
-        r.finish()?;
-        Ok(ForkAlarm {
-            epoch,
-            local,
-            onchain,
-            chain_id,
-            contract,
-            tx,
-            block,
-            seen_at_us,
-        })
-    }
-}
-
 fn dir_size(p: &Path) -> u64 {
     let Ok(rd) = std::fs::read_dir(p) else {
         return 0;
@@ -987,98 +661,4 @@ fn dir_size(p: &Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn receipt() -> AnchorReceipt {
-        AnchorReceipt {
-            state: ReceiptState::Finalized,
-            l1_fee: 1234,
-            replaced: vec![[1; 32], [2; 32]],
-            ..AnchorReceipt::for_tests(4, 10)
-        }
-    }
-
-    #[test]
-    fn receipts_round_trip_and_old_receipts_still_decode() {
-        let r = receipt();
-        assert_eq!(AnchorReceipt::decode(4, &r.encode()).unwrap(), r);
-        assert_eq!(r.cost_wei(), 49_808 * 1_000_000_000 + 1234);
-        // The seven-field receipt of earlier versions.
-        let mut w = afr_core::cbor::Writer::with_capacity(128);
-        w.array(7);
-        r.write_seven_fields(&mut w);
-        let old = AnchorReceipt::decode(4, &w.buf).unwrap();
-        assert_eq!(
-            old,
-            AnchorReceipt {
-                state: ReceiptState::Included,
-                l1_fee: 0,
-                replaced: vec![],
-                ..r.clone()
-            }
-        );
-        // Trailing bytes, an unknown state and another arity are refused.
-        let mut long = r.encode();
-        long.push(0);
-        assert!(AnchorReceipt::decode(4, &long).is_err());
-        let bad = AnchorReceipt {
-            replaced: vec![],
-            ..r.clone()
-        }
-        .encode();
-        let mut bad_state = bad.clone();
-        // state sits just before `l1_fee` and the empty list: [.., 3, 0x19 0x04d2, 0x80]
-        let at = bad_state.len() - 5;
-        assert_eq!(bad_state[at], 3);
-        bad_state[at] = 4;
-        assert!(AnchorReceipt::decode(4, &bad_state).is_err());
-        let mut w = afr_core::cbor::Writer::with_capacity(8);
-        w.array(8);
-        assert!(AnchorReceipt::decode(4, &w.buf).is_err());
-    }
-
-    #[test]
-    fn markers_round_trip() {
-        for epoch in [None, Some(0), Some(u64::MAX)] {
-            let m = AnchorMarker {
-                epoch,
-                block: 99,
-                block_hash: [3; 32],
-                chain_id: 8453,
-                contract: [4; 20],
-                finality: 0,
-            };
-            assert_eq!(AnchorMarker::decode(&m.encode()).unwrap(), m);
-        }
-    }
-
-    #[test]
-    fn receipts_are_archived_not_deleted() {
-        let tmp = tempfile::tempdir().unwrap();
-        let s = Store::open(&tmp.path().join("db"), true).unwrap();
-        let mut a = receipt();
-        s.put_anchor(&a).unwrap();
-        a.epoch = 5;
-        s.put_anchor(&a).unwrap();
-        assert_eq!(s.last_anchor().unwrap().unwrap().epoch, 5);
-        s.put_anchor_marker(&AnchorMarker {
-            epoch: Some(5),
-            block: 1,
-            block_hash: [0; 32],
-            chain_id: 10,
-            contract: [0x5f; 20],
-            finality: 1,
-        })
-        .unwrap();
-        assert_eq!(s.archive_anchors().unwrap(), 2);
-        assert!(s.anchor(4).unwrap().is_none() && s.last_anchor().unwrap().is_none());
-        assert!(s.anchor_marker().unwrap().is_none());
-        let kept = s.archived_anchors().unwrap();
-        assert_eq!(kept.iter().map(|r| r.epoch).collect::<Vec<_>>(), [4, 5]);
-        assert_eq!(kept[1], a);
-    }
 }
