@@ -9,7 +9,7 @@ use alloy::{
 };
 use serde_json::Value;
 
-use crate::{AnchorError, IAfrAnchor, reconcile::BlockRef};
+use crate::{AnchorError, IAfrAnchor, reconcile::BlockRef, rpc::malformed};
 
 pub(super) fn hex32(v: &Value) -> Option<[u8; 32]> {
     let s = v.as_str()?.strip_prefix("0x")?;
@@ -22,10 +22,6 @@ pub(super) fn quantity(v: &Value) -> Option<u128> {
     u128::from_str_radix(v.as_str()?.strip_prefix("0x")?, 16).ok()
 }
 
-pub(super) fn malformed(what: &str) -> AnchorError {
-    AnchorError::Rpc(format!("malformed answer to {what}"))
-}
-
 /// A block header as the pass needs it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Block {
@@ -33,7 +29,7 @@ pub(super) struct Block {
     pub(super) base_fee: Option<u128>,
 }
 
-pub(super) fn parse_block(v: &Value, what: &str) -> Result<Block, AnchorError> {
+pub(super) fn parse_block(v: &Value, what: &'static str) -> Result<Block, AnchorError> {
     let number = quantity(&v["number"]).ok_or_else(|| malformed(what))?;
     Ok(Block {
         at: BlockRef {

@@ -12,7 +12,7 @@ use std::{
 };
 
 use afr_core::{EpochHeader, Hash32};
-use afr_recorder::Store;
+use afr_recorder::{Entry, Store};
 use alloy::{
     primitives::{Address, B256, Bytes, U256},
     rpc::client::RpcClient,
@@ -24,13 +24,13 @@ use crate::{
     AnchorError, AnchorMarker, AnchorReceipt, AnchorStore, Event, Finality, ForkAlarm, IAfrAnchor,
     Options, Pass, PrivateKeySigner, ReceiptState, Settings, default_confirmations,
     reconcile::{self, BlockRef, ChainView, Inclusion, Local, LocalReceipt, Step},
-    rpc::Rpc,
+    rpc::{Rpc, RpcError, malformed, rpc_err},
 };
 
 mod answers;
 mod send;
 
-use answers::{TxReceipt, hex32, malformed, parse_block, parse_receipt, quantity, sat64};
+use answers::{TxReceipt, hex32, parse_block, parse_receipt, quantity, sat64};
 
 /// How long a pass waits for transactions an earlier run left in the mempool.
 pub const PENDING_WAIT: Duration = Duration::from_secs(120);
@@ -304,8 +304,13 @@ impl Driver<'_> {
         let raw_roots: Vec<Bytes> = self.rpc.batch("rootOf", "eth_call", &asks).await?;
         let mut roots = BTreeMap::new();
         for (e, raw) in (first..upto).zip(raw_roots) {
-            let r = IAfrAnchor::rootOfCall::abi_decode_returns(&raw)
-                .map_err(|_| malformed("rootOf"))?;
+            let r = IAfrAnchor::rootOfCall::abi_decode_returns(&raw).map_err(|_| {
+                AnchorError::Rpc(RpcError::Malformed {
+                    call: "rootOf",
+                    epoch: Some(e),
+                    tx: None,
+                })
+            })?;
             roots.insert(e, Hash32(r.0));
         }
         // Every receipt after the marker is checked by hash once: its block may have changed
@@ -443,7 +448,15 @@ impl Driver<'_> {
 
         let posts: Vec<u64> = plan.posts().collect();
         if let Some(&p0) = posts.first() {
-            let skip = usize::try_from(p0 - first).map_err(|_| malformed("epoch"))?;
+            // The plan posts only local epochs after the marker, so this fits; if not, the
+            // head it was planned from was out of range.
+            let skip = usize::try_from(p0 - first).map_err(|_| {
+                AnchorError::Rpc(RpcError::Malformed {
+                    call: "head",
+                    epoch: Some(p0),
+                    tx: None,
+                })
+            })?;
             let to_post = &headers[skip..];
             let before = match skip.checked_sub(1) {
                 Some(i) => headers.get(i),
@@ -459,21 +472,24 @@ impl Driver<'_> {
         // One batch, methods mixed: the batch helper takes one method, so each call names its
         // own through a tiny wrapper request.
         let mut out = Vec::with_capacity(reads.len());
-        let answers = crate::retry("pinned reads", self.rpc.on, || async {
+        const WHAT: &str = "pinned reads";
+        let url = self.rpc.url;
+        let answers = crate::retry(WHAT, self.rpc.on, || async {
             let mut b = self.rpc.p.new_batch();
             let mut waiters = Vec::with_capacity(reads.len());
             for (m, p) in reads {
-                waiters.push(
+                waiters.push((
+                    *m,
                     b.add_call::<Value, Value>(*m, p)
-                        .map_err(|e| crate::rpc_err(self.rpc.url, &e))?,
-                );
+                        .map_err(|e| rpc_err(WHAT, m, url, &e))?,
+                ));
             }
             b.send()
                 .await
-                .map_err(|e| crate::rpc_err(self.rpc.url, &e))?;
+                .map_err(|e| rpc_err(WHAT, "batch", url, &e))?;
             let mut got = Vec::with_capacity(waiters.len());
-            for w in waiters {
-                got.push(w.await.map_err(|e| crate::rpc_err(self.rpc.url, &e))?);
+            for (m, w) in waiters {
+                got.push(w.await.map_err(|e| rpc_err(WHAT, m, url, &e))?);
             }
             Ok(got)
         })
@@ -494,13 +510,9 @@ impl Driver<'_> {
             let (e, b) = kv?;
             // Header i must be epoch i: every index below relies on it.
             if e != want {
-                return Err(afr_recorder::RecordError::Corrupt(format!(
-                    "epoch header {want} missing (next stored header is epoch {e})"
-                ))
-                .into());
+                return Err(Entry::Header(e).instead_of(Entry::Header(want)).into());
             }
-            let h = EpochHeader::decode(&b)
-                .map_err(|err| afr_recorder::RecordError::Corrupt(format!("epoch {e}: {err}")))?;
+            let h = EpochHeader::decode(&b).map_err(|err| Entry::Header(e).malformed(err))?;
             if e < first {
                 prev = Some(h);
             } else {
@@ -508,10 +520,7 @@ impl Driver<'_> {
             }
         }
         if first > 0 && prev.is_none() {
-            return Err(afr_recorder::RecordError::Corrupt(format!(
-                "epoch header {start} missing"
-            ))
-            .into());
+            return Err(Entry::Header(start).missing().into());
         }
         Ok((prev, out))
     }
@@ -535,8 +544,13 @@ impl Driver<'_> {
                 None
             } else {
                 Some(
-                    parse_receipt(&v, self.s.contract, self.me)
-                        .ok_or_else(|| malformed("eth_getTransactionReceipt"))?,
+                    parse_receipt(&v, self.s.contract, self.me).ok_or(AnchorError::Rpc(
+                        RpcError::Malformed {
+                            call: "eth_getTransactionReceipt",
+                            epoch: None,
+                            tx: Some(B256::from(tx)),
+                        },
+                    ))?,
                 )
             };
             out.insert(tx, r);

@@ -21,13 +21,14 @@ use serde_json::{Value, json};
 
 use super::{
     Driver,
-    answers::{Block, malformed, parse_block},
+    answers::{Block, parse_block},
 };
 use crate::{
     AnchorError, AnchorReceipt, AnchorStore, Event, Finality, IAfrAnchor, Pass, ReceiptState,
     contract::{ContractRevert, GAS_PRICE_ORACLE, IGasPriceOracle},
     fees, recheck_header,
     reconcile::ChainView,
+    rpc::malformed,
 };
 
 /// How often a pass polls for its transaction's receipt.

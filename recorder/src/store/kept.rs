@@ -8,8 +8,8 @@ use std::fmt::Display;
 
 use rocksdb::WriteBatch;
 
-use super::{CF_ANCHORS, CF_META, META_FORMAT, META_RECORDER, Store, corrupt, u64_key};
-use crate::RecordError;
+use super::{CF_ANCHORS, CF_META, META_FORMAT, META_RECORDER, Store, u64_key};
+use crate::{Entry, RecordError};
 
 /// Where a value kept for a component above the store lives (see [`Store::kept`]). The store
 /// keeps such values in the component's own encoding and never reads their fields: today the
@@ -57,8 +57,8 @@ fn is_own_meta(name: &[u8]) -> bool {
 /// A kept value that its owner's decoder refuses.
 fn kept_corrupt(at: Kept<'_>, e: &dyn Display) -> RecordError {
     match at {
-        Kept::Epoch(epoch) => corrupt(format!("anchor of epoch {epoch}: {e}")),
-        Kept::Named(name) => corrupt(format!("{}: {e}", String::from_utf8_lossy(name))),
+        Kept::Epoch(epoch) => Entry::Anchor(epoch).malformed(e),
+        Kept::Named(name) => Entry::Meta(name.to_vec()).malformed(e),
     }
 }
 
@@ -86,7 +86,7 @@ impl Store {
         let Some((k, v)) = self.last_entry(CF_ANCHORS)? else {
             return Ok(None);
         };
-        let epoch = u64_key(&k)?;
+        let epoch = u64_key(CF_ANCHORS, &k)?;
         decode(epoch, &v)
             .map(Some)
             .map_err(|e| kept_corrupt(Kept::Epoch(epoch), &e))
@@ -133,10 +133,7 @@ impl Store {
             let (cf, key) = match at {
                 Kept::Epoch(e) => (self.cf(CF_ANCHORS)?, e.to_be_bytes().to_vec()),
                 Kept::Named(name) if is_own_meta(name) => {
-                    return Err(RecordError::Corrupt(format!(
-                        "metadata entry {} is the store's own",
-                        String::from_utf8_lossy(name)
-                    )));
+                    return Err(RecordError::ReservedName(name.to_vec()));
                 }
                 Kept::Named(name) => (self.cf(CF_META)?, name.to_vec()),
             };

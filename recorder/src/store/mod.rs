@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use afr_core::{EpochHeader, Record, RecorderId, crypto::SealedPayload};
 use rocksdb::{ColumnFamily, DB, Direction, IteratorMode, WriteBatch, WriteOptions};
 
-use crate::RecordError;
+use crate::{Corruption, Entry, RecordError};
 
 mod kept;
 mod tuning;
@@ -118,21 +118,22 @@ fn db_err(e: rocksdb::Error) -> RecordError {
     RecordError::Storage(e.into_string())
 }
 
-fn corrupt(what: impl Into<String>) -> RecordError {
-    RecordError::Corrupt(what.into())
-}
-
 /// A key and its value, as RocksDB's iterators return them.
-type Entry = (Box<[u8]>, Box<[u8]>);
+type Kv = (Box<[u8]>, Box<[u8]>);
 
 /// The rest of a key after a prefix, and its value ([`Store::meta_prefixed`]).
 type KeyRest = (Vec<u8>, Box<[u8]>);
 
-/// A key of the column families keyed by sequence number or epoch: 8 bytes, big-endian.
-fn u64_key(k: &[u8]) -> Result<u64, RecordError> {
-    <[u8; 8]>::try_from(k)
-        .map(u64::from_be_bytes)
-        .map_err(|_| corrupt("key is not 8 bytes"))
+/// A key of `table`, one of the column families keyed by sequence number or epoch: 8 bytes,
+/// big-endian.
+fn u64_key(table: &'static str, k: &[u8]) -> Result<u64, RecordError> {
+    <[u8; 8]>::try_from(k).map(u64::from_be_bytes).map_err(|_| {
+        RecordError::Corrupt(Corruption::KeyLength {
+            table,
+            key: k.to_vec(),
+            expected: 8,
+        })
+    })
 }
 
 impl Store {
@@ -172,10 +173,10 @@ impl Store {
     }
 
     /// A column family handle by name (`CF_*`), for batches passed to [`Store::write`].
-    pub(crate) fn cf(&self, name: &str) -> Result<&ColumnFamily, RecordError> {
+    pub(crate) fn cf(&self, name: &'static str) -> Result<&ColumnFamily, RecordError> {
         self.db
             .cf_handle(name)
-            .ok_or_else(|| corrupt(format!("column family {name} missing")))
+            .ok_or_else(|| Entry::ColumnFamily(name).missing())
     }
 
     /// Writes a batch; with `sync`, returns only once it is on stable storage.
@@ -216,11 +217,13 @@ impl Store {
     pub fn recorder_id(&self) -> Result<RecorderId, RecordError> {
         let v = self
             .meta(META_RECORDER)?
-            .ok_or_else(|| corrupt("no recorder id in metadata"))?;
-        RecorderId::try_from(v.as_slice()).map_err(|_| corrupt("recorder id is not 20 bytes"))
+            .ok_or_else(|| Entry::Meta(META_RECORDER.to_vec()).missing())?;
+        RecorderId::try_from(v.as_slice()).map_err(|_| {
+            Entry::Meta(META_RECORDER.to_vec()).malformed(format!("is {} bytes, not 20", v.len()))
+        })
     }
 
-    fn get_u64_key(&self, cf: &str, k: u64) -> Result<Option<Vec<u8>>, RecordError> {
+    fn get_u64_key(&self, cf: &'static str, k: u64) -> Result<Option<Vec<u8>>, RecordError> {
         self.db
             .get_cf(self.cf(cf)?, k.to_be_bytes())
             .map_err(db_err)
@@ -234,7 +237,7 @@ impl Store {
     /// The record at `seq`.
     pub fn record(&self, seq: u64) -> Result<Option<Record>, RecordError> {
         self.record_bytes(seq)?
-            .map(|b| Record::decode(&b).map_err(|e| corrupt(format!("record {seq}: {e}"))))
+            .map(|b| Record::decode(&b).map_err(|e| Entry::Record(seq).malformed(e)))
             .transpose()
     }
 
@@ -246,14 +249,14 @@ impl Store {
     /// The sealed payload of `seq`.
     pub fn payload(&self, seq: u64) -> Result<Option<SealedPayload>, RecordError> {
         self.get_u64_key(CF_PAYLOADS, seq)?
-            .map(|b| SealedPayload::decode(&b).map_err(|e| corrupt(format!("payload {seq}: {e}"))))
+            .map(|b| SealedPayload::decode(&b).map_err(|e| Entry::Payload(seq).malformed(e)))
             .transpose()
     }
 
     /// The header of sealed epoch `epoch`.
     pub fn epoch(&self, epoch: u64) -> Result<Option<EpochHeader>, RecordError> {
         self.get_u64_key(CF_EPOCHS, epoch)?
-            .map(|b| EpochHeader::decode(&b).map_err(|e| corrupt(format!("epoch {epoch}: {e}"))))
+            .map(|b| EpochHeader::decode(&b).map_err(|e| Entry::Header(epoch).malformed(e)))
             .transpose()
     }
 
@@ -261,14 +264,15 @@ impl Store {
     pub fn epoch_salt(&self, epoch: u64) -> Result<Option<[u8; 32]>, RecordError> {
         self.get_u64_key(CF_KEYS, epoch)?
             .map(|b| {
-                <[u8; 32]>::try_from(b.as_slice())
-                    .map_err(|_| corrupt(format!("salt of epoch {epoch}")))
+                <[u8; 32]>::try_from(b.as_slice()).map_err(|_| {
+                    Entry::Salt(epoch).malformed(format!("is {} bytes, not 32", b.len()))
+                })
             })
             .transpose()
     }
 
     /// The entry with the highest key in column family `cf`, if any.
-    fn last_entry(&self, cf: &str) -> Result<Option<Entry>, RecordError> {
+    fn last_entry(&self, cf: &'static str) -> Result<Option<Kv>, RecordError> {
         self.db
             .iterator_cf(self.cf(cf)?, IteratorMode::End)
             .next()
@@ -279,7 +283,10 @@ impl Store {
     /// The last sealed epoch header, if any.
     pub fn last_epoch(&self) -> Result<Option<EpochHeader>, RecordError> {
         self.last_entry(CF_EPOCHS)?
-            .map(|(_, v)| EpochHeader::decode(&v).map_err(|e| corrupt(format!("last epoch: {e}"))))
+            .map(|(k, v)| {
+                let epoch = u64_key(CF_EPOCHS, &k)?;
+                EpochHeader::decode(&v).map_err(|e| Entry::Header(epoch).malformed(e))
+            })
             .transpose()
     }
 
@@ -287,7 +294,7 @@ impl Store {
     pub fn record_count(&self) -> Result<u64, RecordError> {
         match self.last_entry(CF_RECORDS)? {
             None => Ok(0),
-            Some((k, _)) => Ok(u64_key(&k)? + 1),
+            Some((k, _)) => Ok(u64_key(CF_RECORDS, &k)? + 1),
         }
     }
 
@@ -317,7 +324,7 @@ impl Store {
 
     fn iter_u64(
         &self,
-        cf: &str,
+        cf: &'static str,
         from: u64,
     ) -> Result<impl Iterator<Item = Result<(u64, Vec<u8>), RecordError>> + '_, RecordError> {
         let key = from.to_be_bytes();
@@ -331,9 +338,9 @@ impl Store {
             ro,
             IteratorMode::From(&key, Direction::Forward),
         );
-        Ok(it.map(|kv| {
+        Ok(it.map(move |kv| {
             let (k, v) = kv.map_err(db_err)?;
-            Ok((u64_key(&k)?, v.into_vec()))
+            Ok((u64_key(cf, &k)?, v.into_vec()))
         }))
     }
 

@@ -18,8 +18,8 @@ use afr_core::{
     verify::{Check, Outcome, verify_log},
 };
 use afr_recorder::{
-    Column, Config, Durability, Kept, KeptOp, RawOp, RecordError, Recorder, export_log, init,
-    read_key_file,
+    Column, Config, Corruption, Durability, Entry, Kept, KeptOp, RawOp, RecordError, Recorder,
+    export_log, init, read_key_file,
 };
 use afr_testkit::synth;
 
@@ -92,7 +92,14 @@ fn values_kept_for_the_anchorer_are_opaque_and_never_under_the_stores_own_names(
     let e = s
         .kept(Kept::Epoch(3), |_| Err::<(), _>("not a receipt"))
         .unwrap_err();
-    assert!(matches!(e, RecordError::Corrupt(_)), "{e}");
+    assert!(
+        matches!(
+            &e,
+            RecordError::Corrupt(Corruption::Malformed { entry: Entry::Anchor(3), reason })
+                if reason == "not a receipt"
+        ),
+        "{e}"
+    );
     // The store's own names are refused, and the batch writes nothing.
     for own in [
         &b"recorder"[..],
@@ -107,6 +114,10 @@ fn values_kept_for_the_anchorer_are_opaque_and_never_under_the_stores_own_names(
             ])
             .unwrap_err();
         assert!(e.to_string().contains("the store's own"), "{e}");
+        assert!(
+            matches!(&e, RecordError::ReservedName(n) if n == own),
+            "{e}"
+        );
     }
     assert_eq!(
         s.kept(Kept::Epoch(1), bytes).unwrap(),
@@ -117,6 +128,43 @@ fn values_kept_for_the_anchorer_are_opaque_and_never_under_the_stores_own_names(
     assert_eq!(s.kept(Kept::Named(b"anchor-marker"), bytes).unwrap(), None);
     // The recorder still opens and records over what it keeps.
     r.record(synth::generate(1, 3).remove(0)).unwrap();
+}
+
+#[test]
+fn corruption_names_the_entry_and_what_is_wrong() {
+    let (_tmp, dir) = initialised([0xee; 20]);
+    {
+        let r = Recorder::open(&dir, cfg(100, Durability::Sync)).unwrap();
+        for ev in synth::generate(10, 5) {
+            r.record(ev).unwrap();
+        }
+        r.store()
+            .raw_write(&[RawOp::Delete(Column::Payloads, &3u64.to_be_bytes())])
+            .unwrap();
+        let e = export_log(r.store(), &mut Vec::new()).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                RecordError::Corrupt(Corruption::OutOfPlace {
+                    found: Entry::Payload(4),
+                    expected: Entry::Payload(3)
+                })
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "store is inconsistent: payload 4 found where payload 3 was expected"
+        );
+    }
+    let e = Recorder::open(&dir, cfg(100, Durability::Sync)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RecordError::Corrupt(Corruption::Missing(Entry::Payload(3)))
+        ),
+        "{e}"
+    );
 }
 
 #[test]
