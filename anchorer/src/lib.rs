@@ -23,8 +23,10 @@
 //! block and `head`: a constant number of calls whatever the log's age. `docs/anchoring.md`
 //! states the finality rules, the per-chain defaults and the fee policy.
 //!
-//! A fork is written to the store as a fork alarm ([`afr_recorder::ForkAlarm`]); while it is
-//! set, a pass posts nothing and returns [`AnchorError::ForkAlarmSet`].
+//! A fork is written to the store as a fork alarm ([`ForkAlarm`]); while it is set, a pass
+//! posts nothing and returns [`AnchorError::ForkAlarmSet`]. The receipts, the marker and the
+//! alarm are the anchorer's types ([`receipt`]), kept in the recorder's store as opaque
+//! values ([`AnchorStore`]).
 //!
 //! A crash at any point (before signing, after sending, before the receipt) leaves either the
 //! transaction on chain (the next pass finds the root and confirms or recovers the receipt)
@@ -61,12 +63,17 @@ mod contract;
 mod driver;
 pub mod fees;
 mod keystore;
+pub mod receipt;
 pub mod reconcile;
 mod rpc;
+mod store;
 pub use contract::{ContractRevert, GAS_PRICE_ORACLE, IAfrAnchor};
 pub use driver::{PENDING_WAIT, anchor_pass};
 pub use keystore::{KEYSTORE_SCRYPT_LOG_N, signer_from_keystore, write_keystore};
+pub use receipt::{AnchorMarker, AnchorReceipt, ForkAlarm, ReceiptState};
+pub use rpc::RpcError;
 pub(crate) use rpc::{retry, rpc_err};
+pub use store::{AnchorStore, META_ANCHOR_MARKER, META_ARCHIVED_ANCHOR, META_FORK_ALARM};
 
 /// The contract artifact `forge build` produced (CI checks it is current).
 pub const ARTIFACT: &str = include_str!("../artifacts/AfrAnchor.json");
@@ -203,9 +210,10 @@ pub enum AnchorError {
         /// Local last sealed epoch.
         local_head: Option<u64>,
     },
-    /// RPC failure (after retries). The text has every URL redacted.
+    /// A JSON-RPC failure: a call that failed (after its retries), an answer that does not
+    /// parse, or a deployment that left no contract. Every URL in it is redacted.
     #[error("rpc: {0}")]
-    Rpc(String),
+    Rpc(#[from] RpcError),
     /// Local store failure.
     #[error(transparent)]
     Store(#[from] afr_recorder::RecordError),
@@ -750,7 +758,7 @@ pub async fn deploy_canonical(
                 provider
                     .get_code_at(a)
                     .await
-                    .map_err(|e| rpc_err(rpc_url, &e))
+                    .map_err(|e| rpc_err("code", "eth_getCode", rpc_url, &e))
             })
             .await
         }
@@ -771,7 +779,7 @@ pub async fn deploy_canonical(
             provider
                 .get_chain_id()
                 .await
-                .map_err(|e| rpc_err(rpc_url, &e))
+                .map_err(|e| rpc_err("chain id", "eth_chainId", rpc_url, &e))
         })
         .await?;
         return Err(AnchorError::DeployerMissing { deployer, chain_id });
@@ -788,24 +796,20 @@ pub async fn deploy_canonical(
             if deployed(&code_at(address).await?)? {
                 return Ok(Deployed { address, tx: None });
             }
-            return Err(rpc_err(rpc_url, &e));
+            return Err(rpc_err("deploy", "eth_sendTransaction", rpc_url, &e));
         }
     };
     let receipt = sent
         .with_timeout(Some(Duration::from_secs(120)))
         .get_receipt()
         .await
-        .map_err(|e| rpc_err(rpc_url, &e))?;
+        .map_err(|e| rpc_err("deploy", "eth_getTransactionReceipt", rpc_url, &e))?;
     if !deployed(&code_at(address).await?)? {
-        return Err(AnchorError::Rpc(format!(
-            "deployment transaction {} ({}) left no code at {address}",
-            receipt.transaction_hash,
-            if receipt.status() {
-                "mined"
-            } else {
-                "reverted"
-            }
-        )));
+        return Err(AnchorError::Rpc(RpcError::NoCode {
+            tx: receipt.transaction_hash,
+            address,
+            reverted: !receipt.status(),
+        }));
     }
     Ok(Deployed {
         address,
@@ -822,13 +826,15 @@ pub async fn deploy(rpc_url: &str, signer: PrivateKeySigner) -> Result<Address, 
     let receipt = provider
         .send_transaction(tx)
         .await
-        .map_err(|e| rpc_err(rpc_url, &e))?
+        .map_err(|e| rpc_err("deploy", "eth_sendTransaction", rpc_url, &e))?
         .get_receipt()
         .await
-        .map_err(|e| rpc_err(rpc_url, &e))?;
+        .map_err(|e| rpc_err("deploy", "eth_getTransactionReceipt", rpc_url, &e))?;
     receipt
         .contract_address
-        .ok_or_else(|| AnchorError::Rpc("deployment receipt has no contract address".into()))
+        .ok_or(AnchorError::Rpc(RpcError::NoContractAddress {
+            tx: receipt.transaction_hash,
+        }))
 }
 
 /// The signed bytes of a mined transaction (EIP-2718 envelope), by `eth_getRawTransactionByHash`:
@@ -839,7 +845,14 @@ pub async fn raw_transaction(rpc_url: &str, tx: [u8; 32]) -> Result<Vec<u8>, Anc
         provider
             .raw_request("eth_getRawTransactionByHash".into(), (B256::from(tx),))
             .await
-            .map_err(|e| rpc_err(rpc_url, &e))
+            .map_err(|e| {
+                rpc_err(
+                    "raw transaction",
+                    "eth_getRawTransactionByHash",
+                    rpc_url,
+                    &e,
+                )
+            })
     })
     .await?;
     Ok(raw.to_vec())

@@ -45,7 +45,8 @@
 use std::collections::BTreeMap;
 
 use afr_core::Hash32;
-use afr_recorder::ReceiptState;
+
+use crate::ReceiptState;
 
 /// A block every read of a pass is pinned to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,11 +8,94 @@ use alloy::rpc::{
     json_rpc::{RpcRecv, RpcSend},
 };
 
+use alloy::primitives::{Address, B256};
+
 use crate::{AnchorError, ContractRevert, Event};
 
-/// An RPC error with `url` and any other URL in its text redacted.
-pub(crate) fn rpc_err(url: &str, e: &dyn std::fmt::Display) -> AnchorError {
-    AnchorError::Rpc(redact(url, &e.to_string()))
+/// Attempts a retried call makes before it gives up.
+const ATTEMPTS: u32 = 5;
+
+/// A JSON-RPC failure (see [`AnchorError::Rpc`]). The endpoint is redacted to its scheme, host
+/// and port, and so is every URL in a message: hosted endpoints carry API keys in the path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RpcError {
+    /// The endpoint did not answer, or answered the call with an error.
+    #[error("{what}: {method} at {endpoint}{}: {message}", attempts_note(*.attempts))]
+    Failed {
+        /// What the call was for (`chain id`, `receipts`, `send`).
+        what: &'static str,
+        /// The JSON-RPC method (`batch` when a batch of several failed as a whole).
+        method: &'static str,
+        /// The endpoint, redacted.
+        endpoint: String,
+        /// The transport's or the node's message, every URL in it redacted.
+        message: String,
+        /// Attempts made before giving up.
+        attempts: u32,
+    },
+    /// An answer that is not what the call returns (a missing field, a value out of range).
+    #[error("malformed answer to {call}{}{}", epoch.map(|e| format!(" for epoch {e}")).unwrap_or_default(), tx.map(|t| format!(" for transaction {t}")).unwrap_or_default())]
+    Malformed {
+        /// The method or contract function answered (`eth_getTransactionReceipt`, `rootOf`).
+        call: &'static str,
+        /// The epoch asked about, where there is one.
+        epoch: Option<u64>,
+        /// The transaction asked about, where there is one.
+        tx: Option<B256>,
+    },
+    /// A deployment transaction was mined but left no code at the address it deploys to.
+    #[error(
+        "deployment transaction {tx} ({}) left no code at {address}",
+        if *.reverted { "reverted" } else { "mined" }
+    )]
+    NoCode {
+        /// The deployment transaction.
+        tx: B256,
+        /// Where the code should be.
+        address: Address,
+        /// Whether the transaction reverted.
+        reverted: bool,
+    },
+    /// A plain CREATE's receipt names no contract address.
+    #[error("deployment transaction {tx} has no contract address in its receipt")]
+    NoContractAddress {
+        /// The deployment transaction.
+        tx: B256,
+    },
+}
+
+fn attempts_note(n: u32) -> String {
+    if n > 1 {
+        format!(" (after {n} attempts)")
+    } else {
+        String::new()
+    }
+}
+
+/// A failed call of `method` (for `what`) at `url`, with `url` and any other URL in `e`
+/// redacted.
+pub(crate) fn rpc_err(
+    what: &'static str,
+    method: &'static str,
+    url: &str,
+    e: &dyn std::fmt::Display,
+) -> AnchorError {
+    AnchorError::Rpc(RpcError::Failed {
+        what,
+        method,
+        endpoint: afr_core::redact_url(url),
+        message: redact(url, &e.to_string()),
+        attempts: 1,
+    })
+}
+
+/// An answer to `call` that does not parse.
+pub(crate) fn malformed(call: &'static str) -> AnchorError {
+    AnchorError::Rpc(RpcError::Malformed {
+        call,
+        epoch: None,
+        tx: None,
+    })
 }
 
 /// `text` with `url` (even without its scheme) and every http(s) URL redacted.
@@ -28,7 +111,8 @@ pub(crate) fn redact(url: &str, text: &str) -> String {
 }
 
 /// Runs `f` with retries and exponential backoff on RPC errors (5 attempts, 200 ms doubling),
-/// reporting each failed attempt through `on`.
+/// reporting each failed attempt through `on`. The last failure is returned with the number
+/// of attempts made.
 pub(crate) async fn retry<T, F, Fut>(
     what: &'static str,
     on: &dyn Fn(&Event),
@@ -39,24 +123,29 @@ where
     Fut: std::future::Future<Output = Result<T, AnchorError>>,
 {
     let mut delay = Duration::from_millis(200);
-    let mut last = String::new();
-    for attempt in 1..=5 {
+    let mut attempt = 1;
+    loop {
         match f().await {
             Ok(v) => return Ok(v),
-            Err(AnchorError::Rpc(e)) => {
+            Err(AnchorError::Rpc(mut e)) => {
                 on(&Event::Retry {
                     what,
                     attempt,
-                    error: e.clone(),
+                    error: e.to_string(),
                 });
-                last = e;
                 tokio::time::sleep(delay).await;
                 delay *= 2;
+                if attempt >= ATTEMPTS {
+                    if let RpcError::Failed { attempts, .. } = &mut e {
+                        *attempts = attempt;
+                    }
+                    return Err(AnchorError::Rpc(e));
+                }
+                attempt += 1;
             }
             Err(other) => return Err(other),
         }
     }
-    Err(AnchorError::Rpc(format!("{what}: {last}")))
 }
 
 /// A JSON-RPC endpoint as the driver uses it: raw requests, batches, redacted errors.
@@ -81,7 +170,7 @@ impl Rpc<'_> {
                 self.p
                     .request::<Params, R>(Cow::Borrowed(method), params)
                     .await
-                    .map_err(|e| rpc_err(self.url, &format_args!("{what}: {e}")))
+                    .map_err(|e| rpc_err(what, method, self.url, &e))
             }
         })
         .await
@@ -106,7 +195,7 @@ impl Rpc<'_> {
                     Ok(r) => Ok(Ok(r)),
                     Err(e) => match e.as_error_resp().and_then(|p| p.as_revert_data()) {
                         Some(data) => Ok(Err(ContractRevert::decode(&data))),
-                        None => Err(rpc_err(self.url, &format_args!("{what}: {e}"))),
+                        None => Err(rpc_err(what, method, self.url, &e)),
                     },
                 }
             }
@@ -130,18 +219,15 @@ impl Rpc<'_> {
                 for p in chunk {
                     waiters.push(
                         b.add_call::<Params, R>(method, p)
-                            .map_err(|e| rpc_err(self.url, &format_args!("{what}: {e}")))?,
+                            .map_err(|e| rpc_err(what, method, self.url, &e))?,
                     );
                 }
                 b.send()
                     .await
-                    .map_err(|e| rpc_err(self.url, &format_args!("{what}: {e}")))?;
+                    .map_err(|e| rpc_err(what, "batch", self.url, &e))?;
                 let mut got = Vec::with_capacity(waiters.len());
                 for w in waiters {
-                    got.push(
-                        w.await
-                            .map_err(|e| rpc_err(self.url, &format_args!("{what}: {e}")))?,
-                    );
+                    got.push(w.await.map_err(|e| rpc_err(what, method, self.url, &e))?);
                 }
                 Ok(got)
             })
@@ -168,10 +254,55 @@ mod tests {
             assert!(!r.contains("SECRETKEY123"), "{r}");
         }
         let e = rpc_err(
+            "chain id",
+            "eth_chainId",
             url,
             &"connection refused: https://mainnet.example.io/v3/SECRETKEY123",
         );
         assert!(!e.to_string().contains("SECRETKEY123"), "{e}");
         assert!(e.to_string().contains("mainnet.example.io"), "{e}");
+    }
+
+    #[test]
+    fn a_failure_names_the_call_its_method_and_how_often_it_was_tried() {
+        let url = "https://mainnet.example.io/v3/SECRETKEY123";
+        let on = |_: &Event| {};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        // Five attempts with backoff: about 6 s.
+        let e = rt.block_on(retry("receipts", &on, || async {
+            Err::<(), _>(rpc_err(
+                "receipts",
+                "eth_getTransactionReceipt",
+                url,
+                &"timed out",
+            ))
+        }));
+        let Err(AnchorError::Rpc(e)) = e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(
+            e,
+            RpcError::Failed {
+                what: "receipts",
+                method: "eth_getTransactionReceipt",
+                endpoint: "https://mainnet.example.io/…".into(),
+                message: "timed out".into(),
+                attempts: ATTEMPTS,
+            }
+        );
+        assert_eq!(
+            AnchorError::Rpc(e).to_string(),
+            "rpc: receipts: eth_getTransactionReceipt at https://mainnet.example.io/… (after 5 \
+             attempts): timed out"
+        );
+        let m = RpcError::Malformed {
+            call: "rootOf",
+            epoch: Some(7),
+            tx: None,
+        };
+        assert_eq!(m.to_string(), "malformed answer to rootOf for epoch 7");
     }
 }

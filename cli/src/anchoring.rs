@@ -3,8 +3,8 @@
 use std::{path::Path, process::ExitCode, time::Duration};
 
 use afr_anchorer::{
-    Address, AnchorError, Event, Options, Settings, reconcile::Wait, signer_from_bytes,
-    signer_from_hex, signer_from_keystore, write_keystore,
+    Address, AnchorError, AnchorStore, Event, Options, Settings, reconcile::Wait,
+    signer_from_bytes, signer_from_hex, signer_from_keystore, write_keystore,
 };
 use afr_recorder::{Config, Recorder, read_key_file, write_key_file};
 use anyhow::{Context, Result};
@@ -275,7 +275,7 @@ pub struct AnchorArgs {
 }
 
 /// The one-line, loud description of a fork alarm.
-pub fn fork_alarm_line(a: &afr_recorder::ForkAlarm) -> String {
+pub fn fork_alarm_line(a: &afr_anchorer::ForkAlarm) -> String {
     afr_server::status::fork_alarm_line(&afr_server::status::fork_alarm_json(a))
 }
 

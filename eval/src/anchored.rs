@@ -15,7 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use afr_anchorer::{anchor_pending, deploy, signer_from_hex};
+use afr_anchorer::{AnchorStore, anchor_pending, deploy, signer_from_hex};
 use afr_recorder::{Config, Recorder};
 use anyhow::{Context, Result};
 

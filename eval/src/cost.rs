@@ -24,7 +24,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use afr_anchorer::{Address, Settings, anchor_pending, deploy, raw_transaction, signer_from_hex};
+use afr_anchorer::{
+    Address, AnchorStore, Settings, anchor_pending, deploy, raw_transaction, signer_from_hex,
+};
 use afr_recorder::{Config, Durability, Recorder};
 use anyhow::{Context, Result};
 use clap::Args;

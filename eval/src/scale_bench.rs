@@ -22,6 +22,7 @@ use std::{
     time::Instant,
 };
 
+use afr_anchorer::AnchorStore;
 use afr_recorder::{Config, Recorder, query::Query};
 use anyhow::{Context, Result, bail};
 use clap::Args;

@@ -8,7 +8,7 @@ use afr_core::{
 };
 use rocksdb::WriteBatch;
 
-use crate::{CF_KEYS, CF_META, RecordError, Recorder, Store, now_us};
+use crate::{CF_KEYS, CF_META, Corruption, Entry, RecordError, Recorder, Store, now_us};
 
 /// Metadata key prefix marking an erased epoch: `erased/` ‖ u64be(epoch).
 pub const META_ERASED: &[u8] = b"erased/";
@@ -52,7 +52,13 @@ impl Store {
                 let (rest, _) = kv?;
                 <[u8; 8]>::try_from(rest.as_slice())
                     .map(u64::from_be_bytes)
-                    .map_err(|_| RecordError::Corrupt("erased-epoch key is not 15 bytes".into()))
+                    .map_err(|_| {
+                        RecordError::Corrupt(Corruption::KeyLength {
+                            table: CF_META,
+                            key: [META_ERASED, &rest].concat(),
+                            expected: META_ERASED.len() + 8,
+                        })
+                    })
             })
             .collect()
     }
@@ -68,7 +74,8 @@ impl Store {
             None => Ok(None),
             Some(v) => {
                 let b: [u8; 8] = v.as_slice().try_into().map_err(|_| {
-                    RecordError::Corrupt(format!("erase-event entry of epoch {epoch}"))
+                    Entry::Meta(erase_event_key(epoch))
+                        .malformed(format!("is {} bytes, not 8", v.len()))
                 })?;
                 Ok(Some(u64::from_be_bytes(b)))
             }
@@ -110,8 +117,7 @@ pub(crate) fn disclose(
     for kv in store.epochs_from(0)? {
         let (e, b) = kv?;
         headers.push(
-            afr_core::EpochHeader::decode(&b)
-                .map_err(|err| RecordError::Corrupt(format!("epoch {e}: {err}")))?,
+            afr_core::EpochHeader::decode(&b).map_err(|err| Entry::Header(e).malformed(err))?,
         );
     }
     // The leaf hashes of one epoch at a time: `seqs` is sorted, so each epoch is read once
@@ -134,26 +140,33 @@ pub(crate) fn disclose(
             let mut leaves = Vec::with_capacity(h.count.min(1 << 20) as usize);
             for kv in store.records_from(h.first_seq)?.take(h.count as usize) {
                 let (s, b) = kv?;
-                if s != h.first_seq + leaves.len() as u64 {
-                    return Err(RecordError::Corrupt(format!("record {s} out of place")));
+                let due = h.first_seq + leaves.len() as u64;
+                if s != due {
+                    return Err(Entry::Record(s).instead_of(Entry::Record(due)));
                 }
                 leaves.push(leaf_hash(&b));
             }
             if (leaves.len() as u64) < h.count {
-                return Err(RecordError::Corrupt(format!(
-                    "epoch {} holds {} of its {} records",
-                    h.epoch,
-                    leaves.len(),
-                    h.count
-                )));
+                return Err(RecordError::Corrupt(Corruption::ShortEpoch {
+                    epoch: h.epoch,
+                    found: leaves.len() as u64,
+                    count: h.count,
+                }));
             }
             leaves_of = Some((h.epoch, leaves));
         }
         let Some((_, leaves)) = &leaves_of else {
-            return Err(RecordError::Corrupt(format!("epoch {} unread", h.epoch)));
+            return Err(RecordError::Internal(
+                "an epoch's leaf hashes were not read",
+            ));
         };
-        let proof = merkle::inclusion_proof(leaves, (seq - h.first_seq) as usize)
-            .ok_or_else(|| RecordError::Corrupt(format!("record {seq} outside its epoch")))?;
+        let proof =
+            merkle::inclusion_proof(leaves, (seq - h.first_seq) as usize).ok_or_else(|| {
+                Entry::Record(seq).malformed(format!(
+                    "names epoch {}, whose {} records from {} do not hold it",
+                    h.epoch, h.count, h.first_seq
+                ))
+            })?;
         let is_erased = store.is_erased(record.epoch)?;
         if is_erased && !erased.contains(&record.epoch) {
             erased.push(record.epoch);
@@ -239,7 +252,7 @@ impl Recorder {
         // The index holds terms of the epoch's payloads: they go with the salt.
         let header = store
             .epoch(epoch)?
-            .ok_or_else(|| RecordError::Corrupt(format!("epoch {epoch} header vanished")))?;
+            .ok_or_else(|| Entry::Header(epoch).missing())?;
         crate::index::delete_epoch_terms(store, self.master_key(), &header, &mut b)?;
         b.delete_cf(store.cf(CF_KEYS)?, epoch.to_be_bytes());
         b.put_cf(

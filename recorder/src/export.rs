@@ -4,7 +4,7 @@ use std::io::Write;
 
 use afr_core::{EpochHeader, export::LogWriter};
 
-use crate::{RecordError, Store, now_us};
+use crate::{Entry, RecordError, Store, now_us};
 
 /// What an export wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,14 +34,23 @@ pub fn export_log(store: &Store, out: &mut impl Write) -> Result<ExportSummary, 
         unsealed: 0,
         bytes: 0,
     };
-    let mut records = store.records_from(0)?.zip(store.payloads_from(0)?);
+    let mut records = store.records_from(0)?;
+    let mut payloads = store.payloads_from(0)?;
     let mut seq = 0u64;
     let mut event = |w: &mut LogWriter, seq: u64| -> Result<(), RecordError> {
-        let missing = || RecordError::Corrupt(format!("record or payload {seq} missing"));
-        let (r, p) = records.next().ok_or_else(missing)?;
-        let ((rs, rb), (ps, pb)) = (r?, p?);
-        if rs != seq || ps != seq {
-            return Err(missing());
+        let (rs, rb) = records
+            .next()
+            .transpose()?
+            .ok_or_else(|| Entry::Record(seq).missing())?;
+        if rs != seq {
+            return Err(Entry::Record(rs).instead_of(Entry::Record(seq)));
+        }
+        let (ps, pb) = payloads
+            .next()
+            .transpose()?
+            .ok_or_else(|| Entry::Payload(seq).missing())?;
+        if ps != seq {
+            return Err(Entry::Payload(ps).instead_of(Entry::Payload(seq)));
         }
         w.event(&rb, Some(&pb));
         Ok(())
@@ -53,8 +62,7 @@ pub fn export_log(store: &Store, out: &mut impl Write) -> Result<ExportSummary, 
     };
     for kv in store.epochs_from(0)? {
         let (e, hb) = kv?;
-        let h = EpochHeader::decode(&hb)
-            .map_err(|err| RecordError::Corrupt(format!("epoch {e}: {err}")))?;
+        let h = EpochHeader::decode(&hb).map_err(|err| Entry::Header(e).malformed(err))?;
         w.epoch(&hb);
         for _ in 0..h.count {
             event(&mut w, seq)?;

@@ -92,7 +92,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use rocksdb::WriteBatch;
 use sha2::Sha256;
 
-use crate::{CF_INDEX, CF_META, RecordError, Store};
+use crate::{CF_INDEX, CF_META, Corruption, Entry, RecordError, Store};
 
 /// Version of the term layout; a store indexed under another version is re-indexed on open.
 /// Version 1 stored term values in plaintext; version 2 stores their HMAC.
@@ -405,8 +405,8 @@ fn push_varint(buf: &mut Vec<u8>, mut n: u64) {
 }
 
 /// Decodes a block's postings (ascending sequence numbers) into `out`.
-fn read_block(first: u64, value: &[u8], out: &mut Vec<u64>) -> Result<(), RecordError> {
-    let bad = || RecordError::Corrupt("malformed index block".into());
+fn read_block(first: u64, value: &[u8], out: &mut Vec<u64>) -> Result<(), &'static str> {
+    let bad = || "malformed posting block";
     let mut seq = first;
     out.push(seq);
     let (mut n, mut shift) = (0u64, 0u32);
@@ -431,8 +431,13 @@ fn read_block(first: u64, value: &[u8], out: &mut Vec<u64>) -> Result<(), Record
 /// The epoch and first sequence number of an index key (`term ‖ u64be(epoch) ‖
 /// u64be(first_seq)`); any other length is corruption.
 fn block_key_tail(key: &[u8]) -> Result<(u64, u64), RecordError> {
-    let k = <&[u8; KEY_LEN]>::try_from(key)
-        .map_err(|_| RecordError::Corrupt("index key of the wrong length".into()))?;
+    let k = <&[u8; KEY_LEN]>::try_from(key).map_err(|_| {
+        RecordError::Corrupt(Corruption::KeyLength {
+            table: CF_INDEX,
+            key: key.to_vec(),
+            expected: KEY_LEN,
+        })
+    })?;
     let mut e = [0u8; 8];
     let mut f = [0u8; 8];
     e.copy_from_slice(&k[TERM_LEN..TERM_LEN + 8]);
@@ -473,7 +478,7 @@ pub fn lookup(
             break;
         }
         let (_, first) = block_key_tail(k)?;
-        read_block(first, v, &mut out)?;
+        read_block(first, v, &mut out).map_err(|r| Entry::Index(k.to_vec()).malformed(r))?;
         it.next();
     }
     it.status()
@@ -497,7 +502,7 @@ pub fn indexed_seqs(store: &Store) -> Result<Vec<u64>, RecordError> {
     while let (Some(k), Some(v)) = (it.key(), it.value()) {
         let (_, first) = block_key_tail(k)?;
         block.clear();
-        read_block(first, v, &mut block)?;
+        read_block(first, v, &mut block).map_err(|r| Entry::Index(k.to_vec()).malformed(r))?;
         out.extend(block.iter().copied());
         it.next();
     }
@@ -509,10 +514,10 @@ pub fn indexed_seqs(store: &Store) -> Result<Vec<u64>, RecordError> {
 /// Number of events the index covers (all `seq <` this).
 pub fn watermark(store: &Store) -> Result<u64, RecordError> {
     Ok(match store.meta(META_INDEX_WATERMARK)? {
-        Some(v) => u64::from_be_bytes(
-            <[u8; 8]>::try_from(v.as_slice())
-                .map_err(|_| RecordError::Corrupt("index watermark is not 8 bytes".into()))?,
-        ),
+        Some(v) => u64::from_be_bytes(<[u8; 8]>::try_from(v.as_slice()).map_err(|_| {
+            Entry::Meta(META_INDEX_WATERMARK.to_vec())
+                .malformed(format!("is {} bytes, not 8", v.len()))
+        })?),
         None => 0,
     })
 }
@@ -609,7 +614,7 @@ impl<'a> Opener<'a> {
         let sealed = match sealed {
             Some(b) => Some(
                 afr_core::crypto::SealedPayload::decode(b)
-                    .map_err(|e| RecordError::Corrupt(format!("payload {seq}: {e}")))?,
+                    .map_err(|e| Entry::Payload(seq).malformed(e))?,
             ),
             None => None,
         };
@@ -623,7 +628,7 @@ impl<'a> Opener<'a> {
             None => afr_core::cbor::to_json(&plain),
         }
         .map(Some)
-        .map_err(|e| RecordError::Corrupt(format!("payload {seq}: {e}")))
+        .map_err(|e| Entry::Payload(seq).malformed(e))
     }
 
     fn decode<T: serde::de::DeserializeOwned>(
@@ -635,7 +640,7 @@ impl<'a> Opener<'a> {
         };
         afr_core::cbor::from_slice::<T>(&plain)
             .map(Some)
-            .map_err(|e| RecordError::Corrupt(format!("payload {}: {e}", record.seq)))
+            .map_err(|e| Entry::Payload(record.seq).malformed(e))
     }
 
     /// The opened plaintext of `record`'s payload (`sealed`, or looked up), or `None` if its
@@ -651,7 +656,7 @@ impl<'a> Opener<'a> {
             None => self
                 .store
                 .payload(seq)?
-                .ok_or_else(|| RecordError::Corrupt(format!("record {seq} has no payload")))?,
+                .ok_or_else(|| Entry::Payload(seq).missing())?,
         };
         let recorder = self.recorder;
         let Some(ek) = self.epoch_key(record.epoch)? else {
@@ -664,7 +669,7 @@ impl<'a> Opener<'a> {
         };
         afr_core::crypto::open(&ek.event_key(seq), &slot, &sealed)
             .map(|p| Some(zeroize::Zeroizing::new(p)))
-            .map_err(|_| RecordError::Corrupt(format!("payload {seq}: decryption failed")))
+            .map_err(|_| RecordError::Corrupt(Corruption::Undecryptable { seq }))
     }
 }
 
@@ -732,8 +737,7 @@ pub fn catch_up(store: &Store, master: &MasterKey, end: u64) -> Result<u64, Reco
         if seq >= end {
             break;
         }
-        let r = Record::decode(&bytes)
-            .map_err(|e| RecordError::Corrupt(format!("record {seq}: {e}")))?;
+        let r = Record::decode(&bytes).map_err(|e| Entry::Record(seq).malformed(e))?;
         if let Some(p) = opener.payload(&r)? {
             chunk.push((seq, r.epoch, Terms::of(r.category, &p, &opener.recorder)));
         }
@@ -763,10 +767,10 @@ pub(crate) fn delete_epoch_terms(
     for seq in header.first_seq..header.end_seq() {
         let r = store
             .record(seq)?
-            .ok_or_else(|| RecordError::Corrupt(format!("record {seq} missing")))?;
-        let p = opener.payload(&r)?.ok_or_else(|| {
-            RecordError::Corrupt(format!("epoch {} has no key material", header.epoch))
-        })?;
+            .ok_or_else(|| Entry::Record(seq).missing())?;
+        let p = opener
+            .payload(&r)?
+            .ok_or_else(|| Entry::Salt(header.epoch).missing())?;
         let t = Terms::of(r.category, &p, &opener.recorder);
         prefixes.extend(
             t.keys(&key)

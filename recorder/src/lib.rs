@@ -35,6 +35,7 @@
 //! without its payload, or a payload without its record, and reopening it MUST yield a chain
 //! that verifies end to end. A sealed epoch header is written after the records it covers.
 
+mod corrupt;
 mod store;
 
 use std::{
@@ -51,11 +52,12 @@ use afr_core::{
     event::{InputError, Payload},
     sequencer::{Chain, SequenceError},
 };
+pub use corrupt::{Corruption, Entry};
 use rocksdb::WriteBatch;
-pub use store::{AnchorMarker, AnchorReceipt, ForkAlarm, ReceiptState, Store, WriteStalls};
 use store::{CF_EPOCHS, CF_INDEX, CF_KEYS, CF_META, CF_PAYLOADS, CF_RECORDS};
 #[cfg(feature = "raw-store")]
 pub use store::{Column, RawOp};
+pub use store::{Kept, KeptOp, Store, WriteStalls};
 
 pub mod delegation;
 mod disclose;
@@ -83,9 +85,10 @@ pub enum RecordError {
     /// RocksDB failed.
     #[error("storage error: {0}")]
     Storage(String),
-    /// The store holds something it should not; nothing is written until this is resolved.
+    /// The store holds something it should not (which entry, and what is wrong with it);
+    /// nothing is written until this is resolved.
     #[error("store is inconsistent: {0}")]
-    Corrupt(String),
+    Corrupt(#[from] Corruption),
     /// The stored records do not form one chain (a gap, a broken link, another recorder's
     /// epoch); found when the store is opened.
     #[error("store is inconsistent: {0}")]
@@ -141,6 +144,17 @@ pub enum RecordError {
     /// The writer thread failed earlier; the recorder accepts no more events.
     #[error("recorder stopped after a storage failure: {0}")]
     Stopped(String),
+    /// A value kept for another component ([`Kept::Named`]) names one of the store's own
+    /// metadata entries; nothing was written.
+    #[error(
+        "metadata entry {} is the store's own; a value kept for another component cannot \
+         take its name",
+        corrupt::show_key(.0)
+    )]
+    ReservedName(Vec<u8>),
+    /// An invariant of the recorder's own state failed (a bug, not the store's contents).
+    #[error("internal error: {0}")]
+    Internal(&'static str),
 }
 
 /// When `record()` may return, relative to the event reaching stable storage.
@@ -390,7 +404,7 @@ impl Recorder {
         let store = Store::open(&db_path, false)?;
         match store.meta(store::META_FORMAT)? {
             Some(v) if v == store::STORE_FORMAT.to_be_bytes() => {}
-            _ => return Err(RecordError::Corrupt("unknown store format".into())),
+            _ => return Err(RecordError::Corrupt(Corruption::UnknownFormat)),
         }
         let recorder = store.recorder_id()?;
         disclose::finish_pending_scrub(&store)?;
@@ -539,7 +553,7 @@ impl Recorder {
             None => Ok(None),
             Some(v) => Receipt::decode(&v)
                 .map(Some)
-                .ok_or_else(|| RecordError::Corrupt("an idempotency receipt is malformed".into())),
+                .ok_or_else(|| Entry::Meta(meta_key).malformed("is not an idempotency receipt")),
         }
     }
 
@@ -610,7 +624,9 @@ impl Recorder {
             self.open_epoch_key(&mut st)?;
         }
         let Some(epoch_key) = st.epoch_key.as_ref() else {
-            return Err(RecordError::Corrupt("epoch key missing".into()));
+            return Err(RecordError::Internal(
+                "the open epoch has no key after opening it",
+            ));
         };
         let slot = st.chain.slot();
         let sealed = crypto::seal(&epoch_key.event_key(slot.seq), &slot, nonce, &plaintext);
@@ -907,17 +923,14 @@ fn recover(store: &Store, master: &MasterKey, recorder: &RecorderId) -> Result<S
         let (seq, bytes) = kv?;
         chain.replay(seq, &bytes)?;
         if store.payload(seq)?.is_none() {
-            return Err(RecordError::Corrupt(format!("record {seq} has no payload")));
+            return Err(Entry::Payload(seq).missing());
         }
     }
     let open = chain.open();
     let epoch_key = match store.epoch_salt(open.number())? {
         Some(salt) if !open.is_empty() => Some(master.epoch_key(&salt, recorder, open.number())),
         None if !open.is_empty() => {
-            return Err(RecordError::Corrupt(format!(
-                "open epoch {} has no key salt",
-                open.number()
-            )));
+            return Err(Entry::Salt(open.number()).missing());
         }
         _ => None,
     };

@@ -8,7 +8,8 @@ use std::path::Path;
 use afr_core::{EpochHeader, RecorderId, bundle::Bundle, crypto::MasterKey};
 
 use crate::{
-    DB_DIR, MASTER_KEY_FILE, RecordError, Store, disclose, index, query, read_key_file, store,
+    Corruption, DB_DIR, MASTER_KEY_FILE, RecordError, Store, disclose, index, query, read_key_file,
+    store,
 };
 
 /// A read-only recorder.
@@ -40,7 +41,7 @@ impl LogReader {
         })?;
         match store.meta(store::META_FORMAT)? {
             Some(v) if v == store::STORE_FORMAT.to_be_bytes() => {}
-            _ => return Err(RecordError::Corrupt("unknown store format".into())),
+            _ => return Err(RecordError::Corrupt(Corruption::UnknownFormat)),
         }
         if index::needs_reinit(&store)? {
             return Err(RecordError::NeedsWriter(

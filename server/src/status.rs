@@ -4,7 +4,8 @@
 //! The object is read from a [`Store`] as written: a server in buffered mode may hold a few
 //! events that are not counted yet.
 
-use afr_recorder::{ForkAlarm, ReceiptState, RecordError, Store, now_us};
+use afr_anchorer::{AnchorStore, ForkAlarm, ReceiptState};
+use afr_recorder::{RecordError, Store, now_us};
 use serde_json::{Value, json};
 
 /// The status object of the recorder whose store is `store` (fields: `docs/api.md`).

@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use afr_anchorer::{
-    AnchorError, Event, Options, Pass, Settings, anchor_pass, deploy, signer_from_hex,
+    AnchorError, AnchorStore, Event, Options, Pass, ReceiptState, Settings, anchor_pass, deploy,
+    signer_from_hex,
 };
-use afr_recorder::{ReceiptState, Recorder};
+use afr_recorder::Recorder;
 use afr_testkit::{Anvil, DEV_ADDR, anvil, anvil_on, cast_at as cast};
 use serde_json::json;
 use tempfile::TempDir;

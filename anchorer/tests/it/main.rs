@@ -12,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use afr_anchorer::{AnchorError, Settings, anchor_pending, deploy, signer_from_hex};
+use afr_anchorer::{AnchorError, AnchorStore, Settings, anchor_pending, deploy, signer_from_hex};
 use afr_recorder::{Config, Recorder, init};
 use afr_testkit::{anvil, anvil_on, shell_event};
 
@@ -132,7 +132,7 @@ fn anchors_exactly_once_through_restarts_reorgs_and_forks() {
     // A reorg drops the anchoring transaction: the receipt is dropped and the epoch re-posted.
     run(&r).unwrap();
     r.store()
-        .put_anchor(&afr_recorder::AnchorReceipt {
+        .put_anchor(&afr_anchorer::AnchorReceipt {
             epoch: 9,
             ..r.store().anchor(8).unwrap().unwrap()
         })

@@ -2,7 +2,7 @@
 //! rewritten record or header field in the real RocksDB store stops the pass, naming the
 //! epoch and the field, before anything is sent.
 
-use afr_anchorer::{AnchorError, HeaderField, anchor_pending, signer_from_hex};
+use afr_anchorer::{AnchorError, AnchorStore, HeaderField, anchor_pending, signer_from_hex};
 use afr_core::{EpochHeader, Hash32, Record, sequencer::SequenceError};
 use afr_recorder::{Column, RawOp, Recorder};
 use afr_testkit::{DEV_ADDR, anvil, cast_at as cast};

@@ -6,7 +6,8 @@ use std::{
     time::Duration,
 };
 
-use afr_recorder::{Config, ForkAlarm, Recorder};
+use afr_anchorer::{AnchorStore, ForkAlarm};
+use afr_recorder::{Config, Recorder};
 use afr_testkit::{DEV_KEY, anvil, anvil_on, cast_at as cast, shell_event};
 
 use super::{afr, initialised, ok};

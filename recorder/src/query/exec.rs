@@ -19,7 +19,7 @@ use super::{
     schema::{Root, Seg},
 };
 use crate::{
-    RecordError, Store,
+    Entry, RecordError, Store,
     index::{self, Field, Opener},
 };
 
@@ -61,9 +61,8 @@ pub(crate) fn run(
                 handles
                     .into_iter()
                     .map(|h| {
-                        h.join().unwrap_or_else(|_| {
-                            Err(RecordError::Corrupt("scan thread panicked".into()))
-                        })
+                        h.join()
+                            .unwrap_or(Err(RecordError::Internal("a query scan thread panicked")))
                     })
                     .collect::<Vec<_>>()
             });
@@ -151,9 +150,7 @@ impl<'a> Exec<'a> {
         // Erased epochs are read from their own metadata entries, not by visiting every
         // epoch: planning a query costs the same on a log of a thousand epochs or a million.
         for e in store.erased_epochs()? {
-            let h = store
-                .epoch(e)?
-                .ok_or_else(|| RecordError::Corrupt(format!("erased epoch {e} has no header")))?;
+            let h = store.epoch(e)?.ok_or_else(|| Entry::Header(e).missing())?;
             erased.push((h.first_seq, h.end_seq()));
             erased_epochs.push(e);
         }
@@ -233,14 +230,11 @@ impl<'a> Exec<'a> {
             if seq >= to {
                 break;
             }
-            let r = Record::decode(&bytes)
-                .map_err(|e| RecordError::Corrupt(format!("record {seq}: {e}")))?;
+            let r = Record::decode(&bytes).map_err(|e| Entry::Record(seq).malformed(e))?;
             let sealed = match payloads.as_mut().and_then(Iterator::next).transpose()? {
                 Some((ps, p)) if ps == seq => Some(p),
                 Some((ps, _)) => {
-                    return Err(RecordError::Corrupt(format!(
-                        "payload {ps} found where {seq} was expected"
-                    )));
+                    return Err(Entry::Payload(ps).instead_of(Entry::Payload(seq)));
                 }
                 None => None,
             };
@@ -257,7 +251,7 @@ impl<'a> Exec<'a> {
     fn record(&self, seq: u64) -> Result<Record, RecordError> {
         self.store
             .record(seq)?
-            .ok_or_else(|| RecordError::Corrupt(format!("record {seq} missing")))
+            .ok_or_else(|| Entry::Record(seq).missing())
     }
 
     /// Events holding the term `(field, value)`, from the blind index.

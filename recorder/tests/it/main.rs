@@ -18,7 +18,8 @@ use afr_core::{
     verify::{Check, Outcome, verify_log},
 };
 use afr_recorder::{
-    Column, Config, Durability, RawOp, RecordError, Recorder, export_log, init, read_key_file,
+    Column, Config, Corruption, Durability, Entry, Kept, KeptOp, RawOp, RecordError, Recorder,
+    export_log, init, read_key_file,
 };
 use afr_testkit::synth;
 
@@ -49,6 +50,121 @@ fn export(r: &Recorder) -> Vec<u8> {
     let mut out = Vec::new();
     export_log(r.store(), &mut out).unwrap();
     out
+}
+
+/// A kept value as it is stored: the store never decodes what it keeps for the anchorer.
+fn bytes(b: &[u8]) -> Result<Vec<u8>, std::convert::Infallible> {
+    Ok(b.to_vec())
+}
+
+#[test]
+fn values_kept_for_the_anchorer_are_opaque_and_never_under_the_stores_own_names() {
+    let (_tmp, r) = fresh(cfg(10, Durability::Sync));
+    let s = r.store();
+    s.write_kept(&[
+        KeptOp::Put(Kept::Epoch(3), b"three"),
+        KeptOp::Put(Kept::Epoch(1), b"one"),
+        KeptOp::Put(Kept::Named(b"anchor-marker"), b"marker"),
+        KeptOp::Put(Kept::Named(b"archived-anchor/a"), b"a"),
+        KeptOp::Put(Kept::Named(b"archived-anchor/b"), b"b"),
+    ])
+    .unwrap();
+    assert_eq!(
+        s.kept(Kept::Epoch(1), bytes).unwrap(),
+        Some(b"one".to_vec())
+    );
+    assert_eq!(s.kept(Kept::Epoch(2), bytes).unwrap(), None);
+    let last = s.last_kept(|e, b| Ok::<_, std::convert::Infallible>((e, b.to_vec())));
+    assert_eq!(last.unwrap(), Some((3, b"three".to_vec())));
+    let from: Vec<(u64, Vec<u8>)> = s
+        .kept_from(2, |e, b| Ok::<_, std::convert::Infallible>((e, b.to_vec())))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(from, [(3, b"three".to_vec())]);
+    let archived = s
+        .kept_prefixed(b"archived-anchor/", |rest, v| {
+            Ok::<_, std::convert::Infallible>([rest, v].concat())
+        })
+        .unwrap();
+    assert_eq!(archived, [b"aa".to_vec(), b"bb".to_vec()]);
+    // A value its owner cannot decode is corruption of that entry.
+    let e = s
+        .kept(Kept::Epoch(3), |_| Err::<(), _>("not a receipt"))
+        .unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            RecordError::Corrupt(Corruption::Malformed { entry: Entry::Anchor(3), reason })
+                if reason == "not a receipt"
+        ),
+        "{e}"
+    );
+    // The store's own names are refused, and the batch writes nothing.
+    for own in [
+        &b"recorder"[..],
+        b"format",
+        b"index/watermark",
+        b"idempotency/k",
+    ] {
+        let e = s
+            .write_kept(&[
+                KeptOp::Delete(Kept::Epoch(1)),
+                KeptOp::Put(Kept::Named(own), b"x"),
+            ])
+            .unwrap_err();
+        assert!(e.to_string().contains("the store's own"), "{e}");
+        assert!(
+            matches!(&e, RecordError::ReservedName(n) if n == own),
+            "{e}"
+        );
+    }
+    assert_eq!(
+        s.kept(Kept::Epoch(1), bytes).unwrap(),
+        Some(b"one".to_vec())
+    );
+    s.write_kept(&[KeptOp::Delete(Kept::Named(b"anchor-marker"))])
+        .unwrap();
+    assert_eq!(s.kept(Kept::Named(b"anchor-marker"), bytes).unwrap(), None);
+    // The recorder still opens and records over what it keeps.
+    r.record(synth::generate(1, 3).remove(0)).unwrap();
+}
+
+#[test]
+fn corruption_names_the_entry_and_what_is_wrong() {
+    let (_tmp, dir) = initialised([0xee; 20]);
+    {
+        let r = Recorder::open(&dir, cfg(100, Durability::Sync)).unwrap();
+        for ev in synth::generate(10, 5) {
+            r.record(ev).unwrap();
+        }
+        r.store()
+            .raw_write(&[RawOp::Delete(Column::Payloads, &3u64.to_be_bytes())])
+            .unwrap();
+        let e = export_log(r.store(), &mut Vec::new()).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                RecordError::Corrupt(Corruption::OutOfPlace {
+                    found: Entry::Payload(4),
+                    expected: Entry::Payload(3)
+                })
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "store is inconsistent: payload 4 found where payload 3 was expected"
+        );
+    }
+    let e = Recorder::open(&dir, cfg(100, Durability::Sync)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RecordError::Corrupt(Corruption::Missing(Entry::Payload(3)))
+        ),
+        "{e}"
+    );
 }
 
 #[test]
@@ -314,15 +430,17 @@ mod disclosure {
     fn bundles_with_keys_open_exactly_the_disclosed_events() {
         let (_tmp, _dir, r, events) = recorded(300, 100);
         let seqs = [17, 42, 100, 101, 102, 250];
-        // Epoch 0 was anchored (the anchorer stores its receipt); the bundle does not say
-        // where (the verifier reads that from the chain), so the receipt changes nothing.
-        let receipt = afr_recorder::AnchorReceipt {
-            l1_fee: 7,
-            replaced: vec![[0xee; 32]],
-            ..afr_recorder::AnchorReceipt::for_tests(0, 31337)
-        };
-        r.store().put_anchor(&receipt).unwrap();
-        assert_eq!(r.store().anchor(0).unwrap(), Some(receipt.clone()));
+        // Epoch 0 was anchored (the anchorer keeps its receipt, opaque to the store); the
+        // bundle does not say where (the verifier reads that from the chain), so the receipt
+        // changes nothing.
+        let receipt = b"the anchorer's receipt of epoch 0, in its own encoding";
+        r.store()
+            .write_kept(&[KeptOp::Put(Kept::Epoch(0), receipt)])
+            .unwrap();
+        assert_eq!(
+            r.store().kept(Kept::Epoch(0), bytes).unwrap(),
+            Some(receipt.to_vec())
+        );
         let b = r.disclose(&seqs, true).unwrap();
         assert_eq!(b.headers.len(), 3);
         let bytes = b.encode();

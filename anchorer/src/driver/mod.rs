@@ -2,121 +2,38 @@
 //! read pinned to one block by hash (EIP-1898), then carries the plan out: receipts
 //! corrected or recovered, the marker advanced, missing epochs posted with capped EIP-1559
 //! fees and replaced at the same nonce while stuck.
+//!
+//! Reading and reconciling are here; [`send`] posts and replaces transactions, and [`answers`]
+//! parses what the node returns.
 
 use std::{
     collections::BTreeMap,
     time::{Duration, Instant},
 };
 
-use afr_core::{EpochHeader, Hash32, epoch::back_pointer};
-use afr_recorder::{AnchorMarker, AnchorReceipt, ForkAlarm, ReceiptState, Store};
+use afr_core::{EpochHeader, Hash32};
+use afr_recorder::{Entry, Store};
 use alloy::{
-    network::{
-        EthereumWallet, NetworkTransactionBuilder, TransactionBuilder, eip2718::Encodable2718,
-    },
-    primitives::{Address, B256, Bytes, FixedBytes, U256},
+    primitives::{Address, B256, Bytes, U256},
     rpc::client::RpcClient,
-    rpc::types::TransactionRequest,
     sol_types::{SolCall, SolEvent},
 };
 use serde_json::{Value, json};
 
 use crate::{
-    AnchorError, Event, Finality, IAfrAnchor, Options, Pass, PrivateKeySigner, Settings,
-    contract::{ContractRevert, GAS_PRICE_ORACLE, IGasPriceOracle},
-    default_confirmations, fees, recheck_header,
+    AnchorError, AnchorMarker, AnchorReceipt, AnchorStore, Event, Finality, ForkAlarm, IAfrAnchor,
+    Options, Pass, PrivateKeySigner, ReceiptState, Settings, default_confirmations,
     reconcile::{self, BlockRef, ChainView, Inclusion, Local, LocalReceipt, Step},
-    rpc::Rpc,
+    rpc::{Rpc, RpcError, malformed, rpc_err},
 };
+
+mod answers;
+mod send;
+
+use answers::{TxReceipt, hex32, parse_block, parse_receipt, quantity, sat64};
 
 /// How long a pass waits for transactions an earlier run left in the mempool.
 pub const PENDING_WAIT: Duration = Duration::from_secs(120);
-
-/// How often a pass polls for its transaction's receipt.
-const POLL: Duration = Duration::from_millis(200);
-
-fn hex32(v: &Value) -> Option<[u8; 32]> {
-    let s = v.as_str()?.strip_prefix("0x")?;
-    let mut out = [0u8; 32];
-    hex::decode_to_slice(s, &mut out).ok()?;
-    Some(out)
-}
-
-fn quantity(v: &Value) -> Option<u128> {
-    u128::from_str_radix(v.as_str()?.strip_prefix("0x")?, 16).ok()
-}
-
-fn malformed(what: &str) -> AnchorError {
-    AnchorError::Rpc(format!("malformed answer to {what}"))
-}
-
-/// A block header as the pass needs it.
-#[derive(Debug, Clone, Copy)]
-struct Block {
-    at: BlockRef,
-    base_fee: Option<u128>,
-}
-
-fn parse_block(v: &Value, what: &str) -> Result<Block, AnchorError> {
-    let number = quantity(&v["number"]).ok_or_else(|| malformed(what))?;
-    Ok(Block {
-        at: BlockRef {
-            number: u64::try_from(number).map_err(|_| malformed(what))?,
-            hash: hex32(&v["hash"]).ok_or_else(|| malformed(what))?,
-        },
-        base_fee: quantity(&v["baseFeePerGas"]),
-    })
-}
-
-/// A transaction receipt as the pass needs it.
-#[derive(Debug, Clone)]
-struct TxReceipt {
-    tx: [u8; 32],
-    block: u64,
-    block_hash: [u8; 32],
-    success: bool,
-    gas_used: u64,
-    effective_gas_price: u128,
-    /// OP-stack receipts carry the L1 data fee charged.
-    l1_fee: Option<u128>,
-    /// `(epoch, root)` of the `Anchored` events of `recorder` from `contract`.
-    anchored: Vec<(u64, Hash32)>,
-}
-
-fn parse_receipt(v: &Value, contract: Address, recorder: Address) -> Option<TxReceipt> {
-    let mut anchored = Vec::new();
-    for log in v["logs"].as_array()? {
-        let addr: Address = log["address"].as_str()?.parse().ok()?;
-        let topics = log["topics"].as_array()?;
-        if addr != contract
-            || topics.len() != 3
-            || hex32(&topics[0])? != IAfrAnchor::Anchored::SIGNATURE_HASH.0
-            || hex32(&topics[1])? != recorder.into_word().0
-        {
-            continue;
-        }
-        let e = hex32(&topics[2])?;
-        let epoch = u64::try_from(U256::from_be_bytes(e)).ok()?;
-        let data = log["data"].as_str()?.strip_prefix("0x")?;
-        let mut root = [0u8; 32];
-        hex::decode_to_slice(data.get(..64)?, &mut root).ok()?;
-        anchored.push((epoch, Hash32(root)));
-    }
-    Some(TxReceipt {
-        tx: hex32(&v["transactionHash"])?,
-        block: u64::try_from(quantity(&v["blockNumber"])?).ok()?,
-        block_hash: hex32(&v["blockHash"])?,
-        success: quantity(&v["status"])? == 1,
-        gas_used: u64::try_from(quantity(&v["gasUsed"])?).ok()?,
-        effective_gas_price: quantity(&v["effectiveGasPrice"]).unwrap_or(0),
-        l1_fee: quantity(&v["l1Fee"]),
-        anchored,
-    })
-}
-
-fn sat64(x: u128) -> u64 {
-    u64::try_from(x).unwrap_or(u64::MAX)
-}
 
 struct Driver<'a> {
     rpc: Rpc<'a>,
@@ -248,25 +165,6 @@ impl Driver<'_> {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-    }
-
-    /// The anchoring key's nonce at `tag`: `latest` counts its mined transactions, `pending`
-    /// also the ones waiting in the node's mempool.
-    async fn nonce_at(&self, tag: &str) -> Result<U256, AnchorError> {
-        self.rpc
-            .call("nonce", "eth_getTransactionCount", json!([self.me, tag]))
-            .await
-    }
-
-    /// The base fee of the latest block, or `fallback` where the chain has none (pre-London).
-    async fn latest_base_fee(&self, fallback: u128) -> Result<u128, AnchorError> {
-        let b: Value = self
-            .rpc
-            .call("block", "eth_getBlockByNumber", json!(["latest", false]))
-            .await?;
-        Ok(parse_block(&b, "eth_getBlockByNumber(latest)")?
-            .base_fee
-            .unwrap_or(fallback))
     }
 
     /// `eth_call` of `data` on the contract at `at` (by hash, canonical required).
@@ -406,8 +304,13 @@ impl Driver<'_> {
         let raw_roots: Vec<Bytes> = self.rpc.batch("rootOf", "eth_call", &asks).await?;
         let mut roots = BTreeMap::new();
         for (e, raw) in (first..upto).zip(raw_roots) {
-            let r = IAfrAnchor::rootOfCall::abi_decode_returns(&raw)
-                .map_err(|_| malformed("rootOf"))?;
+            let r = IAfrAnchor::rootOfCall::abi_decode_returns(&raw).map_err(|_| {
+                AnchorError::Rpc(RpcError::Malformed {
+                    call: "rootOf",
+                    epoch: Some(e),
+                    tx: None,
+                })
+            })?;
             roots.insert(e, Hash32(r.0));
         }
         // Every receipt after the marker is checked by hash once: its block may have changed
@@ -545,7 +448,15 @@ impl Driver<'_> {
 
         let posts: Vec<u64> = plan.posts().collect();
         if let Some(&p0) = posts.first() {
-            let skip = usize::try_from(p0 - first).map_err(|_| malformed("epoch"))?;
+            // The plan posts only local epochs after the marker, so this fits; if not, the
+            // head it was planned from was out of range.
+            let skip = usize::try_from(p0 - first).map_err(|_| {
+                AnchorError::Rpc(RpcError::Malformed {
+                    call: "head",
+                    epoch: Some(p0),
+                    tx: None,
+                })
+            })?;
             let to_post = &headers[skip..];
             let before = match skip.checked_sub(1) {
                 Some(i) => headers.get(i),
@@ -561,21 +472,24 @@ impl Driver<'_> {
         // One batch, methods mixed: the batch helper takes one method, so each call names its
         // own through a tiny wrapper request.
         let mut out = Vec::with_capacity(reads.len());
-        let answers = crate::retry("pinned reads", self.rpc.on, || async {
+        const WHAT: &str = "pinned reads";
+        let url = self.rpc.url;
+        let answers = crate::retry(WHAT, self.rpc.on, || async {
             let mut b = self.rpc.p.new_batch();
             let mut waiters = Vec::with_capacity(reads.len());
             for (m, p) in reads {
-                waiters.push(
+                waiters.push((
+                    *m,
                     b.add_call::<Value, Value>(*m, p)
-                        .map_err(|e| crate::rpc_err(self.rpc.url, &e))?,
-                );
+                        .map_err(|e| rpc_err(WHAT, m, url, &e))?,
+                ));
             }
             b.send()
                 .await
-                .map_err(|e| crate::rpc_err(self.rpc.url, &e))?;
+                .map_err(|e| rpc_err(WHAT, "batch", url, &e))?;
             let mut got = Vec::with_capacity(waiters.len());
-            for w in waiters {
-                got.push(w.await.map_err(|e| crate::rpc_err(self.rpc.url, &e))?);
+            for (m, w) in waiters {
+                got.push(w.await.map_err(|e| rpc_err(WHAT, m, url, &e))?);
             }
             Ok(got)
         })
@@ -596,13 +510,9 @@ impl Driver<'_> {
             let (e, b) = kv?;
             // Header i must be epoch i: every index below relies on it.
             if e != want {
-                return Err(afr_recorder::RecordError::Corrupt(format!(
-                    "epoch header {want} missing (next stored header is epoch {e})"
-                ))
-                .into());
+                return Err(Entry::Header(e).instead_of(Entry::Header(want)).into());
             }
-            let h = EpochHeader::decode(&b)
-                .map_err(|err| afr_recorder::RecordError::Corrupt(format!("epoch {e}: {err}")))?;
+            let h = EpochHeader::decode(&b).map_err(|err| Entry::Header(e).malformed(err))?;
             if e < first {
                 prev = Some(h);
             } else {
@@ -610,10 +520,7 @@ impl Driver<'_> {
             }
         }
         if first > 0 && prev.is_none() {
-            return Err(afr_recorder::RecordError::Corrupt(format!(
-                "epoch header {start} missing"
-            ))
-            .into());
+            return Err(Entry::Header(start).missing().into());
         }
         Ok((prev, out))
     }
@@ -637,8 +544,13 @@ impl Driver<'_> {
                 None
             } else {
                 Some(
-                    parse_receipt(&v, self.s.contract, self.me)
-                        .ok_or_else(|| malformed("eth_getTransactionReceipt"))?,
+                    parse_receipt(&v, self.s.contract, self.me).ok_or(AnchorError::Rpc(
+                        RpcError::Malformed {
+                            call: "eth_getTransactionReceipt",
+                            epoch: None,
+                            tx: Some(B256::from(tx)),
+                        },
+                    ))?,
                 )
             };
             out.insert(tx, r);
@@ -776,349 +688,5 @@ impl Driver<'_> {
             onchain,
             local,
         })
-    }
-
-    /// Posts `headers` (consecutive, the first one the chain's next epoch) in batches.
-    async fn post(
-        &self,
-        headers: &[EpochHeader],
-        before: Option<&EpochHeader>,
-        pinned: &Block,
-        pass: &mut Pass,
-    ) -> Result<(), AnchorError> {
-        // Re-derive every header about to be posted before sending any: a header the records
-        // do not back is never anchored, and neither is anything after it.
-        let recorder = self.store.recorder_id()?;
-        let mut prev = before;
-        for h in headers {
-            recheck_header(self.store, &recorder, prev, h)?;
-            prev = Some(h);
-        }
-        // The contract must be AfrAnchor, and the chain OP-stack or not, before anything is
-        // signed.
-        let codes: Vec<Bytes> = self
-            .rpc
-            .batch(
-                "code",
-                "eth_getCode",
-                &[
-                    json!([self.s.contract, {"blockHash": B256::from(pinned.at.hash)}]),
-                    json!([GAS_PRICE_ORACLE, {"blockHash": B256::from(pinned.at.hash)}]),
-                ],
-            )
-            .await?;
-        if codes[0] != crate::runtime_code()? {
-            return Err(AnchorError::NotAfrAnchor {
-                address: self.s.contract,
-            });
-        }
-        let op_stack = !codes[1].is_empty();
-        let mut next = 0;
-        let mut prev_root = before.map_or(Hash32::ZERO, |h| h.root());
-        while next < headers.len() {
-            let batch = &headers[next..headers.len().min(next + self.s.max_batch.max(1))];
-            if !self
-                .send_batch(batch, &prev_root, op_stack, pinned, pass)
-                .await?
-            {
-                // The chain already holds these roots: done for this pass.
-                return Ok(());
-            }
-            prev_root = batch.last().map_or(prev_root, |h| h.root());
-            next += batch.len();
-        }
-        Ok(())
-    }
-
-    /// Sends one batch and waits for it to land, replacing it while stuck. `Ok(false)` when
-    /// the contract already holds the batch's first root (an earlier run's transaction).
-    async fn send_batch(
-        &self,
-        batch: &[EpochHeader],
-        prev_root: &Hash32,
-        op_stack: bool,
-        pinned: &Block,
-        pass: &mut Pass,
-    ) -> Result<bool, AnchorError> {
-        let (Some(h0), Some(hl)) = (batch.first(), batch.last()) else {
-            return Ok(true);
-        };
-        let (first, last) = (h0.epoch, hl.epoch);
-        let bp = FixedBytes(back_pointer(first, prev_root).0);
-        // One epoch goes through `anchor` (no array in the calldata, no loop: about 600 gas
-        // and 64 calldata bytes less than a batch of one), several through `anchorBatch`.
-        let input = if let [h] = batch {
-            IAfrAnchor::anchorCall {
-                epoch: h.epoch,
-                root: FixedBytes(h.root().0),
-                prevBackPointer: bp,
-            }
-            .abi_encode()
-        } else {
-            IAfrAnchor::anchorBatchCall {
-                firstEpoch: first,
-                roots: batch.iter().map(|h| FixedBytes(h.root().0)).collect(),
-                prevBackPointer: bp,
-            }
-            .abi_encode()
-        };
-        let input = Bytes::from(input);
-        // Gas: the node's estimate, which also runs the contract's checks: its custom errors
-        // come back decoded, and AlreadyAnchored with our own root is success.
-        let estimate = self
-            .rpc
-            .call_or_revert::<_, U256>(
-                "estimate gas",
-                "eth_estimateGas",
-                json!([{"from": self.me, "to": self.s.contract, "data": input}]),
-            )
-            .await?;
-        let gas = match estimate {
-            Ok(g) => u64::try_from(g).map_err(|_| malformed("eth_estimateGas"))?,
-            Err(ContractRevert::AlreadyAnchored { epoch, root })
-                if batch.iter().any(|h| h.epoch == epoch && h.root() == root) =>
-            {
-                self.on(Event::AlreadyAnchored { epoch });
-                let view = ChainView {
-                    at: pinned.at,
-                    confirmed_upto: 0,
-                    finalized_upto: None,
-                    head: None,
-                    roots: BTreeMap::new(),
-                    inclusions: BTreeMap::new(),
-                };
-                let got = self.recover(&[epoch], None, &view).await?;
-                pass.recovered.extend(got);
-                pass.already += 1;
-                return Ok(false);
-            }
-            Err(revert) => {
-                return Err(AnchorError::Contract {
-                    first,
-                    last,
-                    revert,
-                });
-            }
-        };
-        let gas_limit = gas.saturating_add(gas / 4);
-        let nonce =
-            u64::try_from(self.nonce_at("pending").await?).map_err(|_| malformed("nonce"))?;
-        let tip: u128 = match self
-            .rpc
-            .call::<_, U256>("priority fee", "eth_maxPriorityFeePerGas", ())
-            .await
-        {
-            Ok(t) => t.try_into().unwrap_or(u128::MAX),
-            Err(_) => 1_000_000_000,
-        };
-        let base = match pinned.base_fee {
-            Some(b) => b,
-            None => self
-                .rpc
-                .call::<_, U256>("gas price", "eth_gasPrice", ())
-                .await?
-                .try_into()
-                .unwrap_or(u128::MAX),
-        };
-        let cap = self.s.max_gas_price_wei;
-        let mut fee = fees::initial(base, tip, cap).map_err(|o| AnchorError::GasCap {
-            price: o.price,
-            cap: o.cap,
-        })?;
-        let wallet = EthereumWallet::from(self.signer.clone());
-        let start = Instant::now();
-        let mut attempts: Vec<[u8; 32]> = Vec::new();
-        let mut l1_estimate = 0;
-        let mut last_sent = Instant::now();
-        'send: loop {
-            let tx = TransactionRequest::default()
-                .with_from(self.me)
-                .with_to(self.s.contract)
-                .with_input(input.clone())
-                .with_chain_id(self.chain_id)
-                .with_nonce(nonce)
-                .with_gas_limit(gas_limit)
-                .with_max_fee_per_gas(fee.max_fee_per_gas)
-                .with_max_priority_fee_per_gas(fee.max_priority_fee_per_gas);
-            let env = tx
-                .build(&wallet)
-                .await
-                .map_err(|e| AnchorError::Config(format!("cannot sign: {e}")))?;
-            let raw = Bytes::from(env.encoded_2718());
-            let hash = env.tx_hash().0;
-            if op_stack {
-                // The oracle quotes the L1 data fee of these bytes (signed: an upper bound).
-                let q: Bytes = self
-                    .rpc
-                    .call(
-                        "L1 fee",
-                        "eth_call",
-                        json!([
-                            {"to": GAS_PRICE_ORACLE, "data": Bytes::from(
-                                IGasPriceOracle::getL1FeeCall { data: raw.clone() }.abi_encode())},
-                            "latest"
-                        ]),
-                    )
-                    .await?;
-                let fee_l1 = IGasPriceOracle::getL1FeeCall::abi_decode_returns(&q)
-                    .map_err(|_| malformed("getL1Fee"))?;
-                l1_estimate = fee_l1.try_into().unwrap_or(u128::MAX);
-                // A replacement over the L1 cap is not sent; the earlier one still may land.
-                if l1_estimate > self.o.max_l1_fee_wei && attempts.is_empty() {
-                    return Err(AnchorError::L1FeeCap {
-                        fee: l1_estimate,
-                        cap: self.o.max_l1_fee_wei,
-                    });
-                }
-            }
-            if !op_stack || l1_estimate <= self.o.max_l1_fee_wei {
-                // Every attempt is recorded before it is sent: a crash after sending leaves a
-                // pending receipt the next pass resolves by hash.
-                for h in batch {
-                    self.store.put_anchor(&AnchorReceipt {
-                        epoch: h.epoch,
-                        chain_id: self.chain_id,
-                        contract: self.s.contract.0.0,
-                        tx: hash,
-                        block: 0,
-                        block_hash: [0; 32],
-                        gas_used: 0,
-                        effective_gas_price: 0,
-                        state: ReceiptState::Pending,
-                        l1_fee: 0,
-                        replaced: attempts.clone(),
-                    })?;
-                }
-                match self
-                    .rpc
-                    .call::<_, B256>("send", "eth_sendRawTransaction", json!([raw]))
-                    .await
-                {
-                    Ok(_) => {
-                        attempts.push(hash);
-                        if attempts.len() > 1 {
-                            pass.replacements += 1;
-                        }
-                        self.on(Event::Sent {
-                            first,
-                            last,
-                            tx: B256::from(hash),
-                            nonce,
-                            fees: fee,
-                            attempt: attempts.len() as u32,
-                        });
-                    }
-                    // A replacement the node refuses (underpriced, under the base fee): the
-                    // earlier attempts are still the candidates.
-                    Err(e) if !attempts.is_empty() => {
-                        self.on(Event::Retry {
-                            what: "replacement",
-                            attempt: attempts.len() as u32 + 1,
-                            error: e.to_string(),
-                        });
-                    }
-                    Err(e) => return Err(e),
-                }
-                last_sent = Instant::now();
-            }
-            // Wait for any attempt to land; replace after `replace_after`.
-            let mut polls = 0u32;
-            loop {
-                tokio::time::sleep(POLL).await;
-                polls += 1;
-                let found = self.inclusions(&attempts).await?;
-                if let Some(r) = attempts
-                    .iter()
-                    .find_map(|t| found.get(t).cloned().flatten())
-                {
-                    if !r.success {
-                        return Err(AnchorError::Reverted {
-                            tx: B256::from(r.tx),
-                        });
-                    }
-                    let latest: U256 = self.rpc.call("block number", "eth_blockNumber", ()).await?;
-                    let latest = u64::try_from(latest).unwrap_or(u64::MAX);
-                    let state = match self.finality {
-                        Finality::Depth(n) if latest + 1 >= r.block + n.max(1) => {
-                            ReceiptState::Confirmed
-                        }
-                        _ => ReceiptState::Included,
-                    };
-                    let replaced: Vec<[u8; 32]> =
-                        attempts.iter().filter(|t| **t != r.tx).copied().collect();
-                    let receipt = self.receipt(
-                        first,
-                        &r,
-                        state,
-                        if op_stack { l1_estimate } else { 0 },
-                        &replaced,
-                    );
-                    for h in batch {
-                        self.store.put_anchor(&AnchorReceipt {
-                            epoch: h.epoch,
-                            ..receipt.clone()
-                        })?;
-                        pass.posted.push(h.epoch);
-                    }
-                    pass.transactions += 1;
-                    let cost = receipt.cost_wei();
-                    pass.cost_wei += cost;
-                    self.on(Event::Landed {
-                        first,
-                        last,
-                        tx: B256::from(r.tx),
-                        block: r.block,
-                        cost_wei: cost,
-                    });
-                    return Ok(true);
-                }
-                if polls.is_multiple_of(5) && !attempts.is_empty() {
-                    let params: Vec<Value> =
-                        attempts.iter().map(|t| json!([B256::from(*t)])).collect();
-                    let known: Vec<Value> = self
-                        .rpc
-                        .batch("transaction", "eth_getTransactionByHash", &params)
-                        .await?;
-                    if known.iter().all(Value::is_null) {
-                        // The node knows none of the attempts any more. If the nonce is still
-                        // ours to use, it evicted them (anvil drops a transaction whose max
-                        // fee falls under the base fee): send again, bumped. Otherwise (it
-                        // restarted and lost blocks, or the nonce went to another
-                        // transaction) the next pass reconciles.
-                        if self.nonce_at("latest").await? != U256::from(nonce) {
-                            return Err(AnchorError::Dropped {
-                                tx: B256::from(attempts.last().copied().unwrap_or_default()),
-                                nonce,
-                            });
-                        }
-                        let base_now = self.latest_base_fee(base).await?;
-                        if let Some(f) = fees::bump(fee, base_now, cap) {
-                            fee = f;
-                            continue 'send;
-                        }
-                    }
-                }
-                if start.elapsed() > self.o.give_up_after {
-                    return Err(AnchorError::Stuck {
-                        tx: B256::from(attempts.last().copied().unwrap_or_default()),
-                        nonce,
-                        max_fee: fee.max_fee_per_gas,
-                        cap,
-                        waited_s: start.elapsed().as_secs(),
-                    });
-                }
-                if last_sent.elapsed() >= self.o.replace_after {
-                    let base_now = self.latest_base_fee(base).await?;
-                    match fees::bump(fee, base_now, cap) {
-                        Some(f) => {
-                            fee = f;
-                            continue 'send;
-                        }
-                        // At the cap: keep waiting for what is out there.
-                        None => last_sent = Instant::now(),
-                    }
-                }
-            }
-        }
     }
 }
