@@ -48,7 +48,7 @@
 
 use std::time::Duration;
 
-use afr_core::{EpochHeader, Hash32, RecorderId, deployment, sequencer::Chain};
+use afr_core::{EpochHeader, Hash32, RecorderId, deployment, sequencer::Sequencer};
 use afr_recorder::Store;
 use alloy::{
     network::{EthereumWallet, TransactionBuilder},
@@ -250,7 +250,7 @@ pub enum AnchorError {
     /// A record a sealed epoch covers does not continue the chain (a broken link, another
     /// recorder's record): the store is corrupt or was tampered with.
     #[error("epoch {epoch}: {source}; not anchoring anything (store corruption or tampering)")]
-    Chain {
+    Sequence {
         /// The epoch.
         epoch: u64,
         /// What the core's sequencer found on replaying the stored records.
@@ -560,7 +560,7 @@ pub async fn anchor_pending(
 }
 
 /// Re-derives header `h` from the store before it is anchored, through the core's sequencer:
-/// `Chain::after(prev)` (the header before it, `None` for epoch 0), a replay of the stored
+/// `Sequencer::after(prev)` (the header before it, `None` for epoch 0), a replay of the stored
 /// records `first_seq .. first_seq + count` (each must continue the chain), and a seal. Its
 /// epoch number, first sequence number, Merkle root, chain head and `prev_epoch_root` must be
 /// the ones that seal gives. Reads `count` records.
@@ -587,8 +587,8 @@ pub fn recheck_header(
             hex_id(recorder),
         ));
     }
-    let mut chain = Chain::after(*recorder, prev.cloned())
-        .map_err(|source| AnchorError::Chain { epoch, source })?;
+    let mut chain = Sequencer::after(*recorder, prev.cloned())
+        .map_err(|source| AnchorError::Sequence { epoch, source })?;
     if h.epoch != chain.open().number() {
         return Err(mismatch(
             HeaderField::Epoch,
@@ -609,7 +609,7 @@ pub fn recheck_header(
             .ok_or(AnchorError::RecordMissing { epoch, seq })?;
         chain
             .replay(seq, &bytes)
-            .map_err(|source| AnchorError::Chain { epoch, source })?;
+            .map_err(|source| AnchorError::Sequence { epoch, source })?;
     }
     let Some(sealed) = chain.seal(h.sealed_at_us) else {
         return Err(mismatch(

@@ -10,7 +10,7 @@
 
 use afr_core::{
     Record,
-    crypto::{MasterKey, Slot, open, seal},
+    crypto::{MasterKey, Slot, decrypt, encrypt},
     hash::{leaf_hash, node_hash},
     merkle,
 };
@@ -112,10 +112,12 @@ fn crypto(c: &mut Criterion) {
     };
     g.throughput(Throughput::Bytes(pt.len() as u64));
     g.bench_function("seal", |b| {
-        b.iter(|| seal(&key, &slot, [1; 12], black_box(&pt)))
+        b.iter(|| encrypt(&key, &slot, [1; 12], black_box(&pt)))
     });
-    let sealed = seal(&key, &slot, [1; 12], &pt);
-    g.bench_function("open", |b| b.iter(|| open(&key, &slot, black_box(&sealed))));
+    let sealed = encrypt(&key, &slot, [1; 12], &pt);
+    g.bench_function("open", |b| {
+        b.iter(|| decrypt(&key, &slot, black_box(&sealed)))
+    });
     g.bench_function("commitment", |b| b.iter(|| black_box(&sealed).commitment()));
     g.finish();
 }

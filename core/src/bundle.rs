@@ -36,7 +36,7 @@
 use crate::{
     EpochHeader, Hash32, Record, RecorderId,
     cbor::{CborError, Reader, Writer},
-    crypto::{self, EventKey, SealedPayload, Slot},
+    crypto::{self, EncryptedPayload, EventKey, Slot},
     event::Payload,
     merkle,
     verify::{Check, Failure, Location, Outcome},
@@ -61,7 +61,7 @@ pub struct DisclosedEvent {
     /// Audit path of the record in its epoch's tree.
     pub proof: Vec<Hash32>,
     /// The sealed payload (disclosed with keys only).
-    pub payload: Option<SealedPayload>,
+    pub payload: Option<EncryptedPayload>,
     /// The event key (disclosed with keys only, absent for erased epochs).
     pub key: Option<EventKey>,
 }
@@ -338,7 +338,7 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                 let payload = if r.null().map_err(|e| m(&r, e))? {
                     None
                 } else {
-                    Some(SealedPayload::read(&mut r).map_err(|e| m(&r, e))?)
+                    Some(EncryptedPayload::read(&mut r).map_err(|e| m(&r, e))?)
                 };
                 let key = if r.null().map_err(|e| m(&r, e))? {
                     None
@@ -420,7 +420,7 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                                     epoch: record.epoch,
                                     seq,
                                 };
-                                let plain = crypto::open(&k, &slot, &p).map_err(|_| {
+                                let plain = crypto::decrypt(&k, &slot, &p).map_err(|_| {
                                     fail(
                                         at,
                                         Check::PayloadKey,
@@ -547,7 +547,7 @@ mod tests {
     use super::*;
     use crate::{
         Category,
-        crypto::{MasterKey, seal},
+        crypto::{MasterKey, encrypt},
         hash::leaf_hash,
     };
     use proptest::prelude::*;
@@ -572,7 +572,7 @@ mod tests {
                 epoch: 0,
                 seq,
             };
-            let s = seal(
+            let s = encrypt(
                 &ek.event_key(seq),
                 &slot,
                 [seq as u8; 12],

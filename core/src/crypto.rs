@@ -240,7 +240,7 @@ impl Slot {
 /// A sealed payload as stored and exported: enough to recompute the record's commitment
 /// without any key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SealedPayload {
+pub struct EncryptedPayload {
     /// `SHA-256("afr/v1/key-commit" ‖ commit_key ‖ plaintext)`.
     pub key_commit: Hash32,
     /// The AEAD nonce.
@@ -249,7 +249,7 @@ pub struct SealedPayload {
     pub ciphertext: Vec<u8>,
 }
 
-impl SealedPayload {
+impl EncryptedPayload {
     /// The commitment the record holds.
     pub fn commitment(&self) -> Hash32 {
         sha256(&[
@@ -276,12 +276,12 @@ impl SealedPayload {
     }
 
     /// Parses the canonical CBOR form.
-    pub fn decode(bytes: &[u8]) -> Result<SealedPayload, CborError> {
-        Reader::read_all(bytes, SealedPayload::read)
+    pub fn decode(bytes: &[u8]) -> Result<EncryptedPayload, CborError> {
+        Reader::read_all(bytes, EncryptedPayload::read)
     }
 
     /// Reads one sealed payload from a reader positioned at it.
-    pub fn read(r: &mut Reader<'_>) -> Result<SealedPayload, CborError> {
+    pub fn read(r: &mut Reader<'_>) -> Result<EncryptedPayload, CborError> {
         r.array_of(3, "sealed payload")?;
         let key_commit = Hash32(r.fixed()?);
         let nonce = r.fixed()?;
@@ -291,7 +291,7 @@ impl SealedPayload {
                 "ciphertext shorter than its tag".into(),
             ));
         }
-        Ok(SealedPayload {
+        Ok(EncryptedPayload {
             key_commit,
             nonce,
             ciphertext,
@@ -310,12 +310,12 @@ fn cipher(key: &EventKey) -> ChaCha20Poly1305 {
 }
 
 /// Seals `plaintext` for `slot` under `key` with the given fresh nonce.
-pub fn seal(
+pub fn encrypt(
     key: &EventKey,
     slot: &Slot,
     nonce: [u8; NONCE_LEN],
     plaintext: &[u8],
-) -> SealedPayload {
+) -> EncryptedPayload {
     let mut buf = Vec::with_capacity(plaintext.len() + 16);
     buf.extend_from_slice(plaintext);
     // ChaCha20-Poly1305 fails only for messages over 256 GiB; payloads are capped far below.
@@ -325,7 +325,7 @@ pub fn seal(
     {
         unreachable!("payload within the aead size limit");
     }
-    SealedPayload {
+    EncryptedPayload {
         key_commit: key_commit(key, plaintext),
         nonce,
         ciphertext: buf,
@@ -333,7 +333,11 @@ pub fn seal(
 }
 
 /// Opens a sealed payload and checks the plaintext against its key commitment.
-pub fn open(key: &EventKey, slot: &Slot, sealed: &SealedPayload) -> Result<Vec<u8>, CryptoError> {
+pub fn decrypt(
+    key: &EventKey,
+    slot: &Slot,
+    sealed: &EncryptedPayload,
+) -> Result<Vec<u8>, CryptoError> {
     let mut buf = sealed.ciphertext.clone();
     cipher(key)
         .decrypt_in_place(&Nonce::from(sealed.nonce), &slot.aad(), &mut buf)
@@ -416,9 +420,9 @@ mod tests {
     #[test]
     fn seal_open_round_trip_and_slot_binding() {
         let (k, slot) = setup();
-        let s = seal(&k, &slot, [9; 12], b"{\"approved\":true}");
-        assert_eq!(open(&k, &slot, &s).unwrap(), b"{\"approved\":true}");
-        assert_eq!(SealedPayload::decode(&s.encode()).unwrap(), s);
+        let s = encrypt(&k, &slot, [9; 12], b"{\"approved\":true}");
+        assert_eq!(decrypt(&k, &slot, &s).unwrap(), b"{\"approved\":true}");
+        assert_eq!(EncryptedPayload::decode(&s.encode()).unwrap(), s);
         // Moved to another slot, another epoch, another recorder: fails.
         for other in [
             Slot { seq: 302, ..slot },
@@ -428,15 +432,15 @@ mod tests {
                 ..slot
             },
         ] {
-            assert_eq!(open(&k, &other, &s), Err(CryptoError::DecryptionFailed));
+            assert_eq!(decrypt(&k, &other, &s), Err(CryptoError::DecryptionFailed));
         }
         // A flipped ciphertext bit or a wrong key commitment fails too.
         let mut t = s.clone();
         t.ciphertext[0] ^= 1;
-        assert!(open(&k, &slot, &t).is_err());
+        assert!(decrypt(&k, &slot, &t).is_err());
         let mut t = s.clone();
         t.key_commit.0[0] ^= 1;
-        assert!(open(&k, &slot, &t).is_err());
+        assert!(decrypt(&k, &slot, &t).is_err());
     }
 
     #[test]
@@ -492,7 +496,7 @@ mod tests {
         // Two events with the same plaintext get unrelated commitments.
         let m = MasterKey::from_bytes([5; 32]);
         let e = m.epoch_key(&[6; 32], &[7; 20], 0);
-        let a = seal(
+        let a = encrypt(
             &e.event_key(0),
             &Slot {
                 recorder: [7; 20],
@@ -502,7 +506,7 @@ mod tests {
             [0; 12],
             b"yes",
         );
-        let b = seal(
+        let b = encrypt(
             &e.event_key(1),
             &Slot {
                 recorder: [7; 20],

@@ -138,7 +138,7 @@ pub struct Intent {
 /// The outcome of one guardrail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub enum GuardrailVerdict {
     /// Allowed the call.
     Allow,
     /// Blocked the call.
@@ -149,25 +149,25 @@ pub enum Verdict {
     Escalate,
 }
 
-impl Verdict {
+impl GuardrailVerdict {
     /// Every verdict, in declaration order.
-    pub const ALL: [Verdict; 4] = [
-        Verdict::Allow,
-        Verdict::Deny,
-        Verdict::Warn,
-        Verdict::Escalate,
+    pub const ALL: [GuardrailVerdict; 4] = [
+        GuardrailVerdict::Allow,
+        GuardrailVerdict::Deny,
+        GuardrailVerdict::Warn,
+        GuardrailVerdict::Escalate,
     ];
-    /// The lower-case names used in JSON, in the order of [`Verdict::ALL`].
+    /// The lower-case names used in JSON, in the order of [`GuardrailVerdict::ALL`].
     pub const NAMES: [&'static str; 4] = ["allow", "deny", "warn", "escalate"];
 
     /// The lower-case name used in JSON.
     pub fn name(self) -> &'static str {
-        Verdict::NAMES[self as usize]
+        GuardrailVerdict::NAMES[self as usize]
     }
 
     /// The verdict with JSON name `s`.
-    pub fn from_name(s: &str) -> Option<Verdict> {
-        Verdict::ALL.into_iter().find(|v| v.name() == s)
+    pub fn from_name(s: &str) -> Option<GuardrailVerdict> {
+        GuardrailVerdict::ALL.into_iter().find(|v| v.name() == s)
     }
 }
 
@@ -181,7 +181,7 @@ pub struct GuardrailEvaluation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     /// Its verdict.
-    pub verdict: Verdict,
+    pub verdict: GuardrailVerdict,
     /// Why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -942,10 +942,10 @@ mod tests {
             Category::from_name,
         );
         names_agree(
-            &Verdict::ALL,
-            &Verdict::NAMES,
-            Verdict::name,
-            Verdict::from_name,
+            &GuardrailVerdict::ALL,
+            &GuardrailVerdict::NAMES,
+            GuardrailVerdict::name,
+            GuardrailVerdict::from_name,
         );
         names_agree(
             &Decision::ALL,

@@ -13,14 +13,14 @@
 //! ```
 //!
 //! `record`, `header` and `sealed_payload` are the exact canonical items of
-//! [`crate::Record`], [`crate::EpochHeader`] and [`crate::crypto::SealedPayload`], inline, so
+//! [`crate::Record`], [`crate::EpochHeader`] and [`crate::crypto::EncryptedPayload`], inline, so
 //! a verifier hashes a record's bytes straight from the file. A payload is `null` when it was
 //! withheld. The reader borrows from the input and never allocates by a declared length.
 
 use crate::{
     EpochHeader, FORMAT_VERSION, Record, RecorderId,
     cbor::{CborError, Reader, Writer},
-    crypto::SealedPayload,
+    crypto::EncryptedPayload,
 };
 
 /// Magic of the start frame.
@@ -47,7 +47,7 @@ pub enum Frame<'a> {
         /// The parsed record.
         record: Record,
         /// The sealed payload, unless withheld.
-        payload: Option<SealedPayload>,
+        payload: Option<EncryptedPayload>,
     },
     /// The end frame with the totals.
     End {
@@ -171,7 +171,7 @@ impl<'a> LogReader<'a> {
                 let payload = if self.r.null()? {
                     None
                 } else {
-                    Some(SealedPayload::read(&mut self.r)?)
+                    Some(EncryptedPayload::read(&mut self.r)?)
                 };
                 Frame::Event {
                     record_bytes,

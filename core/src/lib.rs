@@ -1,7 +1,7 @@
 //! The Agent Flight Recorder format: every byte a verifier checks is defined here.
 //!
 //! This crate is sans-I/O, in the manner of rustls: it encodes, hashes, builds and checks
-//! Merkle proofs, derives keys and seals payloads, all as pure functions over bytes. Storage
+//! Merkle proofs, derives keys and encrypts payloads, all as pure functions over bytes. Storage
 //! (RocksDB) and networking (RPC) live in other crates, so the standalone verifier links this
 //! crate and nothing heavier.
 //!
@@ -9,7 +9,7 @@
 //!
 //! ```text
 //!  EventInput (JSON) ──► Payload (8 semantic fields) ──canonical CBOR──► plaintext
-//!                                                                           │ seal (ChaCha20-Poly1305,
+//!                                                                           │ encrypt (ChaCha20-Poly1305,
 //!                                                                           ▼  per-event key)
 //!  Record {seq, epoch, prev_hash, payload_commitment, ...} ◄── commitment ── PayloadEntry
 //!     │ leaf = SHA-256(0x00 ‖ record)

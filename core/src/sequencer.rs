@@ -3,12 +3,12 @@
 //! through it, so what they produce is by construction what a verifier checks.
 //!
 //! Two layers. [`Links`] numbers records and chains each to the leaf hash of the one before
-//! (`prev_hash`). [`Chain`] adds epochs on top: a Merkle tree over the open epoch's leaves
+//! (`prev_hash`). [`Sequencer`] adds epochs on top: a Merkle tree over the open epoch's leaves
 //! ([`CompactRange`], `O(log n)` state) and, when sealed, an [`EpochHeader`] whose root points
 //! back to the previous epoch's. The stages of an epoch are types:
 //!
 //! ```text
-//! OpenEpoch --Chain::seal--> SealedEpoch --SealedEpoch::anchored--> AnchoredEpoch
+//! OpenEpoch --Sequencer::seal--> SealedEpoch --SealedEpoch::anchored--> AnchoredEpoch
 //! ```
 //!
 //! When to seal (a size or an age) is the caller's policy; what sealing means is decided here.
@@ -223,7 +223,7 @@ pub struct AnchoredEpoch {
 
 /// The full sequencer: [`Links`] plus epochs.
 #[derive(Debug, Clone)]
-pub struct Chain {
+pub struct Sequencer {
     links: Links,
     open: OpenEpoch,
     /// Root of the last sealed epoch (zero before the first).
@@ -231,10 +231,10 @@ pub struct Chain {
     last_sealed: Option<SealedEpoch>,
 }
 
-impl Chain {
+impl Sequencer {
     /// An empty log for `recorder`.
-    pub fn new(recorder: RecorderId) -> Chain {
-        Chain {
+    pub fn new(recorder: RecorderId) -> Sequencer {
+        Sequencer {
             links: Links::new(recorder),
             open: OpenEpoch {
                 number: 0,
@@ -247,15 +247,18 @@ impl Chain {
     }
 
     /// The state right after `last` was sealed (or an empty log): the open epoch is empty and
-    /// its records, if any are stored, are replayed with [`Chain::replay`].
-    pub fn after(recorder: RecorderId, last: Option<EpochHeader>) -> Result<Chain, SequenceError> {
+    /// its records, if any are stored, are replayed with [`Sequencer::replay`].
+    pub fn after(
+        recorder: RecorderId,
+        last: Option<EpochHeader>,
+    ) -> Result<Sequencer, SequenceError> {
         let Some(h) = last else {
-            return Ok(Chain::new(recorder));
+            return Ok(Sequencer::new(recorder));
         };
         if h.recorder != recorder {
             return Err(SequenceError::ForeignEpoch { epoch: h.epoch });
         }
-        Ok(Chain {
+        Ok(Sequencer {
             links: Links::after(recorder, h.end_seq(), h.chain_head),
             open: OpenEpoch {
                 number: h.epoch + 1,
@@ -315,7 +318,7 @@ impl Chain {
         Ok(a)
     }
 
-    /// Replays a stored record of the open epoch (after [`Chain::after`]), checking that it
+    /// Replays a stored record of the open epoch (after [`Sequencer::after`]), checking that it
     /// is the next one and continues the chain; returns its leaf hash.
     pub fn replay(&mut self, seq: u64, bytes: &[u8]) -> Result<Hash32, SequenceError> {
         let expected = self.next_seq();
@@ -388,7 +391,7 @@ mod tests {
 
     #[test]
     fn sealed_epochs_chain_and_their_roots_match_a_tree_built_from_scratch() {
-        let mut c = Chain::new([7; 20]);
+        let mut c = Sequencer::new([7; 20]);
         let mut leaves = Vec::new();
         let mut headers: Vec<EpochHeader> = Vec::new();
         for i in 0..10u64 {
@@ -417,7 +420,7 @@ mod tests {
 
     #[test]
     fn replay_after_a_sealed_epoch_rebuilds_the_same_state_and_refuses_gaps_and_breaks() {
-        let mut live = Chain::new([1; 20]);
+        let mut live = Sequencer::new([1; 20]);
         let mut stored = Vec::new();
         for i in 0..3 {
             live.append(env(i), 0, Hash32::ZERO).unwrap();
@@ -426,13 +429,13 @@ mod tests {
         for i in 3..6 {
             stored.push(live.append(env(i), 0, Hash32::ZERO).unwrap());
         }
-        let mut back = Chain::after([1; 20], Some(first.header().clone())).unwrap();
+        let mut back = Sequencer::after([1; 20], Some(first.header().clone())).unwrap();
         for a in &stored {
             back.replay(a.record.seq, &a.bytes).unwrap();
         }
         assert_eq!(back.seal(9), live.seal(9));
 
-        let mut gap = Chain::after([1; 20], Some(first.header().clone())).unwrap();
+        let mut gap = Sequencer::after([1; 20], Some(first.header().clone())).unwrap();
         assert_eq!(
             gap.replay(4, &stored[1].bytes),
             Err(SequenceError::Gap {
@@ -440,21 +443,21 @@ mod tests {
                 found: 4
             })
         );
-        let mut broken = Chain::after([1; 20], Some(first.header().clone())).unwrap();
+        let mut broken = Sequencer::after([1; 20], Some(first.header().clone())).unwrap();
         broken.replay(3, &stored[0].bytes).unwrap();
         assert_eq!(
             broken.replay(4, &stored[0].bytes),
             Err(SequenceError::Broken { seq: 4 })
         );
         assert_eq!(
-            Chain::after([2; 20], Some(first.into_header())).err(),
+            Sequencer::after([2; 20], Some(first.into_header())).err(),
             Some(SequenceError::ForeignEpoch { epoch: 0 })
         );
     }
 
     #[test]
     fn concurrent_with_must_name_earlier_events() {
-        let mut c = Chain::new([0; 20]);
+        let mut c = Sequencer::new([0; 20]);
         let mut e = env(0);
         e.concurrent_with = vec![0];
         assert!(matches!(

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use crate::{
     EpochHeader, Hash32, Record, RecorderId,
     cbor::CborError,
-    crypto::SealedPayload,
+    crypto::EncryptedPayload,
     export::{Frame, Frames, LogReader, StreamLog},
     hash::leaf_hash,
     merkle::CompactRange,
@@ -479,7 +479,7 @@ enum Pending {
     Event {
         record_bytes: Vec<u8>,
         record: Record,
-        payload: Option<SealedPayload>,
+        payload: Option<EncryptedPayload>,
     },
 }
 

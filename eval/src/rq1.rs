@@ -26,7 +26,7 @@ use afr_core::{
     cbor::Writer,
     event::Envelope,
     hash::sha256,
-    sequencer::{Chain, Links},
+    sequencer::{Links, Sequencer},
 };
 use afr_recorder::{Config, Recorder};
 use anyhow::{Context, Result};
@@ -81,15 +81,15 @@ struct Plain {
 }
 
 /// The `chain` and `merkle` configurations: records through the core's sequencer, the hash
-/// chain alone ([`Links`]) or with Merkle epochs ([`Chain`]), appended to a file.
+/// chain alone ([`Links`]) or with Merkle epochs ([`Sequencer`]), appended to a file.
 struct Chained {
     out: BufWriter<File>,
-    seq: Sequencer,
+    seq: Mode,
 }
 
-enum Sequencer {
+enum Mode {
     Links(Links),
-    Epochs(Box<Chain>),
+    Epochs(Box<Sequencer>),
 }
 
 fn cbor_event(env: &Envelope, payload: &Payload) -> Result<Vec<u8>> {
@@ -108,12 +108,12 @@ impl Chained {
         let payload = cbor_event(&env, &payload)?;
         let commitment = sha256(&[&payload]);
         let appended = match &mut self.seq {
-            Sequencer::Links(l) => l.link(env, 0, 0, commitment)?,
-            Sequencer::Epochs(c) => c.append(env, 0, commitment)?,
+            Mode::Links(l) => l.link(env, 0, 0, commitment)?,
+            Mode::Epochs(c) => c.append(env, 0, commitment)?,
         };
         self.out.write_all(&appended.bytes)?;
         self.out.write_all(&payload)?;
-        if let Sequencer::Epochs(c) = &self.seq
+        if let Mode::Epochs(c) = &self.seq
             && c.open().len() == EPOCH_SIZE
         {
             self.seal()?;
@@ -122,7 +122,7 @@ impl Chained {
     }
 
     fn seal(&mut self) -> Result<()> {
-        if let Sequencer::Epochs(c) = &mut self.seq
+        if let Mode::Epochs(c) = &mut self.seq
             && let Some(sealed) = c.seal(afr_recorder::now_us())
         {
             self.out.write_all(&sealed.header().encode())?;
@@ -182,9 +182,9 @@ pub fn run(config: &str, events: Vec<EventInput>, dir: &Path) -> Result<Run> {
             let mut s = Chained {
                 out: BufWriter::new(File::create(&path)?),
                 seq: if config == "merkle" {
-                    Sequencer::Epochs(Box::new(Chain::new(recorder)))
+                    Mode::Epochs(Box::new(Sequencer::new(recorder)))
                 } else {
-                    Sequencer::Links(Links::new(recorder))
+                    Mode::Links(Links::new(recorder))
                 },
             };
             let latencies_us = time_each(events, |ev| s.log(ev))?;

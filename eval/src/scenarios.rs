@@ -26,7 +26,7 @@ use afr_core::{
     Category, EventInput,
     event::{
         CodeProvenance, ContextProvenance, ContextSource, Decision, DelegationProvenance, Effects,
-        EventRef, Execution, GuardrailEvaluation, HumanApproval, Verdict,
+        EventRef, Execution, GuardrailEvaluation, GuardrailVerdict, HumanApproval,
     },
     verify::Outcome,
 };
@@ -207,7 +207,7 @@ fn base(category: Category, tool: &str, args: serde_json::Value, agent: &str) ->
     }
 }
 
-fn guard(name: &str, verdict: Verdict, reason: &str) -> GuardrailEvaluation {
+fn guard(name: &str, verdict: GuardrailVerdict, reason: &str) -> GuardrailEvaluation {
     GuardrailEvaluation {
         guardrail: name.into(),
         version: Some("2.0".into()),
@@ -301,10 +301,14 @@ fn scenario_a() -> Vec<Step> {
                 policy_evaluation: vec![
                     guard(
                         "egress-allowlist",
-                        Verdict::Deny,
+                        GuardrailVerdict::Deny,
                         "attacker.example is not on the allowlist",
                     ),
-                    guard("shell-policy", Verdict::Allow, "no destructive pattern"),
+                    guard(
+                        "shell-policy",
+                        GuardrailVerdict::Allow,
+                        "no destructive pattern",
+                    ),
                 ],
                 effects: Some(Effects {
                     error: Some("blocked before execution".into()),
@@ -325,12 +329,12 @@ fn scenario_a() -> Vec<Step> {
                 policy_evaluation: vec![
                     guard(
                         "egress-allowlist",
-                        Verdict::Allow,
+                        GuardrailVerdict::Allow,
                         "paste service allowed (stale entry)",
                     ),
                     guard(
                         "secrets-scanner",
-                        Verdict::Warn,
+                        GuardrailVerdict::Warn,
                         "body resembles an access key",
                     ),
                 ],
@@ -358,7 +362,7 @@ fn scenario_a() -> Vec<Step> {
             build: |_| EventInput {
                 policy_evaluation: vec![guard(
                     "sensitive-path",
-                    Verdict::Escalate,
+                    GuardrailVerdict::Escalate,
                     "credentials file",
                 )],
                 human_approval: approval(
@@ -445,12 +449,12 @@ fn scenario_b() -> Vec<Step> {
                 policy_evaluation: vec![
                     guard(
                         "destructive-sql",
-                        Verdict::Escalate,
+                        GuardrailVerdict::Escalate,
                         "DROP in an environment believed to be staging",
                     ),
                     guard(
                         "prod-host-denylist",
-                        Verdict::Allow,
+                        GuardrailVerdict::Allow,
                         "host not on the denylist (list out of date)",
                     ),
                 ],
@@ -612,7 +616,11 @@ fn scenario_c() -> Vec<Step> {
         Step {
             id: "c_refund1",
             build: |s| EventInput {
-                policy_evaluation: vec![guard("refund-limit", Verdict::Allow, "under 50,000 EUR")],
+                policy_evaluation: vec![guard(
+                    "refund-limit",
+                    GuardrailVerdict::Allow,
+                    "under 50,000 EUR",
+                )],
                 human_approval: approval(
                     "ap-lead@initech.example",
                     "Refund 48,200 EUR for INV-2291?",
@@ -640,10 +648,10 @@ fn scenario_c() -> Vec<Step> {
             id: "c_refund2",
             build: |s| EventInput {
                 policy_evaluation: vec![
-                    guard("refund-limit", Verdict::Allow, "under 50,000 EUR"),
+                    guard("refund-limit", GuardrailVerdict::Allow, "under 50,000 EUR"),
                     guard(
                         "idempotency-check",
-                        Verdict::Warn,
+                        GuardrailVerdict::Warn,
                         "same invoice refunded within 24 h",
                     ),
                 ],
@@ -875,7 +883,7 @@ pub fn rq4(background_events: u64, seed: u64, rpc: Option<&str>) -> Result<Rq4Re
             lookup: "guardrail",
             query: r#"policy_evaluation[].verdict = "deny""#.into(),
             grep: "deny".into(),
-            truth: matching(&|e| e.policy_evaluation.iter().any(|g| g.verdict == Verdict::Deny)),
+            truth: matching(&|e| e.policy_evaluation.iter().any(|g| g.verdict == GuardrailVerdict::Deny)),
         },
         Question {
             scenario: "A: prompt injection",

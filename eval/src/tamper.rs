@@ -21,12 +21,12 @@
 use afr_core::{
     Category, EpochHeader, Hash32, Payload, Record, RecorderId,
     bundle::{Bundle, DisclosedEvent},
-    crypto::{EventKey, MasterKey, SealedPayload, Slot, seal},
+    crypto::{EncryptedPayload, EventKey, MasterKey, Slot, encrypt},
     event::{Envelope, Intent},
     export::LogWriter,
     hash::leaf_hash,
     merkle,
-    sequencer::Chain,
+    sequencer::Sequencer,
 };
 
 /// A small deterministic PRNG (xorshift64*), so every case is reproducible from its seed.
@@ -73,7 +73,7 @@ pub struct Event {
     pub payload: Payload,
     /// The sealed payload and the `(epoch, seq)` it was sealed for, reused while the event
     /// keeps its slot so that re-sealing leaves an unchanged prefix byte-identical.
-    sealed: Option<(u64, u64, SealedPayload)>,
+    sealed: Option<(u64, u64, EncryptedPayload)>,
 }
 
 fn payload(tool: String, n: u64) -> Payload {
@@ -158,7 +158,7 @@ impl History {
     }
 
     /// Seals a payload for a slot with a fresh nonce.
-    pub fn seal_payload(&mut self, p: &Payload, epoch: u64, seq: u64) -> SealedPayload {
+    pub fn seal_payload(&mut self, p: &Payload, epoch: u64, seq: u64) -> EncryptedPayload {
         self.nonces = self.nonces.wrapping_add(1);
         let mut nonce = [0u8; 12];
         nonce[..8].copy_from_slice(&self.nonces.to_be_bytes());
@@ -172,7 +172,7 @@ impl History {
             reason = "a payload of a tool name and a one-key JSON object always encodes"
         )]
         let plain = p.encode().expect("payload encodes");
-        seal(&self.key(epoch, seq), &slot, nonce, &plain)
+        encrypt(&self.key(epoch, seq), &slot, nonce, &plain)
     }
 
     /// Events in the history.
@@ -190,7 +190,7 @@ impl History {
     pub fn seal(&mut self) -> SealedLog {
         self.epochs.retain(|e| !e.is_empty());
         let mut epochs = std::mem::take(&mut self.epochs);
-        let mut chain = Chain::new(self.recorder);
+        let mut chain = Sequencer::new(self.recorder);
         let mut out = Vec::new();
         for evs in epochs.iter_mut() {
             let mut sealed_events = Vec::new();
@@ -248,7 +248,7 @@ pub struct SealedEvent {
     /// The record's canonical bytes.
     pub record: Vec<u8>,
     /// Its sealed payload.
-    pub payload: Option<SealedPayload>,
+    pub payload: Option<EncryptedPayload>,
     /// Its event key (for bundles).
     pub key: EventKey,
 }

@@ -7,7 +7,7 @@
 //! with `#[path]`. It may use only `std`, `afr_core`, `ciborium` and `serde_json`.
 
 use afr_core::{
-    EpochHeader, EventInput, Payload, Record, cbor, crypto::SealedPayload,
+    EpochHeader, EventInput, Payload, Record, cbor, crypto::EncryptedPayload,
     event::DEFAULT_MAX_EVENT_BYTES,
 };
 
@@ -55,7 +55,7 @@ pub fn epoch_header(data: &[u8]) -> bool {
 
 /// Sealed payloads: round trip, and the ciphertext holds at least the 16-byte tag.
 pub fn sealed_payload(data: &[u8]) -> bool {
-    let Ok(p) = SealedPayload::decode(data) else {
+    let Ok(p) = EncryptedPayload::decode(data) else {
         return false;
     };
     assert_eq!(p.encode(), data, "sealed payload re-encodes differently");

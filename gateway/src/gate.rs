@@ -45,7 +45,7 @@ use afr_client::{
 use crate::{
     approvals::{self, Decision, PendingCall, Ruling},
     json::parse_strict,
-    policy::{Call, Evaluation, Policy, Verdict},
+    policy::{Call, Evaluation, GuardrailVerdict, Policy},
     session::{Session, Stage},
 };
 
@@ -494,11 +494,13 @@ impl Gate {
             })
         });
         let tool = call.tool.as_str();
-        let verdict = evaluation.as_ref().map_or(Verdict::Allow, |e| e.verdict);
+        let verdict = evaluation
+            .as_ref()
+            .map_or(GuardrailVerdict::Allow, |e| e.verdict);
         let stage = match verdict {
-            Verdict::Allow | Verdict::Warn => Stage::Forward,
-            Verdict::Deny => Stage::Denied,
-            Verdict::Escalate => Stage::Held,
+            GuardrailVerdict::Allow | GuardrailVerdict::Warn => Stage::Forward,
+            GuardrailVerdict::Deny => Stage::Denied,
+            GuardrailVerdict::Escalate => Stage::Held,
         };
         let mut record = CallRecord {
             key: self.new_key(),
@@ -522,12 +524,16 @@ impl Gate {
                 message: format!("afr gateway: the call cannot be recorded ({e}); not forwarded"),
             });
         }
-        let Some(e) = evaluation.filter(|e| matches!(e.verdict, Verdict::Deny | Verdict::Escalate))
-        else {
+        let Some(e) = evaluation.filter(|e| {
+            matches!(
+                e.verdict,
+                GuardrailVerdict::Deny | GuardrailVerdict::Escalate
+            )
+        }) else {
             let ticket = self.journal(&record);
             return Admission::Forward(Forward { record, ticket });
         };
-        if e.verdict == Verdict::Deny {
+        if e.verdict == GuardrailVerdict::Deny {
             // Never forwarded: its one event is complete now.
             if let Err(err) = self.record(&record.key, &record.event) {
                 warn(&format!("denied call of `{tool}` not recorded: {err}"));
@@ -871,7 +877,7 @@ impl Gate {
         event.policy_evaluation.push(GuardrailEvaluation {
             guardrail: SIGNED_APPROVAL_GUARDRAIL.into(),
             version: Some(held.evaluation.version.clone()),
-            verdict: Verdict::Deny,
+            verdict: GuardrailVerdict::Deny,
             reason: Some(why.to_owned()),
         });
         event.effects = Some(Effects {

@@ -59,7 +59,7 @@ pub enum PolicyError {
 /// too, recorded with the warning; `deny` answers a JSON-RPC error and the call never reaches
 /// the server; `escalate` holds it until a human approves it (then it is forwarded) or rejects
 /// it.
-pub use afr_core::event::Verdict;
+pub use afr_core::event::GuardrailVerdict;
 
 /// One rule.
 #[derive(Debug, Clone, Deserialize)]
@@ -76,7 +76,7 @@ pub struct Rule {
     #[serde(default)]
     pub args: std::collections::BTreeMap<String, String>,
     /// The verdict.
-    pub verdict: Verdict,
+    pub verdict: GuardrailVerdict,
     /// Why, recorded and returned to the client on a deny.
     pub reason: Option<String>,
     /// For `escalate`: the approvers (by name) one of whom must sign the approval
@@ -105,22 +105,22 @@ struct ApproverFile {
 #[serde(deny_unknown_fields)]
 struct File {
     #[serde(default = "allow")]
-    default: Verdict,
+    default: GuardrailVerdict,
     #[serde(default)]
     approver: Vec<ApproverFile>,
     #[serde(default)]
     rule: Vec<Rule>,
 }
 
-fn allow() -> Verdict {
-    Verdict::Allow
+fn allow() -> GuardrailVerdict {
+    GuardrailVerdict::Allow
 }
 
 /// A loaded policy.
 #[derive(Debug, Clone)]
 pub struct Policy {
     rules: Vec<Rule>,
-    default: Verdict,
+    default: GuardrailVerdict,
     version: String,
     approvers: Vec<Approver>,
 }
@@ -133,7 +133,7 @@ pub struct Evaluation {
     /// `sha256:<hex>` of the policy file.
     pub version: String,
     /// The verdict.
-    pub verdict: Verdict,
+    pub verdict: GuardrailVerdict,
     /// Why.
     pub reason: Option<String>,
     /// Whose signature an escalated call needs (one of them); empty: an unsigned decision.
@@ -212,7 +212,7 @@ impl Policy {
             if !seen.insert(r.id.as_str()) {
                 return Err(format!("rule id `{}` appears twice", r.id));
             }
-            if !r.signed_by.is_empty() && r.verdict != Verdict::Escalate {
+            if !r.signed_by.is_empty() && r.verdict != GuardrailVerdict::Escalate {
                 return Err(format!(
                     "rule `{}`: signed_by needs verdict = \"escalate\"",
                     r.id
@@ -337,18 +337,18 @@ verdict = "deny"
         let e = p.evaluate(&call("write_file", &etc));
         assert_eq!(
             (e.guardrail.as_str(), e.verdict),
-            ("no-writes", Verdict::Deny)
+            ("no-writes", GuardrailVerdict::Deny)
         );
         assert_eq!(e.reason.as_deref(), Some("writes only under /tmp"));
         assert!(e.version.starts_with("sha256:") && e.version.len() == 7 + 64);
         assert_eq!(
             p.evaluate(&call("get-env", &Value::Null)).verdict,
-            Verdict::Deny
+            GuardrailVerdict::Deny
         );
         let d = p.evaluate(&call("echo", &Value::Null));
         assert_eq!(
             (d.guardrail.as_str(), d.verdict),
-            ("default", Verdict::Allow)
+            ("default", GuardrailVerdict::Allow)
         );
     }
 
@@ -380,7 +380,7 @@ signed_by = ["bob"]
     fn escalations_name_their_signers_with_canonical_keys() {
         let p = Policy::parse(SIGNED.as_bytes()).unwrap();
         let e = p.evaluate(&call("drop_table", &Value::Null));
-        assert_eq!(e.verdict, Verdict::Escalate);
+        assert_eq!(e.verdict, GuardrailVerdict::Escalate);
         assert_eq!(
             e.signed_by,
             vec![Approver {

@@ -613,7 +613,7 @@ impl<'a> Opener<'a> {
         let seq = record.seq;
         let sealed = match sealed {
             Some(b) => Some(
-                afr_core::crypto::SealedPayload::decode(b)
+                afr_core::crypto::EncryptedPayload::decode(b)
                     .map_err(|e| Entry::Payload(seq).malformed(e))?,
             ),
             None => None,
@@ -648,7 +648,7 @@ impl<'a> Opener<'a> {
     fn plaintext(
         &mut self,
         record: &Record,
-        sealed: Option<afr_core::crypto::SealedPayload>,
+        sealed: Option<afr_core::crypto::EncryptedPayload>,
     ) -> Result<Option<zeroize::Zeroizing<Vec<u8>>>, RecordError> {
         let seq = record.seq;
         let sealed = match sealed {
@@ -667,7 +667,7 @@ impl<'a> Opener<'a> {
             epoch: record.epoch,
             seq,
         };
-        afr_core::crypto::open(&ek.event_key(seq), &slot, &sealed)
+        afr_core::crypto::decrypt(&ek.event_key(seq), &slot, &sealed)
             .map(|p| Some(zeroize::Zeroizing::new(p)))
             .map_err(|_| RecordError::Corrupt(Corruption::Undecryptable { seq }))
     }

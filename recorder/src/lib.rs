@@ -2,7 +2,7 @@
 //!
 //! A [`Recorder`] is a cloneable handle; any number of threads may call [`Recorder::record`]
 //! at once. Under one mutex it seals the payload under its per-event key and appends the
-//! record through the core's sequencer ([`afr_core::sequencer::Chain`]: gapless sequence
+//! record through the core's sequencer ([`afr_core::sequencer::Sequencer`]: gapless sequence
 //! numbers, the link to the predecessor, the open epoch's Merkle state, sealing); this crate
 //! decides when to seal and makes it durable. Everything slow happens elsewhere: payload
 //! encoding before the lock, storage writes and syncs on a writer thread, anchoring in another
@@ -50,7 +50,7 @@ use afr_core::{
     EpochHeader, EventInput, Hash32, RecorderId,
     crypto::{self, EpochKey, MasterKey},
     event::{InputError, Payload},
-    sequencer::{Chain, SequenceError},
+    sequencer::{SequenceError, Sequencer},
 };
 pub use corrupt::{Corruption, Entry};
 use rocksdb::WriteBatch;
@@ -92,7 +92,7 @@ pub enum RecordError {
     /// The stored records do not form one chain (a gap, a broken link, another recorder's
     /// epoch); found when the store is opened.
     #[error("store is inconsistent: {0}")]
-    Chain(#[from] SequenceError),
+    Sequence(#[from] SequenceError),
     /// A key file problem.
     #[error("key file {path}: {message}")]
     KeyFile {
@@ -295,7 +295,7 @@ pub fn now_us() -> u64 {
 /// The sequencer's state: everything needed to append the next record.
 struct State {
     /// Sequence numbers, links and epochs (the core's sequencer).
-    chain: Chain,
+    chain: Sequencer,
     epoch_opened_at: std::time::Instant,
     epoch_key: Option<EpochKey>,
     pending: WriteBatch,
@@ -629,7 +629,7 @@ impl Recorder {
             ));
         };
         let slot = st.chain.slot();
-        let sealed = crypto::seal(&epoch_key.event_key(slot.seq), &slot, nonce, &plaintext);
+        let sealed = crypto::encrypt(&epoch_key.event_key(slot.seq), &slot, nonce, &plaintext);
         let appended = st
             .chain
             .append(env, timestamp_us, sealed.commitment())
@@ -918,7 +918,7 @@ fn writer_loop(sh: Arc<Shared>) {
 /// Rebuilds the sequencer state from the store: the last sealed epoch, then the records of
 /// the open epoch, which the sequencer replays (no gap, each continuing the chain).
 fn recover(store: &Store, master: &MasterKey, recorder: &RecorderId) -> Result<State, RecordError> {
-    let mut chain = Chain::after(*recorder, store.last_epoch()?)?;
+    let mut chain = Sequencer::after(*recorder, store.last_epoch()?)?;
     for kv in store.records_from(chain.next_seq())? {
         let (seq, bytes) = kv?;
         chain.replay(seq, &bytes)?;

@@ -9,7 +9,7 @@ use afr_core::{
     Category, EventInput,
     event::{
         CodeProvenance, ContextProvenance, ContextSource, Decision, DelegationProvenance, Effects,
-        EventRef, Execution, GuardrailEvaluation, HumanApproval, Intent, Verdict,
+        EventRef, Execution, GuardrailEvaluation, GuardrailVerdict, HumanApproval, Intent,
     },
 };
 use rand::{RngExt, SeedableRng, rngs::StdRng};
@@ -121,9 +121,9 @@ impl Stream {
                 guardrail: format!("{}-policy", category.name()),
                 version: Some("1.4".into()),
                 verdict: if destructive {
-                    Verdict::Escalate
+                    GuardrailVerdict::Escalate
                 } else {
-                    Verdict::Allow
+                    GuardrailVerdict::Allow
                 },
                 reason: destructive.then(|| "mutating action on shared state".to_owned()),
             }]

@@ -70,7 +70,7 @@ fn a_header_its_records_do_not_back_is_never_anchored() {
     let before = nonce();
     rewrite(13);
     match run() {
-        Err(AnchorError::Chain {
+        Err(AnchorError::Sequence {
             epoch: 1,
             source: SequenceError::Broken { seq: 14 },
         }) => {}

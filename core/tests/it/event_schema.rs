@@ -15,7 +15,7 @@ use afr_core::{
     event::{
         ApprovalSignature, CodeProvenance, ContextProvenance, ContextSource,
         DEFAULT_MAX_EVENT_BYTES, Decision, DelegationProvenance, Effects, EventInput, EventRef,
-        Execution, GuardrailEvaluation, HumanApproval, Intent, OfferRef, Verdict,
+        Execution, GuardrailEvaluation, GuardrailVerdict, HumanApproval, Intent, OfferRef,
     },
     record::Category,
 };
@@ -127,7 +127,7 @@ fn schema_defs_have_serdes_fields_and_variants() {
         shape::<Category>(),
         shape::<Intent>(),
         shape::<GuardrailEvaluation>(),
-        shape::<Verdict>(),
+        shape::<GuardrailVerdict>(),
         shape::<HumanApproval>(),
         shape::<Decision>(),
         shape::<ApprovalSignature>(),
@@ -395,7 +395,7 @@ fn schema_and_parser_agree_on_variations_of_a_maximal_event() {
         .chain(&["File", "bogus"])
         .map(|c| ("/category", json!(c)))
         .chain(
-            Verdict::NAMES
+            GuardrailVerdict::NAMES
                 .iter()
                 .chain(&["Allow", "block"])
                 .map(|c| ("/policy_evaluation/0/verdict", json!(c))),

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use afr_core::{
     EpochHeader, Payload, Record, cbor,
-    crypto::{MasterKey, Slot, seal},
+    crypto::{MasterKey, Slot, encrypt},
     event::DEFAULT_MAX_EVENT_BYTES,
     hash::Hash32,
     record::Category,
@@ -255,7 +255,7 @@ fn sealed() -> Vec<Vec<u8>> {
                 epoch: 0,
                 seq: i as u64,
             };
-            seal(
+            encrypt(
                 &ek.event_key(i as u64),
                 &slot,
                 [i as u8; 12],
@@ -263,7 +263,7 @@ fn sealed() -> Vec<Vec<u8>> {
             )
             .encode()
         })
-        .chain([seal(
+        .chain([encrypt(
             &ek.event_key(9),
             &Slot {
                 recorder: [0; 20],
@@ -378,7 +378,7 @@ pub(crate) fn honest_files(sizes: &[usize], tail: usize) -> (Vec<u8>, Vec<Vec<u8
             seq,
         };
         let p = &plain[seq as usize % plain.len()];
-        let sealed = seal(
+        let sealed = encrypt(
             &ek.event_key(seq),
             &slot,
             [seq as u8; 12],

@@ -212,7 +212,7 @@ fn vectors() -> Value {
         epoch,
         seq,
     };
-    let sealed = crypto::seal(&event_key, &slot, NONCE, &plaintext);
+    let sealed = crypto::encrypt(&event_key, &slot, NONCE, &plaintext);
     let aad = [
         b"afr/v1/payload-aad".as_slice(),
         &RECORDER,
@@ -239,7 +239,10 @@ fn vectors() -> Value {
         sealed.commitment(),
         "payload commitment formula"
     );
-    assert_eq!(crypto::open(&event_key, &slot, &sealed).unwrap(), plaintext);
+    assert_eq!(
+        crypto::decrypt(&event_key, &slot, &sealed).unwrap(),
+        plaintext
+    );
 
     // A chain of two records in epoch 0 (the second holds the sealed payload), then epoch 1.
     let r0 = Record {

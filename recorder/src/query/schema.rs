@@ -3,12 +3,12 @@
 //!
 //! Envelope fields come from the record and are never encrypted; the payload's eight semantic
 //! fields mirror `afr_core::event::Payload`, and enumerated values take their names from the
-//! core's enums ([`Category::NAMES`], [`Verdict::NAMES`], [`Decision::NAMES`]), so a name the
+//! core's enums ([`Category::NAMES`], [`GuardrailVerdict::NAMES`], [`Decision::NAMES`]), so a name the
 //! core accepts is one the query accepts.
 
 use afr_core::{
     Category,
-    event::{Decision, Verdict},
+    event::{Decision, GuardrailVerdict},
 };
 
 /// The type of a field: what a literal compared with it must be.
@@ -48,7 +48,7 @@ const PAYLOAD: &[(&str, Ty)] = &[
         Ty::List(&Ty::Obj(&[
             ("guardrail", Ty::Str),
             ("version", Ty::Str),
-            ("verdict", Ty::Enum(&Verdict::NAMES)),
+            ("verdict", Ty::Enum(&GuardrailVerdict::NAMES)),
             ("reason", Ty::Str),
         ])),
     ),

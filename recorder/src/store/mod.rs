@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use afr_core::{EpochHeader, Record, RecorderId, crypto::SealedPayload};
+use afr_core::{EpochHeader, Record, RecorderId, crypto::EncryptedPayload};
 use rocksdb::{ColumnFamily, DB, Direction, IteratorMode, WriteBatch, WriteOptions};
 
 use crate::{Corruption, Entry, RecordError};
@@ -247,9 +247,9 @@ impl Store {
     }
 
     /// The sealed payload of `seq`.
-    pub fn payload(&self, seq: u64) -> Result<Option<SealedPayload>, RecordError> {
+    pub fn payload(&self, seq: u64) -> Result<Option<EncryptedPayload>, RecordError> {
         self.get_u64_key(CF_PAYLOADS, seq)?
-            .map(|b| SealedPayload::decode(&b).map_err(|e| Entry::Payload(seq).malformed(e)))
+            .map(|b| EncryptedPayload::decode(&b).map_err(|e| Entry::Payload(seq).malformed(e)))
             .transpose()
     }
 

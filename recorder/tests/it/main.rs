@@ -13,7 +13,7 @@ mod query;
 
 use afr_core::{
     EventInput,
-    crypto::{MasterKey, Slot, open},
+    crypto::{MasterKey, Slot, decrypt},
     event::Payload,
     verify::{Check, Outcome, verify_log},
 };
@@ -326,11 +326,11 @@ fn payloads_decrypt_to_what_was_recorded_and_only_in_their_slot() {
             epoch: rec.epoch,
             seq,
         };
-        let plain = open(&key, &slot, &sealed).unwrap();
+        let plain = decrypt(&key, &slot, &sealed).unwrap();
         let (_, want) = ev.into_payload();
         assert_eq!(Payload::decode(&plain).unwrap(), want);
         assert!(
-            open(
+            decrypt(
                 &key,
                 &Slot {
                     seq: seq + 1,

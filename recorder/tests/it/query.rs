@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use afr_core::{
     EventInput,
-    event::{ContextProvenance, ContextSource, Verdict},
+    event::{ContextProvenance, ContextSource, GuardrailVerdict},
 };
 use afr_recorder::{
     Config, Recorder, index, init,
@@ -136,7 +136,7 @@ fn indexed_lookups_and_full_scans_agree_with_the_submitted_events() {
     let want = reference(&|e| {
         e.policy_evaluation
             .iter()
-            .any(|g| g.verdict == Verdict::Escalate)
+            .any(|g| g.verdict == GuardrailVerdict::Escalate)
     });
     assert!(!want.is_empty());
     assert_eq!(

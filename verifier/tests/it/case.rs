@@ -10,7 +10,7 @@ use std::{
 use afr_core::{
     EpochHeader, EventInput, Hash32, Record, RecorderId,
     bundle::{Bundle, DisclosedEvent},
-    crypto::{EventKey, MasterKey, SealedPayload, Slot, seal},
+    crypto::{EncryptedPayload, EventKey, MasterKey, Slot, encrypt},
     delegation::{Receipt, Role, signing_hash},
     hash::leaf_hash,
     merkle,
@@ -36,7 +36,7 @@ pub(crate) const T0: u64 = 1_704_067_200_000_000;
 pub(crate) struct Log {
     pub(crate) recorder: RecorderId,
     key: &'static str,
-    events: Vec<(Vec<u8>, SealedPayload, EventKey)>,
+    events: Vec<(Vec<u8>, EncryptedPayload, EventKey)>,
     leaves: Vec<Hash32>,
 }
 
@@ -63,7 +63,7 @@ impl Log {
         };
         let ek = MasterKey::from_bytes([7; 32]).epoch_key(&[1; 32], &self.recorder, 0);
         let key = ek.event_key(seq);
-        let sealed = seal(&key, &slot, [seq as u8; 12], &payload.encode().unwrap());
+        let sealed = encrypt(&key, &slot, [seq as u8; 12], &payload.encode().unwrap());
         let r = Record {
             recorder: self.recorder,
             seq,

@@ -16,7 +16,7 @@ use std::process::Command;
 
 use afr_core::{
     Category, EpochHeader, Hash32, Record,
-    crypto::{MasterKey, Slot, seal},
+    crypto::{MasterKey, Slot, encrypt},
     export::LogWriter,
     hash::leaf_hash,
     merkle::CompactRange,
@@ -35,7 +35,7 @@ fn honest_log(epochs: u64) -> (Vec<u8>, Vec<Hash32>) {
         let mut frames = Vec::new();
         for i in 0..4 {
             let seq = e * 4 + i;
-            let s = seal(
+            let s = encrypt(
                 &ek.event_key(seq),
                 &Slot {
                     recorder: RECORDER,
