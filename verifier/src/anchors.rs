@@ -31,12 +31,8 @@ use crate::error::{Malformed, RedactedUrl, VerifyError};
 
 type Result<T, E = VerifyError> = std::result::Result<T, E>;
 
-const ARTIFACT: &str = include_str!("../../anchorer/artifacts/AfrAnchor.json");
-
-/// `keccak256("Anchored(address,uint64,bytes32,bytes32)")`, the event's topic 0 (checked
-/// against the artifact's ABI in the tests).
-pub const ANCHORED_TOPIC: &str =
-    "0xd6f0f013808bc2f1d448753205790daee522b8c2904b0d109ec4099b097c8eae";
+/// Topic 0 of the `Anchored` event, as core defines it with the contract.
+pub use afr_core::deployment::ANCHORED_TOPIC;
 
 /// Most anchored roots read for one recorder (one log each).
 pub const MAX_EPOCHS: usize = 10_000_000;
@@ -76,11 +72,8 @@ pub const ANCHORS_FILE_VERSION: u64 = 2;
 
 /// The runtime code of the AfrAnchor artifact, `0x`-prefixed hex.
 fn deployed_code() -> Result<String> {
-    let v: serde_json::Value = serde_json::from_str(ARTIFACT).map_err(|_| VerifyError::Artifact)?;
-    let code = v["deployedBytecode"]["object"]
-        .as_str()
-        .ok_or(VerifyError::Artifact)?;
-    Ok(format!("0x{}", code.trim_start_matches("0x")))
+    let code = afr_core::deployment::runtime_code().map_err(|_| VerifyError::Artifact)?;
+    Ok(format!("0x{code}"))
 }
 
 /// Where one root was anchored: the evidence a verifier can re-check with any node.
@@ -685,21 +678,4 @@ fn check_receipt(
         return Err("the log is not in the transaction's receipt".into());
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn anchored_topic_is_the_events_signature_hash() {
-        use sha3::{Digest, Keccak256};
-        let sig = afr_testkit::abi_signatures(ARTIFACT, "event")
-            .into_iter()
-            .find(|s| s.starts_with("Anchored("))
-            .unwrap();
-        assert_eq!(sig, "Anchored(address,uint64,bytes32,bytes32)");
-        let h = Keccak256::digest(sig.as_bytes());
-        assert_eq!(format!("0x{}", hex::encode(h)), ANCHORED_TOPIC);
-    }
 }
