@@ -57,7 +57,7 @@ use afr_core::{
 };
 
 use crate::{
-    Kind, Source, Trust, Verdict,
+    Kind, Origin, PinnedSource, Source, Trust, Verdict,
     anchors::{Anchors, Rpc},
     error::{UsageError, VerifyError},
     trust::Party,
@@ -418,51 +418,45 @@ fn secs(us: u64) -> String {
 pub fn verify_case(case: &Case, src: Source<'_>) -> Result<CaseReport, VerifyError> {
     let trust = &case.trust;
     let mut notes = Vec::new();
-    // The arbiter's files first (`None`), then each party's.
-    let mut anchor_files: Vec<(Option<usize>, PathBuf)> =
-        case.anchors.iter().map(|p| (None, p.clone())).collect();
-    if let Source::File(p) = src {
-        anchor_files.push((None, p.to_owned()));
+    let src = PinnedSource::of(src, trust.chain_id)?;
+    // The arbiter's files first (`None`), then each party's; each pinned to the case's chain.
+    let mut anchor_files: Vec<(Option<usize>, &Path)> =
+        case.anchors.iter().map(|p| (None, p.as_path())).collect();
+    if let Some(Origin::File(p)) = src.map(|s| s.origin()) {
+        anchor_files.push((None, p));
     }
     for (i, files) in case.party_anchors.iter().enumerate() {
-        anchor_files.extend(files.iter().map(|p| (Some(i), p.clone())));
+        anchor_files.extend(files.iter().map(|p| (Some(i), p.as_path())));
     }
-    let rpc = match src {
-        Source::Rpc {
-            url,
-            block,
-            from_block,
-        } => Some((url, block, from_block)),
-        _ => None,
-    };
-    if trust.chain_id.is_none() && (rpc.is_some() || !anchor_files.is_empty()) {
-        let flag = if rpc.is_some() { "--rpc" } else { "--anchors" };
-        return Err(UsageError::ChainNotPinned { flag }.into());
-    }
+    let anchor_files = anchor_files
+        .into_iter()
+        .map(|(by, p)| Ok((by, p, PinnedSource::new(Origin::File(p), trust.chain_id)?)))
+        .collect::<Result<Vec<_>, UsageError>>()?;
     if case.loose.is_empty() && case.bundles.iter().all(Vec::is_empty) {
         return Err(UsageError::NoBundle.into());
     }
     // One block for the whole case: every bundle is read against the same chain state.
-    let rpc = match (rpc, trust.chain_id) {
-        (Some((url, block, from_block)), Some(chain_id)) => {
-            let (_, block) = Rpc::pinned(url, chain_id, block)?;
-            if !anchor_files.is_empty() {
-                notes.push(format!(
-                    "anchored roots read from the chain at block {block}; the anchors files were not used"
-                ));
-            }
-            Some((url, block, from_block))
+    let mut rpc = None;
+    if let Some(s) = src
+        && let Origin::Rpc { url, block, .. } = s.origin()
+    {
+        let (_, block) = Rpc::pinned(url, s.chain_id(), block)?;
+        if !anchor_files.is_empty() {
+            notes.push(format!(
+                "anchored roots read from the chain at block {block}; the anchors files were not used"
+            ));
         }
-        _ => None,
-    };
+        rpc = Some(s.at_block(block));
+    }
     // The anchors file of each recorder, and who gave it.
-    let mut by_recorder: BTreeMap<RecorderId, (PathBuf, Option<usize>)> = BTreeMap::new();
+    let mut by_recorder: BTreeMap<RecorderId, (&Path, PinnedSource<'_>, Option<usize>)> =
+        BTreeMap::new();
     if rpc.is_none() {
-        for (by, p) in &anchor_files {
+        for &(by, p, pinned) in &anchor_files {
             let a = Anchors::load(p)?;
             let rec =
                 crate::verdict::parse_addr(&a.recorder, &format!("recorder of {}", p.display()))?;
-            if let Some(i) = *by {
+            if let Some(i) = by {
                 let lister = trust.parties.get(i);
                 if !lister.is_some_and(|l| l.recorders.contains(&rec)) {
                     notes.push(format!(
@@ -473,7 +467,7 @@ pub fn verify_case(case: &Case, src: Source<'_>) -> Result<CaseReport, VerifyErr
                     ));
                     continue;
                 }
-                if let Some((first, None)) = by_recorder.get(&rec) {
+                if let Some((first, _, None)) = by_recorder.get(&rec) {
                     notes.push(format!(
                         "the anchors file {} listed by party \"{}\" for recorder {} was not used: the arbiter's {} was given for it",
                         p.display(),
@@ -484,11 +478,11 @@ pub fn verify_case(case: &Case, src: Source<'_>) -> Result<CaseReport, VerifyErr
                     continue;
                 }
             }
-            if let Some((first, _)) = by_recorder.insert(rec, (p.clone(), *by)) {
+            if let Some((first, _, _)) = by_recorder.insert(rec, (p, pinned, by)) {
                 return Err(UsageError::AnchorsTwice {
                     recorder: rec,
-                    first,
-                    second: p.clone(),
+                    first: first.to_owned(),
+                    second: p.to_owned(),
                 }
                 .into());
             }
@@ -523,16 +517,11 @@ pub fn verify_case(case: &Case, src: Source<'_>) -> Result<CaseReport, VerifyErr
             None => trust.clone(),
         };
         let (src, time_src) = match (rpc, recorder.and_then(|r| by_recorder.get(&r))) {
-            (Some((url, block, from_block)), _) => (
-                Source::Rpc {
-                    url,
-                    block: Some(block),
-                    from_block,
-                },
-                TimeSrc::Chain,
-            ),
-            (None, Some((p, by))) => (Source::File(p), by.map_or(TimeSrc::Arbiter, TimeSrc::Party)),
-            (None, None) => (Source::None, TimeSrc::Arbiter),
+            (Some(chain), _) => (Some(chain), TimeSrc::Chain),
+            (None, Some((_, file, by))) => {
+                (Some(*file), by.map_or(TimeSrc::Arbiter, TimeSrc::Party))
+            }
+            (None, None) => (None, TimeSrc::Arbiter),
         };
         let c = verify_full(Kind::Bundle, &bytes, &narrowed, src)?;
         checked.push(Checked {
