@@ -63,6 +63,43 @@ pub fn verify_pinned(
     verify_full(kind, bytes, trust, src).map(|c| c.verdict)
 }
 
+/// What [`examine`] decided, and what the evidence report is built from beside the verdict
+/// ([`report::verdict_html`]): for a whole-log export, where each of its event frames is.
+#[derive(Debug)]
+pub struct Examined<'a> {
+    /// What kind of file it is.
+    pub kind: Kind,
+    /// The verdict, as [`verify`] returns it.
+    pub verdict: Verdict,
+    /// A whole log's event frames, noted as verification read them.
+    pub(crate) log: Option<report::LogFrames<'a>>,
+}
+
+/// [`verify_pinned`], keeping what the evidence report needs ([`Examined`]). A whole-log
+/// export is read once: its event frames are noted in the same pass as the checks, so the
+/// report does not parse the export again (after a failure, that pass reads on to the end
+/// without checking, for the report's timeline and cards).
+pub fn examine<'a>(
+    kind: Kind,
+    bytes: &'a [u8],
+    trust: &Trust,
+    src: Option<PinnedSource<'_>>,
+) -> Result<Examined<'a>, VerifyError> {
+    let (checked, log) = match kind {
+        Kind::Bundle => (verify_full(kind, bytes, trust, src)?, None),
+        Kind::Log => {
+            let (rep, log) = report::verify_log_noting(bytes);
+            let v = Verdict::from_log(&rep);
+            (finish(kind, v, None, trust, src)?, Some(log))
+        }
+    };
+    Ok(Examined {
+        kind,
+        verdict: checked.verdict,
+        log,
+    })
+}
+
 /// What [`verify`] decided, with what it decided from: a bundle's own report and the anchors
 /// it compared (what a case file's links are checked against: [`case`]).
 #[derive(Debug)]

@@ -501,9 +501,10 @@ fn check(kind: Kind, a: &CheckArgs) -> Result<ExitCode> {
         path: file.to_owned(),
         source,
     })?;
-    let v = afr_verify::verify_pinned(kind, &bytes, &trust, pinned)?;
+    let e = afr_verify::examine(kind, &bytes, &trust, pinned)?;
+    let v = &e.verdict;
     let checked_at = now_us();
-    print_verdict(&v, &trust, src.json);
+    print_verdict(v, &trust, src.json);
     report.write(|| {
         let name = file.display().to_string();
         let inv = afr_verify::report::Invocation {
@@ -526,7 +527,7 @@ fn check(kind: Kind, a: &CheckArgs) -> Result<ExitCode> {
                 .collect(),
             digests: vec![(name, bytes.len() as u64, afr_core::hash::sha256(&[&bytes]))],
         };
-        afr_verify::report::verdict_html(kind, &v, &bytes, &trust, &inv, checked_at)
+        afr_verify::report::verdict_html(&e, &trust, &inv, checked_at)
     })?;
     Ok(exit(v.outcome))
 }

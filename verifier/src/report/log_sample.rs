@@ -2,7 +2,12 @@
 
 use std::{collections::BTreeSet, fmt::Write as _};
 
-use afr_core::bundle::DisclosedLeaf;
+use afr_core::{
+    bundle::DisclosedLeaf,
+    cbor::CborError,
+    export::{Frame, Frames, LogReader},
+    verify::{Layers, verify_frames},
+};
 
 use super::{
     Event, Evidence, MAX_CARDS, MAX_MARKS, State,
@@ -20,9 +25,77 @@ struct LogRecord {
     sealed: bool,
 }
 
-/// The records of a whole-log export the report shows, re-read from the export's bytes: the
-/// verifier keeps none of them (a log may hold millions), and the report keeps at most
-/// [`MAX_MARKS`] + [`MAX_CARDS`].
+/// The event frames of a whole-log export, as verification read them: where each starts in
+/// the export, in file order, up to the first frame that does not parse. The verifier keeps no
+/// record (a log may hold millions); the report draws its sample from these ([`LogSample`]).
+pub(crate) struct LogFrames<'a> {
+    bytes: &'a [u8],
+    /// Offset in `bytes` of each event frame.
+    events: Vec<usize>,
+}
+
+impl std::fmt::Debug for LogFrames<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogFrames")
+            .field("bytes", &self.bytes.len())
+            .field("events", &self.events.len())
+            .finish()
+    }
+}
+
+/// The frames of an export in memory, as the checks take them, noting where each event frame
+/// starts until the first frame that does not parse (or the end of the input).
+struct Noting<'a> {
+    rd: LogReader<'a>,
+    frames: LogFrames<'a>,
+    /// A frame did not parse, or the input ended: nothing more is noted.
+    ended: bool,
+}
+
+impl Frames for Noting<'_> {
+    fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CborError> {
+        let at = self.rd.offset();
+        let frame = self.rd.next_frame();
+        match &frame {
+            Ok(Some(Frame::Event { .. })) if !self.ended => self.frames.events.push(at),
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => self.ended = true,
+        }
+        frame
+    }
+
+    fn offset(&self) -> u64 {
+        self.rd.offset() as u64
+    }
+
+    fn at_end(&mut self) -> bool {
+        self.rd.at_end()
+    }
+}
+
+/// Verifies the whole-log export `bytes` as `afr_core::verify::verify_log` does (the same
+/// checks on the same frames, so the same report), noting its event frames for the evidence
+/// report in the same pass. Where the checks stop early (at the first failure), the pass goes
+/// on reading frames, without checking them, up to the first that does not parse: the report
+/// shows the records of the whole export, as it always has.
+pub(crate) fn verify_log_noting(bytes: &[u8]) -> (afr_core::verify::Report, LogFrames<'_>) {
+    let mut rd = Noting {
+        rd: LogReader::new(bytes),
+        frames: LogFrames {
+            bytes,
+            events: Vec::new(),
+        },
+        ended: false,
+    };
+    let rep = verify_frames(&mut rd, bytes.len() as u64, Layers::ALL);
+    while !rd.ended {
+        let _ = Frames::next_frame(&mut rd);
+    }
+    (rep, rd.frames)
+}
+
+/// The records of a whole-log export the report shows, at most [`MAX_MARKS`] + [`MAX_CARDS`]
+/// of them, drawn from the frames verification noted ([`LogFrames`]).
 pub(super) struct LogSample {
     /// Records in the export, up to the first frame that does not parse.
     total: u64,
@@ -34,30 +107,11 @@ pub(super) struct LogSample {
     cards: Vec<LogRecord>,
 }
 
-/// The event frames of an export, in file order, up to the first frame that does not parse:
-/// each record with its canonical bytes and whether its sealed payload is present.
-fn log_frames(bytes: &[u8]) -> impl Iterator<Item = (afr_core::Record, &[u8], bool)> {
-    use afr_core::export::{Frame, LogReader};
-    let mut r = LogReader::new(bytes);
-    std::iter::from_fn(move || {
-        loop {
-            match r.next_frame() {
-                Ok(Some(Frame::Event {
-                    record_bytes,
-                    record,
-                    payload,
-                })) => return Some((record, record_bytes, payload.is_some())),
-                Ok(Some(_)) => {}
-                Ok(None) | Err(_) => return None,
-            }
-        }
-    })
-}
-
 impl LogSample {
-    /// Reads the export `bytes` twice: once to count its records, once to keep those shown.
-    pub(super) fn read(bytes: &[u8]) -> LogSample {
-        let total = log_frames(bytes).count() as u64;
+    /// The records shown of the export whose event frames are `frames`: only those are
+    /// decoded (again), from their frames.
+    pub(super) fn read(frames: &LogFrames<'_>) -> LogSample {
+        let total = frames.events.len() as u64;
         let (marks_max, cards_half) = (MAX_MARKS as u64, (MAX_CARDS / 2) as u64);
         // With `stride` = ⌈(n − 1) / (MAX_MARKS − 1)⌉, the multiples of `stride` below n and the
         // last record are at most MAX_MARKS.
@@ -73,11 +127,23 @@ impl LogSample {
             marks: Vec::new(),
             cards: Vec::new(),
         };
-        for (i, (r, record_bytes, sealed)) in (0u64..).zip(log_frames(bytes)) {
+        for (i, &at) in (0u64..).zip(&frames.events) {
             let (mark, card) = (i % stride == 0 || i + 1 == total, carded(i));
             if !(mark || card) {
                 continue;
             }
+            // Each offset is where an event frame parsed during verification.
+            let Some(Ok(Some(Frame::Event {
+                record_bytes,
+                record: r,
+                payload,
+            }))) = frames
+                .bytes
+                .get(at..)
+                .map(|rest| LogReader::new(rest).next_frame())
+            else {
+                continue;
+            };
             let rec = || LogRecord {
                 seq: r.seq,
                 leaf: DisclosedLeaf {
@@ -87,7 +153,7 @@ impl LogSample {
                     category: r.category,
                     lane: r.lane.clone(),
                 },
-                sealed,
+                sealed: payload.is_some(),
             };
             if mark {
                 out.marks.push(rec());

@@ -8,8 +8,8 @@
 //! delegation graph (SVG) across events and parties, a card per event with the eight semantic
 //! fields of every opened payload, the anchors, and the exact commands to re-verify. A
 //! whole-log export holds every record in the clear and every payload sealed, without keys: its
-//! report shows the timeline of its records and a card per record (sealed or withheld), re-read
-//! from the export ([`LogSample`]), and no graph or approvals.
+//! report shows the timeline of its records and a card per record (sealed or withheld), drawn
+//! from the frames verification read ([`LogSample`]), and no graph or approvals.
 //!
 //! The document is inert: no script, no external URL, no web font; inline CSS and SVG only,
 //! under a Content-Security-Policy that forbids everything else ([`CSP`]). Every string that
@@ -38,8 +38,9 @@ use std::{
 use afr_core::{Category, RecorderId, bundle::DisclosedLeaf, verify::Outcome};
 use serde_json::Value;
 
-use crate::{Kind, Trust, Verdict, approvals::Approval, case::CaseReport};
+use crate::{Examined, Kind, Trust, Verdict, approvals::Approval, case::CaseReport};
 
+pub(crate) use self::log_sample::{LogFrames, verify_log_noting};
 use self::{
     cards::{cards_section, planned},
     graph::{Graph, Node, graph_of},
@@ -220,18 +221,18 @@ fn tool_of(p: Option<&Value>) -> Option<&str> {
     p.and_then(|p| p["intent"]["tool"].as_str())
 }
 
-/// The report of a log or a bundle verdict (`afr-verify log|bundle ... --html`): `v` as
-/// [`crate::verify`] returned it for the file `bytes` under `trust`, `inv` how it was asked
-/// for, `checked_at_us` when (µs since the Unix epoch). A bundle's disclosed records are in
-/// `v`; a whole log's are re-read from `bytes` for its timeline and cards.
+/// The report of a log or a bundle verdict (`afr-verify log|bundle ... --html`): `e` as
+/// [`crate::examine`] returned it for the file under `trust`, `inv` how it was asked for,
+/// `checked_at_us` when (µs since the Unix epoch). A bundle's disclosed records are in its
+/// verdict; a whole log's are drawn from the frames verification noted ([`LogSample`]): the
+/// file is not read again.
 pub fn verdict_html(
-    kind: Kind,
-    v: &Verdict,
-    bytes: &[u8],
+    e: &Examined<'_>,
     trust: &Trust,
     inv: &Invocation,
     checked_at_us: u64,
 ) -> String {
+    let (kind, v) = (e.kind, &e.verdict);
     let file = inv.files.first().map(String::as_str).unwrap_or("");
     let what = match kind {
         Kind::Log => "whole-log export",
@@ -248,8 +249,8 @@ pub fn verdict_html(
         trust,
     };
     let events = ev.events();
-    // A whole log's records, re-read from the export.
-    let log = (kind == Kind::Log).then(|| LogSample::read(bytes));
+    // A whole log's records, as verification read them.
+    let log = e.log.as_ref().map(LogSample::read);
     let summary = match kind {
         Kind::Log => format!(
             "{} in {}",
