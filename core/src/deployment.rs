@@ -122,13 +122,12 @@ pub fn runtime_code() -> Result<&'static str, ArtifactError> {
     code("deployedBytecode", |a| a.deployed_bytecode.object)
 }
 
+/// `label` right-padded with zeros to 32 bytes. Evaluated at compile time ([`SALT`] is a
+/// constant): a label over 32 bytes fails the build.
 const fn pad32(label: &[u8]) -> [u8; 32] {
     let mut out = [0u8; 32];
-    let mut i = 0;
-    while i < label.len() {
-        out[i] = label[i];
-        i += 1;
-    }
+    let (head, _) = out.split_at_mut(label.len());
+    head.copy_from_slice(label);
     out
 }
 

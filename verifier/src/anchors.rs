@@ -302,7 +302,7 @@ impl Rpc {
                 error: redact_urls_in(&e.to_string()),
             });
         }
-        Ok(v["result"].clone())
+        Ok(v.get("result").cloned().unwrap_or_default())
     }
 
     /// Sends many calls as JSON-RPC batches of at most 256; results in request order.
@@ -327,19 +327,20 @@ impl Rpc {
             };
             let mut results = vec![None; chunk.len()];
             for item in items {
-                let id = item["id"]
+                // The call this answers, and its place in `results` (as long as `chunk`).
+                let (id, (method, _), slot) = item["id"]
                     .as_u64()
                     .and_then(|id| usize::try_from(id).ok())
                     .and_then(|id| id.checked_sub(base))
-                    .filter(|i| *i < chunk.len())
+                    .and_then(|i| Some((i, chunk.get(i)?, results.get_mut(i)?)))
                     .ok_or(Malformed::UnknownId)?;
                 if let Some(e) = item.get("error") {
                     return Err(VerifyError::RpcFailed {
-                        method: chunk[id].0.to_owned(),
+                        method: (*method).to_owned(),
                         error: redact_urls_in(&e.to_string()),
                     });
                 }
-                if results[id].replace(item["result"].clone()).is_some() {
+                if slot.replace(item["result"].clone()).is_some() {
                     return Err(Malformed::AnsweredTwice { id: base + id }.into());
                 }
             }
@@ -404,8 +405,10 @@ impl Rpc {
             return Err(VerifyError::TooManyLogCalls);
         }
         let mut f = filter.clone();
-        f["fromBlock"] = format!("0x{from:x}").into();
-        f["toBlock"] = format!("0x{to:x}").into();
+        if let Some(range) = f.as_object_mut() {
+            range.insert("fromBlock".into(), format!("0x{from:x}").into());
+            range.insert("toBlock".into(), format!("0x{to:x}").into());
+        }
         match self.call("eth_getLogs", serde_json::json!([f])) {
             Ok(v) => {
                 let items = v.as_array().ok_or(Malformed::WrongType {
@@ -601,21 +604,29 @@ fn parse_log(
         .iter()
         .map(lower)
         .collect();
-    if topics.len() != 3 || topics[0] != ANCHORED_TOPIC || topics[1] != addr_topic(recorder) {
+    let [event, of, epoch] = topics.as_slice() else {
+        return Err("not an Anchored log of this recorder".into());
+    };
+    if event != ANCHORED_TOPIC || *of != addr_topic(recorder) {
         return Err("not an Anchored log of this recorder".into());
     }
-    let word = hex::decode(topics[2].trim_start_matches("0x")).map_err(|_| "bad epoch topic")?;
-    if word.len() != 32 || word[..24].iter().any(|b| *b != 0) {
-        return Err("epoch topic is not a uint64".into());
+    let word = hex::decode(epoch.trim_start_matches("0x")).map_err(|_| "bad epoch topic")?;
+    // A uint64 in a 32-byte word: 24 zero bytes, then the 8 bytes of the number.
+    let not_uint64 = "epoch topic is not a uint64";
+    let (high, low) = word.split_at_checked(24).ok_or(not_uint64)?;
+    let e: [u8; 8] = low.try_into().map_err(|_| not_uint64)?;
+    if high.iter().any(|b| *b != 0) {
+        return Err(not_uint64.into());
     }
-    let mut e = [0u8; 8];
-    e.copy_from_slice(&word[24..]);
     let data = lower(&log["data"]);
     let bytes = hex::decode(data.trim_start_matches("0x")).map_err(|_| "bad data")?;
     if bytes.len() != 64 {
         return Err("data is not (root, backPointer)".into());
     }
-    let root = Hash32::from_slice(&bytes[..32]).ok_or("bad root")?;
+    let root = bytes
+        .get(..32)
+        .and_then(Hash32::from_slice)
+        .ok_or("bad root")?;
     let at = quantity(&log["blockNumber"], "blockNumber").map_err(|e| e.to_string())?;
     if at > block {
         return Err(format!("from block {at}, after the pinned block {block}"));

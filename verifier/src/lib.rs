@@ -10,6 +10,8 @@
 //! (`afr-eval`, not shipped here) share one implementation ([`verify`]), so what is tested is
 //! exactly what the tool decides.
 
+#![warn(clippy::indexing_slicing)]
+
 pub mod anchors;
 pub mod approvals;
 pub mod case;

@@ -14,6 +14,8 @@
 //! change. The answer is one of verified (exit 0), tampered (1) or incomplete (2); usage errors
 //! exit 64, I/O and RPC errors 74 (a report that cannot be written included).
 
+#![warn(clippy::indexing_slicing)]
+
 use std::{
     path::{Path, PathBuf},
     process::ExitCode,

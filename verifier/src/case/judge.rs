@@ -55,8 +55,10 @@ pub(super) fn judge(case: &Case, mut checked: Vec<Checked>, notes: Vec<String>) 
     let mut roots: BTreeMap<(RecorderId, u64), (Hash32, String)> = BTreeMap::new();
     let mut failed: BTreeSet<RecorderId> = BTreeSet::new();
     for c in &checked {
-        let i = c.party.unwrap_or(n);
-        let p = &mut parties[i];
+        // Always there: a bundle's party is one of the trust's `n`, else the last entry.
+        let Some(p) = parties.get_mut(c.party.unwrap_or(n)) else {
+            continue;
+        };
         p.in_case = true;
         let v = &c.verdict;
         match v.outcome {
@@ -298,13 +300,15 @@ pub(super) fn judge(case: &Case, mut checked: Vec<Checked>, notes: Vec<String>) 
         }
     }
     for c in checked {
-        parties[c.party.unwrap_or(n)].bundles.push(BundleVerdict {
-            file: c.file,
-            size: c.size,
-            sha256: c.sha256,
-            trust: c.trust,
-            verdict: c.verdict,
-        });
+        if let Some(p) = parties.get_mut(c.party.unwrap_or(n)) {
+            p.bundles.push(BundleVerdict {
+                file: c.file,
+                size: c.size,
+                sha256: c.sha256,
+                trust: c.trust,
+                verdict: c.verdict,
+            });
+        }
     }
     let involved = parties.iter().filter(|p| p.in_case);
     let outcome = if involved.clone().any(|p| p.outcome == Outcome::Tampered) {
@@ -332,11 +336,11 @@ fn origin_of(payload: &afr_core::event::Payload, seq: u64) -> (u64, Option<Hash3
     if payload.intent.tool != DELEGATED_TOOL {
         return (seq, None);
     }
-    let offer = &payload.intent.args["offer"];
+    let offer = |key: &str| payload.intent.args.get("offer").and_then(|o| o.get(key));
     (
-        offer["seq"].as_u64().unwrap_or(seq),
-        offer["leaf_hash"]
-            .as_str()
+        offer("seq").and_then(|s| s.as_u64()).unwrap_or(seq),
+        offer("leaf_hash")
+            .and_then(|h| h.as_str())
             .and_then(|h| Hash32::from_hex(&h.to_ascii_lowercase())),
     )
 }

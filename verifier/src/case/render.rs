@@ -25,7 +25,9 @@ impl CaseReport {
         let fail = |f: &Option<(Failure, Option<String>)>| {
             f.as_ref().map(|(f, file)| {
                 let mut v = f.to_json();
-                v["bundle"] = json!(file);
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("bundle".into(), json!(file));
+                }
                 v
             })
         };
@@ -46,7 +48,9 @@ impl CaseReport {
                 "missing": p.missing,
                 "bundles": p.bundles.iter().map(|b| {
                     let mut v = b.verdict.to_json(Some(&b.trust));
-                    v["file"] = json!(b.file);
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("file".into(), json!(b.file));
+                    }
                     v
                 }).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{
     CARD_BUDGET, CARD_STRINGS, CELL, Event, Evidence, Kind, MAX_CARDS, MAX_ITEMS, MAX_STRING,
-    State, cat_colour,
+    State, at, cat_colour,
     html::{Doc, cut, cut_lines, esc, hex_id, plural, utc},
     sections::approval_status_html,
     tool_of,
@@ -86,8 +86,8 @@ fn fields(p: &Value, e: &Event<'_>, own: Option<&RecorderId>, b: &mut Budget) ->
     let _ = write!(
         s,
         "<dt>Intent</dt><dd>tool <code>{}</code>{}</dd>",
-        b.field(&p["intent"]["tool"]),
-        match &p["intent"]["args"] {
+        b.field(at(p, "/intent/tool")),
+        match at(p, "/intent/args") {
             Value::Null => String::new(),
             a => format!("<br>arguments {}", b.json(a)),
         }
@@ -160,8 +160,8 @@ fn approval_dd(h: &Value, e: &Event<'_>, b: &mut Budget) -> Option<String> {
         Some(a) => approval_status_html(a),
         None if h["signature"].is_object() => format!(
             "<span class=\"badge none\">NOT CHECKED</span> a {} signature by <code>{}</code>; verification stopped before approvals were checked",
-            b.field(&h["signature"]["scheme"]),
-            b.field(&h["signature"]["signer"])
+            b.field(at(h, "/signature/scheme")),
+            b.field(at(h, "/signature/signer"))
         ),
         None => "<span class=\"badge unsigned\">UNSIGNED</span> the operator's word only".into(),
     };
@@ -431,7 +431,7 @@ pub(super) fn planned(list: &[(&Evidence<'_>, Vec<Event<'_>>)]) -> Vec<BTreeSet<
         .map(|(_, events)| {
             let take = events.len().min(left);
             left -= take;
-            events[..take].iter().map(|e| e.seq).collect()
+            events.iter().take(take).map(|e| e.seq).collect()
         })
         .collect()
 }

@@ -10,7 +10,7 @@ use afr_core::verify::Outcome;
 use serde_json::Value;
 
 use super::{
-    Event, Evidence, MAX_LIST, MAX_NODES,
+    Event, Evidence, MAX_LIST, MAX_NODES, at,
     html::{esc, hex_id, short_id, utc},
     timeline::cut_chars,
     tool_of,
@@ -51,8 +51,9 @@ fn worst(a: Option<Outcome>, b: Option<Outcome>) -> Option<Outcome> {
 impl Graph {
     pub(super) fn node(&mut self, n: Node) -> Option<usize> {
         let key = (n.recorder.clone(), n.seq);
-        if let Some(&i) = self.index.get(&key) {
-            let old = &mut self.nodes[i];
+        if let Some(&i) = self.index.get(&key)
+            && let Some(old) = self.nodes.get_mut(i)
+        {
             old.tool = old.tool.take().or(n.tool);
             old.ts = old.ts.or(n.ts);
             old.party = old.party.take().or(n.party);
@@ -96,9 +97,8 @@ impl Graph {
                 cols.push(&n.recorder);
             }
         }
-        let mut order: Vec<usize> = (0..self.nodes.len()).collect();
-        order.sort_by(|&a, &b| {
-            let (x, y) = (&self.nodes[a], &self.nodes[b]);
+        let mut order: Vec<(usize, &Node)> = self.nodes.iter().enumerate().collect();
+        order.sort_by(|(_, x), (_, y)| {
             (x.ts.is_none(), x.ts, &x.recorder, x.seq).cmp(&(
                 y.ts.is_none(),
                 y.ts,
@@ -107,19 +107,24 @@ impl Graph {
             ))
         });
         let mut rank = vec![0usize; self.nodes.len()];
-        for (r, &i) in order.iter().enumerate() {
-            rank[i] = r;
+        for (r, (i, _)) in order.into_iter().enumerate() {
+            if let Some(slot) = rank.get_mut(i) {
+                *slot = r;
+            }
         }
+        // Node indices are the edges' and `rank`'s: all below `self.nodes.len()`.
+        let rank_of = |i: usize| rank.get(i).copied().unwrap_or(0);
         let (bw, bh, gap_x, gap_y, top) = (230.0, 44.0, 110.0, 28.0, 44.0);
         let col_of = |i: usize| {
-            cols.iter()
-                .position(|c| *c == self.nodes[i].recorder)
+            self.nodes
+                .get(i)
+                .and_then(|n| cols.iter().position(|c| *c == n.recorder))
                 .unwrap_or(0)
         };
         let pos = |i: usize| {
             (
                 20.0 + col_of(i) as f64 * (bw + gap_x),
-                top + rank[i] as f64 * (bh + gap_y),
+                top + rank_of(i) as f64 * (bh + gap_y),
             )
         };
         let width = 40.0 + cols.len() as f64 * (bw + gap_x);
@@ -186,7 +191,7 @@ impl Graph {
                 } else {
                     (fx + bw / 2.0, fy, ty + bh)
                 };
-                if rank[*f].abs_diff(rank[*t]) == 1 {
+                if rank_of(*f).abs_diff(rank_of(*t)) == 1 {
                     (
                         format!("M{x1:.1} {y1:.1} L{x1:.1} {y2:.1}"),
                         x1 + 6.0,
@@ -195,7 +200,8 @@ impl Graph {
                 } else {
                     let (ya, yb) = (fy + bh / 2.0, ty + bh / 2.0);
                     let xr = fx + bw;
-                    let bulge = xr + 40.0 + (rank[*f].abs_diff(rank[*t]) as f64).min(6.0) * 6.0;
+                    let bulge =
+                        xr + 40.0 + (rank_of(*f).abs_diff(rank_of(*t)) as f64).min(6.0) * 6.0;
                     (
                         format!(
                             "M{xr:.1} {ya:.1} C{bulge:.1} {ya:.1} {bulge:.1} {yb:.1} {xr:.1} {yb:.1}"
@@ -328,9 +334,7 @@ pub(super) fn graph_of(
             g.edge(from, to, "parent_event", None);
         }
         let origin = if tool_of(Some(p)) == Some("afr.delegated") {
-            p["intent"]["args"]["offer"]["seq"]
-                .as_u64()
-                .unwrap_or(e.seq)
+            at(p, "/intent/args/offer/seq").as_u64().unwrap_or(e.seq)
         } else {
             e.seq
         };

@@ -214,11 +214,17 @@ fn approval_word(e: &Event<'_>) -> Option<&'static str> {
 }
 
 fn error_of(p: Option<&Value>) -> Option<&str> {
-    p.and_then(|p| p["effects"]["error"].as_str())
+    p.and_then(|p| at(p, "/effects/error").as_str())
 }
 
 fn tool_of(p: Option<&Value>) -> Option<&str> {
-    p.and_then(|p| p["intent"]["tool"].as_str())
+    p.and_then(|p| at(p, "/intent/tool").as_str())
+}
+
+/// The value at JSON pointer `path` in `v`, `null` where there is none: what indexing each key
+/// in turn gives (`v["a"]["b"]`), without indexing.
+fn at<'v>(v: &'v Value, path: &str) -> &'v Value {
+    v.pointer(path).unwrap_or(&Value::Null)
 }
 
 /// The report of a log or a bundle verdict (`afr-verify log|bundle ... --html`): `e` as
@@ -503,12 +509,12 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
     // The delegation graph across parties.
     let mut g = Graph::default();
     let mut ts: BTreeMap<(String, u64), (u64, Option<String>)> = BTreeMap::new();
-    for (e, (_, events)) in evs.iter().zip(&list) {
+    for ((e, (_, events)), cards) in evs.iter().zip(&list).zip(&plan) {
         if let Some(rec) = e.verdict.recorder {
             for ev in events {
                 ts.entry((hex_id(&rec), ev.seq)).or_insert((
                     ev.record.timestamp_us,
-                    plan[e.idx].contains(&ev.seq).then(|| e.card_id(ev.seq)),
+                    cards.contains(&ev.seq).then(|| e.card_id(ev.seq)),
                 ));
             }
         }
@@ -647,9 +653,10 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
             let card = match (f.location, file) {
                 (afr_core::verify::Location::Event(seq), Some(file)) => evs
                     .iter()
-                    .find(|e| e.file == file && e.party == Some(name))
-                    .filter(|e| plan[e.idx].contains(&seq))
-                    .map(|e| e.card_id(seq)),
+                    .zip(&plan)
+                    .find(|(e, _)| e.file == file && e.party == Some(name))
+                    .filter(|(_, cards)| cards.contains(&seq))
+                    .map(|(e, _)| e.card_id(seq)),
                 _ => None,
             };
             let _ = write!(
@@ -665,7 +672,7 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
                 missing_html(&p.missing)
             );
         }
-        for e in evs.iter().filter(|e| e.party == Some(name)) {
+        for (e, cards) in evs.iter().zip(&plan).filter(|(e, _)| e.party == Some(name)) {
             let v = e.verdict;
             let _ = write!(
                 s,
@@ -684,7 +691,7 @@ pub fn case_html(r: &CaseReport, inv: &Invocation, checked_at_us: u64) -> String
             {
                 s.push_str(&failure_html(f, Some(e.file), None));
             }
-            s.push_str(&approvals_html(e, &plan[e.idx]));
+            s.push_str(&approvals_html(e, cards));
         }
         s.push_str("</section>\n");
         doc.push(&s);

@@ -97,7 +97,7 @@ pub(super) fn timeline(marks: &[Mark], total: usize, stride: Option<u64>) -> Str
     if marks.is_empty() {
         return "<p class=\"meta\">No disclosed event to place on a timeline.</p>".into();
     }
-    let shown = &marks[..marks.len().min(MAX_MARKS)];
+    let shown = marks.get(..MAX_MARKS).unwrap_or(marks);
     // Rows in order of first appearance; past MAX_ROWS, one shared row.
     let mut rows: Vec<String> = Vec::new();
     let mut row_of: BTreeMap<&str, usize> = BTreeMap::new();
@@ -124,32 +124,41 @@ pub(super) fn timeline(marks: &[Mark], total: usize, stride: Option<u64>) -> Str
     let x_of = |t: u64| x0 + (t - t0) as f64 / span * width;
     // Marks closer than this on one row go on the next level down (at most LEVELS).
     const LEVELS: usize = 4;
-    let mut place: Vec<(usize, usize)> = Vec::with_capacity(shown.len());
+    let row = |m: &Mark| row_of.get(m.row.as_str()).copied().unwrap_or(0);
+    // Per row (`row` is below `rows.len()`): where each level's last mark is, levels used.
     let mut last: Vec<[f64; LEVELS]> = vec![[f64::NEG_INFINITY; LEVELS]; rows.len()];
     let mut levels = vec![1usize; rows.len()];
-    let mut order: Vec<usize> = (0..shown.len()).collect();
-    order.sort_by_key(|&i| (shown[i].ts, i));
+    let mut order: Vec<(usize, &Mark)> = shown.iter().enumerate().collect();
+    order.sort_by_key(|&(i, m)| (m.ts, i));
     let mut level_of = vec![0usize; shown.len()];
-    for &i in &order {
-        let r = row_of.get(shown[i].row.as_str()).copied().unwrap_or(0);
-        let x = x_of(shown[i].ts);
-        let l = (0..LEVELS)
-            .find(|&l| last[r][l] <= x - 16.0)
+    for (i, m) in order {
+        let r = row(m);
+        let x = x_of(m.ts);
+        let (Some(lane), Some(used), Some(level)) =
+            (last.get_mut(r), levels.get_mut(r), level_of.get_mut(i))
+        else {
+            continue;
+        };
+        let l = lane
+            .iter()
+            .position(|&end| end <= x - 16.0)
             .unwrap_or_else(|| {
-                (0..LEVELS)
-                    .min_by(|&a, &b| last[r][a].total_cmp(&last[r][b]))
-                    .unwrap_or(0)
+                lane.iter()
+                    .enumerate()
+                    .min_by(|(_, a), (_, b)| a.total_cmp(b))
+                    .map_or(0, |(l, _)| l)
             });
-        last[r][l] = x;
-        levels[r] = levels[r].max(l + 1);
-        level_of[i] = l;
+        if let Some(end) = lane.get_mut(l) {
+            *end = x;
+        }
+        *used = (*used).max(l + 1);
+        *level = l;
     }
-    for (i, m) in shown.iter().enumerate() {
-        place.push((
-            row_of.get(m.row.as_str()).copied().unwrap_or(0),
-            level_of[i],
-        ));
-    }
+    let place: Vec<(usize, usize)> = shown
+        .iter()
+        .zip(&level_of)
+        .map(|(m, &l)| (row(m), l))
+        .collect();
     let level_h = 20.0;
     let mut row_y = Vec::with_capacity(rows.len());
     let mut y = 46.0;
@@ -203,9 +212,8 @@ pub(super) fn timeline(marks: &[Mark], total: usize, stride: Option<u64>) -> Str
             height - 6.0
         );
     }
-    for (r, name) in rows.iter().enumerate() {
-        let y = row_y[r];
-        let h = levels[r] as f64 * level_h + 14.0;
+    for (r, ((name, &y), &used)) in rows.iter().zip(&row_y).zip(&levels).enumerate() {
+        let h = used as f64 * level_h + 14.0;
         if r % 2 == 1 {
             let _ = write!(
                 s,
@@ -223,8 +231,11 @@ pub(super) fn timeline(marks: &[Mark], total: usize, stride: Option<u64>) -> Str
     }
     let labels = shown.len() <= 80;
     for (m, &(r, l)) in shown.iter().zip(&place) {
+        let Some(&row_top) = row_y.get(r) else {
+            continue;
+        };
         let x = x_of(m.ts);
-        let y = row_y[r] + 10.0 + l as f64 * level_h;
+        let y = row_top + 10.0 + l as f64 * level_h;
         s.push_str(&mark_svg(m, x, y, labels));
     }
     s.push_str("</svg>");
