@@ -152,7 +152,7 @@ mod tests {
     /// gives it, and decodes to its own variant with its fields.
     #[test]
     fn every_contract_error_of_the_artifact_decodes() {
-        let mut sigs = afr_testkit::abi_signatures(crate::ARTIFACT, "error");
+        let mut sigs = afr_testkit::abi_signatures(afr_core::deployment::ARTIFACT, "error");
         sigs.sort();
         let (a, b) = (FixedBytes([0xaa; 32]), FixedBytes([0xbb; 32]));
         let (ha, hb) = (Hash32([0xaa; 32]), Hash32([0xbb; 32]));
@@ -232,7 +232,7 @@ mod tests {
 
     #[test]
     fn interface_selectors_match_the_artifact() {
-        let v: serde_json::Value = serde_json::from_str(crate::ARTIFACT).unwrap();
+        let v: serde_json::Value = serde_json::from_str(afr_core::deployment::ARTIFACT).unwrap();
         let ids = &v["methodIdentifiers"];
         for (sig, sel) in [
             (
@@ -251,6 +251,20 @@ mod tests {
         assert_eq!(
             hex::encode(IGasPriceOracle::getL1FeeCall::SELECTOR),
             "49948e0e"
+        );
+    }
+
+    /// The interface's event is the one whose topic the verifier reads (core's).
+    #[test]
+    fn anchored_event_is_cores() {
+        use alloy::sol_types::SolEvent;
+        assert_eq!(
+            IAfrAnchor::Anchored::SIGNATURE,
+            afr_core::deployment::ANCHORED_EVENT
+        );
+        assert_eq!(
+            format!("{:#x}", IAfrAnchor::Anchored::SIGNATURE_HASH),
+            afr_core::deployment::ANCHORED_TOPIC
         );
     }
 }

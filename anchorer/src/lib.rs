@@ -75,9 +75,6 @@ pub use rpc::RpcError;
 pub(crate) use rpc::{retry, rpc_err};
 pub use store::{AnchorStore, META_ANCHOR_MARKER, META_ARCHIVED_ANCHOR, META_FORK_ALARM};
 
-/// The contract artifact `forge build` produced (CI checks it is current).
-pub const ARTIFACT: &str = include_str!("../artifacts/AfrAnchor.json");
-
 /// Errors of the anchorer. Never contain key material; every URL in them is redacted.
 #[derive(Debug, thiserror::Error)]
 pub enum AnchorError {
@@ -663,26 +660,25 @@ pub fn signer_from_bytes(k: &[u8; 32]) -> Result<PrivateKeySigner, AnchorError> 
     })
 }
 
-/// A JSON field of the artifact, as bytes (`bytecode` or `deployedBytecode`).
-fn artifact_code(field: &str) -> Result<Bytes, AnchorError> {
-    let v: serde_json::Value =
-        serde_json::from_str(ARTIFACT).map_err(|e| AnchorError::Config(e.to_string()))?;
-    v[field]["object"]
-        .as_str()
-        .ok_or_else(|| AnchorError::Config(format!("artifact has no {field}")))?
-        .parse()
-        .map_err(|_| AnchorError::Config(format!("artifact {field} is not hex")))
+/// Bytecode of core's artifact ([`afr_core::deployment::ARTIFACT`]), as bytes.
+fn artifact_code(
+    code: Result<&'static str, deployment::ArtifactError>,
+) -> Result<Bytes, AnchorError> {
+    let hex = code.map_err(|e| AnchorError::Config(e.to_string()))?;
+    hex.parse()
+        .map_err(|_| AnchorError::Config("the artifact's bytecode is not hex".into()))
 }
 
 /// The artifact's creation bytecode: the CREATE2 init code (the contract has no constructor
-/// arguments).
+/// arguments; [`afr_core::deployment::creation_code`]).
 pub fn init_code() -> Result<Bytes, AnchorError> {
-    artifact_code("bytecode")
+    artifact_code(deployment::creation_code())
 }
 
-/// The artifact's runtime code: what the chain holds at a genuine `AfrAnchor`.
+/// The artifact's runtime code: what the chain holds at a genuine `AfrAnchor`
+/// ([`afr_core::deployment::runtime_code`]).
 pub fn runtime_code() -> Result<Bytes, AnchorError> {
-    artifact_code("deployedBytecode")
+    artifact_code(deployment::runtime_code())
 }
 
 /// The CREATE2 deployer ([`afr_core::deployment::CREATE2_DEPLOYER`]).

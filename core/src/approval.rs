@@ -315,7 +315,7 @@ pub fn recover(hash: &[u8; 32], sig: &str) -> Result<[u8; 20], String> {
         }
     };
     // Big-endian, so the byte order is the numeric order.
-    if rs[32..] > SECP256K1_HALF_ORDER[..] {
+    if raw[32..64] > SECP256K1_HALF_ORDER[..] {
         return Err("the EIP-712 signature has a high s value (EIP-2); not accepted".into());
     }
     let recovered = k256::ecdsa::Signature::from_slice(rs).and_then(|s| {

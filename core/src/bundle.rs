@@ -319,7 +319,10 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                 let start = r.position();
                 let rec_res = crate::export::skip_record(&mut r);
                 rec_res.map_err(|e| m(&r, e))?;
-                let record_bytes = &bytes[start..r.position()];
+                let record_bytes = bytes
+                    .get(start..r.position())
+                    .ok_or(CborError::Truncated)
+                    .map_err(|e| m(&r, e))?;
                 let record = Record::decode(record_bytes).map_err(|e| m(&r, e))?;
                 let seq = record.seq;
                 let at = Location::Event(seq);

@@ -179,7 +179,7 @@ fn json_map(
             let k = k.to_owned();
             m.insert(k, json_item(r, depth)?);
         } else {
-            let len = item_len(&r.buf[r.pos..])?;
+            let len = item_len(r.rest())?;
             r.take(len)?;
         }
     }
@@ -218,19 +218,9 @@ fn json_item(r: &mut Reader<'_>, depth: u32) -> Result<serde_json::Value, CborEr
                 20 => J::Bool(false),
                 21 => J::Bool(true),
                 22 | 23 => J::Null,
-                25 => {
-                    let b = r.take(2)?;
-                    J::from(f16_to_f64(u16::from_be_bytes([b[0], b[1]])))
-                }
-                26 => {
-                    let b = r.take(4)?;
-                    J::from(f32::from_be_bytes([b[0], b[1], b[2], b[3]]) as f64)
-                }
-                27 => {
-                    let mut a = [0u8; 8];
-                    a.copy_from_slice(r.take(8)?);
-                    J::from(f64::from_be_bytes(a))
-                }
+                25 => J::from(f16_to_f64(u16::from_be_bytes(r.take_array()?))),
+                26 => J::from(f32::from_be_bytes(r.take_array()?) as f64),
+                27 => J::from(f64::from_be_bytes(r.take_array()?)),
                 _ => return Err(CborError::Malformed("unsupported simple value".into())),
             }
         }
@@ -286,7 +276,11 @@ pub fn canonicalize(v: &mut Value) -> Result<(), CborError> {
                 keyed.push((kb, k, val));
             }
             keyed.sort_by(|a, b| a.0.cmp(&b.0));
-            if keyed.windows(2).any(|w| w[0].0 == w[1].0) {
+            if keyed
+                .iter()
+                .zip(keyed.iter().skip(1))
+                .any(|(a, b)| a.0 == b.0)
+            {
                 return Err(CborError::DuplicateKey);
             }
             entries.extend(keyed.into_iter().map(|(_, k, v)| (k, v)));
@@ -414,33 +408,32 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
+    /// The next `N` bytes, as an array.
+    fn take_array<const N: usize>(&mut self) -> Result<[u8; N], CborError> {
+        self.take(N)?.try_into().map_err(|_| CborError::Truncated)
+    }
+
+    /// The bytes not consumed yet (`pos` never passes the end of `buf`).
+    fn rest(&self) -> &'a [u8] {
+        self.buf.get(self.pos..).unwrap_or_default()
+    }
+
     fn peek(&self) -> Result<u8, CborError> {
         self.buf.get(self.pos).copied().ok_or(CborError::Truncated)
     }
 
     fn head(&mut self, want_major: u8, what: &str) -> Result<u64, CborError> {
-        let ib = self.take(1)?[0];
+        let [ib] = self.take_array()?;
         let (major, info) = (ib >> 5, ib & 0x1f);
         if major != want_major {
             return Err(CborError::Malformed(format!("expected {what}")));
         }
         let (n, min) = match info {
             0..=23 => return Ok(info as u64),
-            24 => (self.take(1)?[0] as u64, 24),
-            25 => (
-                u16::from_be_bytes([self.take(1)?[0], self.take(1)?[0]]) as u64,
-                256,
-            ),
-            26 => {
-                let b = self.take(4)?;
-                (u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as u64, 1 << 16)
-            }
-            27 => {
-                let b = self.take(8)?;
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b);
-                (u64::from_be_bytes(a), 1 << 32)
-            }
+            24 => (u8::from_be_bytes(self.take_array()?) as u64, 24),
+            25 => (u16::from_be_bytes(self.take_array()?) as u64, 256),
+            26 => (u32::from_be_bytes(self.take_array()?) as u64, 1 << 16),
+            27 => (u64::from_be_bytes(self.take_array()?), 1 << 32),
             _ => return Err(CborError::NonCanonical),
         };
         if n < min {

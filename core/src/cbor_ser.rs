@@ -75,12 +75,14 @@ impl<'a> Map<'a> {
 
     fn finish(mut self) -> Result<(), CborError> {
         let buf = &self.buf;
-        self.entries
-            .sort_by(|a, b| buf[a.0..a.1].cmp(&buf[b.0..b.1]));
-        if self
-            .entries
-            .windows(2)
-            .any(|w| buf[w[0].0..w[0].1] == buf[w[1].0..w[1].1])
+        // Each entry's offsets are where this map wrote it into `buf`.
+        let key = |e: &(usize, usize, usize)| buf.get(e.0..e.1);
+        self.entries.sort_by(|a, b| key(a).cmp(&key(b)));
+        let sorted = &self.entries;
+        if sorted
+            .iter()
+            .zip(sorted.iter().skip(1))
+            .any(|(a, b)| key(a) == key(b))
         {
             return Err(CborError::DuplicateKey);
         }
@@ -91,7 +93,10 @@ impl<'a> Map<'a> {
         }
         head(self.out, 5, self.entries.len() as u64);
         for &(k, _, e) in &self.entries {
-            self.out.extend_from_slice(&buf[k..e]);
+            let entry = buf
+                .get(k..e)
+                .ok_or_else(|| CborError::Malformed("map entry out of range".into()))?;
+            self.out.extend_from_slice(entry);
         }
         Ok(())
     }

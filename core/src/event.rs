@@ -158,11 +158,21 @@ impl GuardrailVerdict {
         GuardrailVerdict::Escalate,
     ];
     /// The lower-case names used in JSON, in the order of [`GuardrailVerdict::ALL`].
-    pub const NAMES: [&'static str; 4] = ["allow", "deny", "warn", "escalate"];
+    pub const NAMES: [&'static str; 4] = [
+        GuardrailVerdict::Allow.name(),
+        GuardrailVerdict::Deny.name(),
+        GuardrailVerdict::Warn.name(),
+        GuardrailVerdict::Escalate.name(),
+    ];
 
     /// The lower-case name used in JSON.
-    pub fn name(self) -> &'static str {
-        GuardrailVerdict::NAMES[self as usize]
+    pub const fn name(self) -> &'static str {
+        match self {
+            GuardrailVerdict::Allow => "allow",
+            GuardrailVerdict::Deny => "deny",
+            GuardrailVerdict::Warn => "warn",
+            GuardrailVerdict::Escalate => "escalate",
+        }
     }
 
     /// The verdict with JSON name `s`.
@@ -201,11 +211,14 @@ impl Decision {
     /// Every decision, in declaration order.
     pub const ALL: [Decision; 2] = [Decision::Approved, Decision::Rejected];
     /// The lower-case names used in JSON, in the order of [`Decision::ALL`].
-    pub const NAMES: [&'static str; 2] = ["approved", "rejected"];
+    pub const NAMES: [&'static str; 2] = [Decision::Approved.name(), Decision::Rejected.name()];
 
     /// The lower-case name used in JSON.
-    pub fn name(self) -> &'static str {
-        Decision::NAMES[self as usize]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Decision::Approved => "approved",
+            Decision::Rejected => "rejected",
+        }
     }
 
     /// The decision with JSON name `s`.
@@ -567,7 +580,8 @@ impl EventInput {
         if self.concurrent_with.len() > crate::record::MAX_CONCURRENT {
             return Err(InputError::new("concurrent_with", "more than 16 entries"));
         }
-        if self.concurrent_with.windows(2).any(|w| w[0] >= w[1]) {
+        let after = self.concurrent_with.iter().skip(1);
+        if self.concurrent_with.iter().zip(after).any(|(a, b)| a >= b) {
             return Err(InputError::new(
                 "concurrent_with",
                 "must be strictly increasing",

@@ -166,7 +166,10 @@ impl<'a> LogReader<'a> {
             ("event", 3) => {
                 let start = self.r.position();
                 skip_record(&mut self.r)?;
-                let record_bytes = &self.buf[start..self.r.position()];
+                let record_bytes = self
+                    .buf
+                    .get(start..self.r.position())
+                    .ok_or(CborError::Truncated)?;
                 let record = Record::decode(record_bytes)?;
                 let payload = if self.r.null()? {
                     None
@@ -268,7 +271,12 @@ impl<R: std::io::Read> StreamLog<R> {
         let old = self.buf.len();
         self.buf.resize(old + self.chunk, 0);
         loop {
-            match self.src.read(&mut self.buf[old..]) {
+            let got = match self.buf.get_mut(old..) {
+                Some(free) => self.src.read(free),
+                // `buf` was just resized past `old`.
+                None => Ok(0),
+            };
+            match got {
                 Ok(n) => {
                     self.buf.truncate(old + n);
                     self.eof = n == 0;
@@ -294,7 +302,8 @@ impl<R: std::io::Read> Frames for StreamLog<R> {
             if avail == 0 && self.eof {
                 return Ok(None);
             }
-            match crate::cbor::item_len(&self.buf[self.start..]) {
+            // `start` never passes the end of `buf`.
+            match crate::cbor::item_len(self.buf.get(self.start..).unwrap_or_default()) {
                 Ok(n) => break n,
                 Err(CborError::Truncated) if !self.eof => {
                     if avail > MAX_STREAM_FRAME {
@@ -308,7 +317,12 @@ impl<R: std::io::Read> Frames for StreamLog<R> {
             }
         };
         self.pending = len;
-        let mut r = LogReader::new(&self.buf[self.start..self.start + len]);
+        let frame = self
+            .buf
+            .get(self.start..)
+            .and_then(|rest| rest.get(..len))
+            .ok_or(CborError::Truncated)?;
+        let mut r = LogReader::new(frame);
         r.next_frame()
     }
 

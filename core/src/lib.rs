@@ -21,6 +21,8 @@
 //!
 //! The exact byte layouts and formulas are in `docs/spec/format.md`.
 
+#![warn(clippy::indexing_slicing)]
+
 pub mod approval;
 pub mod bundle;
 pub mod calendar;

@@ -182,14 +182,17 @@ pub fn root_from_inclusion_proof(
         return Err(ProofError::IndexOutOfRange { index, size });
     }
     let (inner, border) = decompose(index, size);
-    if proof.len() != inner + border {
+    let Some((inner_path, border_path)) = proof
+        .split_at_checked(inner)
+        .filter(|(_, b)| b.len() == border)
+    else {
         return Err(ProofError::WrongLength {
             got: proof.len(),
             want: inner + border,
         });
-    }
-    let r = chain_inner(*leaf, &proof[..inner], index);
-    Ok(chain_border_right(r, &proof[inner..]))
+    };
+    let r = chain_inner(*leaf, inner_path, index);
+    Ok(chain_border_right(r, border_path))
 }
 
 /// Checks that `leaf` is at `index` in the tree of `size` leaves with root `root`.
@@ -228,13 +231,17 @@ fn subproof(m: usize, d: &[Hash32], complete: bool, out: &mut Vec<Hash32>) {
         }
         return;
     }
+    // 1 ≤ m < n here, so n ≥ 2 and k < n.
     let k = split(n);
+    let Some((left, right)) = d.split_at_checked(k) else {
+        return;
+    };
     if m <= k {
-        subproof(m, &d[..k], complete, out);
-        out.push(root(&d[k..]));
+        subproof(m, left, complete, out);
+        out.push(root(right));
     } else {
-        subproof(m - k, &d[k..], false, out);
-        out.push(root(&d[..k]));
+        subproof(m - k, right, false, out);
+        out.push(root(left));
     }
 }
 
@@ -290,27 +297,27 @@ pub fn verify_consistency(
     let inner = inner.saturating_sub(shift);
     // The proof starts with the root of the 2^shift subtree, unless size1 is that subtree.
     let perfect = pow2(shift) == Some(size1);
-    let (seed, rest) = if perfect {
-        (*root1, proof)
-    } else {
-        (proof[0], &proof[1..])
+    let (seed, rest) = match proof.split_first() {
+        _ if perfect => (*root1, proof),
+        Some((first, rest)) => (*first, rest),
+        None => return Err(ProofError::WrongLength { got: 0, want: 1 }),
     };
-    if rest.len() != inner + border {
+    let Some((inner_path, border_path)) = rest
+        .split_at_checked(inner)
+        .filter(|(_, b)| b.len() == border)
+    else {
         let want = inner + border + usize::from(!perfect);
         return Err(ProofError::WrongLength {
             got: proof.len(),
             want,
         });
-    }
+    };
     let mask = shr(size1 - 1, shift);
-    let h1 = chain_border_right(
-        chain_inner_right(seed, &rest[..inner], mask),
-        &rest[inner..],
-    );
+    let h1 = chain_border_right(chain_inner_right(seed, inner_path, mask), border_path);
     if h1 != *root1 {
         return Err(ProofError::RootMismatch);
     }
-    let h2 = chain_border_right(chain_inner(seed, &rest[..inner], mask), &rest[inner..]);
+    let h2 = chain_border_right(chain_inner(seed, inner_path, mask), border_path);
     if h2 != *root2 {
         return Err(ProofError::RootMismatch);
     }

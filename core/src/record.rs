@@ -68,20 +68,30 @@ impl Category {
 
     /// The lower-case names used in JSON, in wire order.
     pub const NAMES: [&'static str; 9] = [
-        "file",
-        "shell",
-        "api",
-        "database",
-        "retrieval",
-        "code",
-        "approval",
-        "delegation",
-        "other",
+        Category::File.name(),
+        Category::Shell.name(),
+        Category::Api.name(),
+        Category::Database.name(),
+        Category::Retrieval.name(),
+        Category::Code.name(),
+        Category::Approval.name(),
+        Category::Delegation.name(),
+        Category::Other.name(),
     ];
 
     /// The lower-case name used in JSON.
-    pub fn name(self) -> &'static str {
-        Category::NAMES[self as usize]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Category::File => "file",
+            Category::Shell => "shell",
+            Category::Api => "api",
+            Category::Database => "database",
+            Category::Retrieval => "retrieval",
+            Category::Code => "code",
+            Category::Approval => "approval",
+            Category::Delegation => "delegation",
+            Category::Other => "other",
+        }
     }
 
     /// The category with JSON name `s`.
@@ -204,7 +214,11 @@ pub fn check_concurrent(seq: u64, earlier: &[u64]) -> Result<(), String> {
             earlier.len()
         ));
     }
-    if earlier.windows(2).any(|w| w[0] >= w[1]) {
+    if earlier
+        .iter()
+        .zip(earlier.iter().skip(1))
+        .any(|(a, b)| a >= b)
+    {
         return Err("concurrent_with must be strictly increasing".into());
     }
     if earlier.last().is_some_and(|&s| s >= seq) {

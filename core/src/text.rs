@@ -80,20 +80,27 @@ pub fn escape(s: &str) -> Cow<'_, str> {
 
 /// Sorted numbers as runs: `[1, 2, 3, 7, 9, 10]` with `to = "-"` is `1-3, 7, 9-10`.
 pub fn runs(sorted: &[u64], to: &str) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let mut j = i;
-        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j].wrapping_add(1) {
-            j += 1;
-        }
-        parts.push(if i == j {
-            sorted[i].to_string()
+    let show = |(first, last): (u64, u64)| {
+        if first == last {
+            first.to_string()
         } else {
-            format!("{}{to}{}", sorted[i], sorted[j])
-        });
-        i = j + 1;
+            format!("{first}{to}{last}")
+        }
+    };
+    let mut parts = Vec::new();
+    // The run being read: its first and last number.
+    let mut run: Option<(u64, u64)> = None;
+    for &n in sorted {
+        run = match run {
+            Some((first, last)) if n == last.wrapping_add(1) => Some((first, n)),
+            Some(done) => {
+                parts.push(show(done));
+                Some((n, n))
+            }
+            None => Some((n, n)),
+        };
     }
+    parts.extend(run.map(show));
     parts.join(", ")
 }
 

@@ -31,12 +31,8 @@ use crate::error::{Malformed, RedactedUrl, VerifyError};
 
 type Result<T, E = VerifyError> = std::result::Result<T, E>;
 
-const ARTIFACT: &str = include_str!("../../anchorer/artifacts/AfrAnchor.json");
-
-/// `keccak256("Anchored(address,uint64,bytes32,bytes32)")`, the event's topic 0 (checked
-/// against the artifact's ABI in the tests).
-pub const ANCHORED_TOPIC: &str =
-    "0xd6f0f013808bc2f1d448753205790daee522b8c2904b0d109ec4099b097c8eae";
+/// Topic 0 of the `Anchored` event, as core defines it with the contract.
+pub use afr_core::deployment::ANCHORED_TOPIC;
 
 /// Most anchored roots read for one recorder (one log each).
 pub const MAX_EPOCHS: usize = 10_000_000;
@@ -76,11 +72,8 @@ pub const ANCHORS_FILE_VERSION: u64 = 2;
 
 /// The runtime code of the AfrAnchor artifact, `0x`-prefixed hex.
 fn deployed_code() -> Result<String> {
-    let v: serde_json::Value = serde_json::from_str(ARTIFACT).map_err(|_| VerifyError::Artifact)?;
-    let code = v["deployedBytecode"]["object"]
-        .as_str()
-        .ok_or(VerifyError::Artifact)?;
-    Ok(format!("0x{}", code.trim_start_matches("0x")))
+    let code = afr_core::deployment::runtime_code().map_err(|_| VerifyError::Artifact)?;
+    Ok(format!("0x{code}"))
 }
 
 /// Where one root was anchored: the evidence a verifier can re-check with any node.
@@ -309,7 +302,7 @@ impl Rpc {
                 error: redact_urls_in(&e.to_string()),
             });
         }
-        Ok(v["result"].clone())
+        Ok(v.get("result").cloned().unwrap_or_default())
     }
 
     /// Sends many calls as JSON-RPC batches of at most 256; results in request order.
@@ -334,19 +327,20 @@ impl Rpc {
             };
             let mut results = vec![None; chunk.len()];
             for item in items {
-                let id = item["id"]
+                // The call this answers, and its place in `results` (as long as `chunk`).
+                let (id, (method, _), slot) = item["id"]
                     .as_u64()
                     .and_then(|id| usize::try_from(id).ok())
                     .and_then(|id| id.checked_sub(base))
-                    .filter(|i| *i < chunk.len())
+                    .and_then(|i| Some((i, chunk.get(i)?, results.get_mut(i)?)))
                     .ok_or(Malformed::UnknownId)?;
                 if let Some(e) = item.get("error") {
                     return Err(VerifyError::RpcFailed {
-                        method: chunk[id].0.to_owned(),
+                        method: (*method).to_owned(),
                         error: redact_urls_in(&e.to_string()),
                     });
                 }
-                if results[id].replace(item["result"].clone()).is_some() {
+                if slot.replace(item["result"].clone()).is_some() {
                     return Err(Malformed::AnsweredTwice { id: base + id }.into());
                 }
             }
@@ -411,8 +405,10 @@ impl Rpc {
             return Err(VerifyError::TooManyLogCalls);
         }
         let mut f = filter.clone();
-        f["fromBlock"] = format!("0x{from:x}").into();
-        f["toBlock"] = format!("0x{to:x}").into();
+        if let Some(range) = f.as_object_mut() {
+            range.insert("fromBlock".into(), format!("0x{from:x}").into());
+            range.insert("toBlock".into(), format!("0x{to:x}").into());
+        }
         match self.call("eth_getLogs", serde_json::json!([f])) {
             Ok(v) => {
                 let items = v.as_array().ok_or(Malformed::WrongType {
@@ -608,21 +604,29 @@ fn parse_log(
         .iter()
         .map(lower)
         .collect();
-    if topics.len() != 3 || topics[0] != ANCHORED_TOPIC || topics[1] != addr_topic(recorder) {
+    let [event, of, epoch] = topics.as_slice() else {
+        return Err("not an Anchored log of this recorder".into());
+    };
+    if event != ANCHORED_TOPIC || *of != addr_topic(recorder) {
         return Err("not an Anchored log of this recorder".into());
     }
-    let word = hex::decode(topics[2].trim_start_matches("0x")).map_err(|_| "bad epoch topic")?;
-    if word.len() != 32 || word[..24].iter().any(|b| *b != 0) {
-        return Err("epoch topic is not a uint64".into());
+    let word = hex::decode(epoch.trim_start_matches("0x")).map_err(|_| "bad epoch topic")?;
+    // A uint64 in a 32-byte word: 24 zero bytes, then the 8 bytes of the number.
+    let not_uint64 = "epoch topic is not a uint64";
+    let (high, low) = word.split_at_checked(24).ok_or(not_uint64)?;
+    let e: [u8; 8] = low.try_into().map_err(|_| not_uint64)?;
+    if high.iter().any(|b| *b != 0) {
+        return Err(not_uint64.into());
     }
-    let mut e = [0u8; 8];
-    e.copy_from_slice(&word[24..]);
     let data = lower(&log["data"]);
     let bytes = hex::decode(data.trim_start_matches("0x")).map_err(|_| "bad data")?;
     if bytes.len() != 64 {
         return Err("data is not (root, backPointer)".into());
     }
-    let root = Hash32::from_slice(&bytes[..32]).ok_or("bad root")?;
+    let root = bytes
+        .get(..32)
+        .and_then(Hash32::from_slice)
+        .ok_or("bad root")?;
     let at = quantity(&log["blockNumber"], "blockNumber").map_err(|e| e.to_string())?;
     if at > block {
         return Err(format!("from block {at}, after the pinned block {block}"));
@@ -685,21 +689,4 @@ fn check_receipt(
         return Err("the log is not in the transaction's receipt".into());
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn anchored_topic_is_the_events_signature_hash() {
-        use sha3::{Digest, Keccak256};
-        let sig = afr_testkit::abi_signatures(ARTIFACT, "event")
-            .into_iter()
-            .find(|s| s.starts_with("Anchored("))
-            .unwrap();
-        assert_eq!(sig, "Anchored(address,uint64,bytes32,bytes32)");
-        let h = Keccak256::digest(sig.as_bytes());
-        assert_eq!(format!("0x{}", hex::encode(h)), ANCHORED_TOPIC);
-    }
 }

@@ -10,11 +10,14 @@
 //! (`afr-eval`, not shipped here) share one implementation ([`verify`]), so what is tested is
 //! exactly what the tool decides.
 
+#![warn(clippy::indexing_slicing)]
+
 pub mod anchors;
 pub mod approvals;
 pub mod case;
 pub mod error;
 pub mod report;
+mod source;
 pub mod trust;
 pub mod verdict;
 
@@ -24,6 +27,7 @@ use afr_core::{bundle::verify_bundle, verify::Outcome, verify::verify_log};
 
 use crate::anchors::{Anchors, Rpc};
 pub use error::{ApproverName, Malformed, RedactedUrl, UsageError, VerifyError};
+pub use source::{Origin, PinnedSource, Source};
 pub use trust::Trust;
 pub use verdict::{AnchorsFrom, Verdict, check_anchors, check_recorder, parse_addr};
 
@@ -36,36 +40,66 @@ pub enum Kind {
     Bundle,
 }
 
-/// Where the anchored roots come from.
-#[derive(Debug, Clone, Copy)]
-pub enum Source<'a> {
-    /// A JSON-RPC endpoint, read at `block` (latest if `None`), logs from `from_block`.
-    Rpc {
-        /// The endpoint.
-        url: &'a str,
-        /// Block to read at.
-        block: Option<u64>,
-        /// First block searched for `Anchored` logs.
-        from_block: u64,
-    },
-    /// An anchors file written by `afr-verify anchors`, trusted as it is.
-    File(&'a Path),
-    /// None: the answer is at best incomplete.
-    None,
-}
-
 /// Verifies `bytes` under `trust` with anchors from `src`: the whole decision of `afr-verify`
 /// (for a bundle, its opened events' approvals included: [`approvals::check`]).
 /// Errors are I/O, RPC or usage errors (nothing was decided); every property of the file is
 /// in the verdict. Usage is checked first: a source of anchors without a pinned chain is
-/// [`UsageError::ChainNotPinned`] before anything is read.
+/// [`UsageError::ChainNotPinned`] before anything is read ([`PinnedSource`]).
 pub fn verify(
     kind: Kind,
     bytes: &[u8],
     trust: &Trust,
     src: Source<'_>,
 ) -> Result<Verdict, VerifyError> {
+    let src = PinnedSource::of(src, trust.chain_id)?;
+    verify_pinned(kind, bytes, trust, src)
+}
+
+/// [`verify`] with the source of anchors already pinned to its chain (`None`: no source).
+pub fn verify_pinned(
+    kind: Kind,
+    bytes: &[u8],
+    trust: &Trust,
+    src: Option<PinnedSource<'_>>,
+) -> Result<Verdict, VerifyError> {
     verify_full(kind, bytes, trust, src).map(|c| c.verdict)
+}
+
+/// What [`examine`] decided, and what the evidence report is built from beside the verdict
+/// ([`report::verdict_html`]): for a whole-log export, where each of its event frames is.
+#[derive(Debug)]
+pub struct Examined<'a> {
+    /// What kind of file it is.
+    pub kind: Kind,
+    /// The verdict, as [`verify`] returns it.
+    pub verdict: Verdict,
+    /// A whole log's event frames, noted as verification read them.
+    pub(crate) log: Option<report::LogFrames<'a>>,
+}
+
+/// [`verify_pinned`], keeping what the evidence report needs ([`Examined`]). A whole-log
+/// export is read once: its event frames are noted in the same pass as the checks, so the
+/// report does not parse the export again (after a failure, that pass reads on to the end
+/// without checking, for the report's timeline and cards).
+pub fn examine<'a>(
+    kind: Kind,
+    bytes: &'a [u8],
+    trust: &Trust,
+    src: Option<PinnedSource<'_>>,
+) -> Result<Examined<'a>, VerifyError> {
+    let (checked, log) = match kind {
+        Kind::Bundle => (verify_full(kind, bytes, trust, src)?, None),
+        Kind::Log => {
+            let (rep, log) = report::verify_log_noting(bytes);
+            let v = Verdict::from_log(&rep);
+            (finish(kind, v, None, trust, src)?, Some(log))
+        }
+    };
+    Ok(Examined {
+        kind,
+        verdict: checked.verdict,
+        log,
+    })
 }
 
 /// What [`verify`] decided, with what it decided from: a bundle's own report and the anchors
@@ -80,27 +114,13 @@ pub(crate) struct Checked {
     pub anchors: Option<Anchors>,
 }
 
-/// A source of anchors needs a pinned chain: checked before anything is read.
-fn pinned_chain(trust: &Trust, src: Source<'_>) -> Result<(), VerifyError> {
-    let flag = match src {
-        Source::Rpc { .. } => Some("--rpc"),
-        Source::File(_) => Some("--anchors"),
-        Source::None => None,
-    };
-    match (flag, trust.chain_id) {
-        (Some(flag), None) => Err(UsageError::ChainNotPinned { flag }.into()),
-        _ => Ok(()),
-    }
-}
-
 /// [`verify`], keeping the bundle's report and the anchors.
 pub(crate) fn verify_full(
     kind: Kind,
     bytes: &[u8],
     trust: &Trust,
-    src: Source<'_>,
+    src: Option<PinnedSource<'_>>,
 ) -> Result<Checked, VerifyError> {
-    pinned_chain(trust, src)?;
     // A bundle's report is kept for its opened payloads: their approvals are checked last.
     let bundle = (kind == Kind::Bundle).then(|| verify_bundle(bytes));
     let v = match &bundle {
@@ -110,15 +130,14 @@ pub(crate) fn verify_full(
     finish(kind, v, bundle, trust, src)
 }
 
-/// [`verify`] of a whole-log export read as a stream (`afr_core::verify::verify_log_stream`):
-/// memory bounded by one epoch whatever the log's size. A read error is
-/// [`VerifyError::Read`] (nothing was decided).
+/// [`verify_pinned`] of a whole-log export read as a stream
+/// (`afr_core::verify::verify_log_stream`): memory bounded by one epoch whatever the log's
+/// size. A read error is [`VerifyError::Read`] (nothing was decided).
 pub fn verify_log_file(
     path: &Path,
     trust: &Trust,
-    src: Source<'_>,
+    src: Option<PinnedSource<'_>>,
 ) -> Result<Verdict, VerifyError> {
-    pinned_chain(trust, src)?;
     let read = |source| VerifyError::Read {
         path: path.to_owned(),
         source,
@@ -136,9 +155,8 @@ fn finish(
     mut v: Verdict,
     bundle: Option<afr_core::bundle::BundleReport>,
     trust: &Trust,
-    src: Source<'_>,
+    src: Option<PinnedSource<'_>>,
 ) -> Result<Checked, VerifyError> {
-    pinned_chain(trust, src)?;
     check_recorder(&mut v, trust);
     if v.outcome == Outcome::Tampered {
         return Ok(Checked {
@@ -162,88 +180,83 @@ fn finish(
     };
     let anchors: Option<Anchors> = match (src, v.recorder) {
         (_, None) => None,
-        (
-            Source::Rpc {
-                url,
-                block,
-                from_block,
-            },
-            Some(rec),
-        ) => {
-            let Some(chain_id) = trust.chain_id else {
-                return Err(UsageError::ChainNotPinned { flag: "--rpc" }.into());
-            };
-            let (rpc, block) = Rpc::pinned(url, chain_id, block)?;
-            if rpc.code_is_afr_anchor(&contract, block)? {
-                // The file's epochs, and for a whole log the next one (a stale export shows).
-                let mut epochs: std::collections::BTreeSet<u64> =
-                    v.epoch_roots.iter().map(|(e, _)| *e).collect();
-                if kind == Kind::Log {
-                    epochs.insert(epochs.last().map_or(0, |l| l.saturating_add(1)));
+        (Some(src), Some(rec)) => {
+            let chain_id = src.chain_id();
+            match src.origin() {
+                Origin::Rpc {
+                    url,
+                    block,
+                    from_block,
+                } => {
+                    let (rpc, block) = Rpc::pinned(url, chain_id, block)?;
+                    if rpc.code_is_afr_anchor(&contract, block)? {
+                        // The file's epochs, and for a whole log the next one (a stale export
+                        // shows).
+                        let mut epochs: std::collections::BTreeSet<u64> =
+                            v.epoch_roots.iter().map(|(e, _)| *e).collect();
+                        if kind == Kind::Log {
+                            epochs.insert(epochs.last().map_or(0, |l| l.saturating_add(1)));
+                        }
+                        let f = rpc.fetch(
+                            chain_id,
+                            &contract,
+                            &rec,
+                            (from_block, block),
+                            Some(&epochs),
+                        )?;
+                        v.notes.push(format!(
+                            "anchors: chain {chain_id}, contract {contract} ({which}; AfrAnchor code checked), block {block}; each root proven by the recorder's own transaction"
+                        ));
+                        v.anchors_from = Some(verdict::AnchorsFrom::Chain { block });
+                        for why in f.ignored.iter().take(10) {
+                            v.notes.push(why.clone());
+                        }
+                        if f.ignored.len() > 10 {
+                            v.notes.push(format!(
+                                "... and {} more ignored logs",
+                                f.ignored.len() - 10
+                            ));
+                        }
+                        Some(f.anchors)
+                    } else {
+                        v.missing.push(format!(
+                            "anchored roots not checked: the code at {contract} (block {block}) is not the AfrAnchor contract, so its logs prove nothing"
+                        ));
+                        None
+                    }
                 }
-                let f = rpc.fetch(
-                    chain_id,
-                    &contract,
-                    &rec,
-                    (from_block, block),
-                    Some(&epochs),
-                )?;
-                v.notes.push(format!(
-                    "anchors: chain {chain_id}, contract {contract} ({which}; AfrAnchor code checked), block {block}; each root proven by the recorder's own transaction"
-                ));
-                v.anchors_from = Some(verdict::AnchorsFrom::Chain { block });
-                for why in f.ignored.iter().take(10) {
-                    v.notes.push(why.clone());
-                }
-                if f.ignored.len() > 10 {
-                    v.notes.push(format!(
-                        "... and {} more ignored logs",
-                        f.ignored.len() - 10
-                    ));
-                }
-                Some(f.anchors)
-            } else {
-                v.missing.push(format!(
-                    "anchored roots not checked: the code at {contract} (block {block}) is not the AfrAnchor contract, so its logs prove nothing"
-                ));
-                None
-            }
-        }
-        (Source::File(path), Some(_)) => {
-            let a = Anchors::load(path)?;
-            match trust.chain_id {
-                None => return Err(UsageError::ChainNotPinned { flag: "--anchors" }.into()),
-                Some(c) if c != a.chain_id => {
-                    v.missing.push(format!(
-                        "the anchors file is for chain {}, not the pinned chain {c}: anchored roots not checked",
-                        a.chain_id
-                    ));
-                    None
-                }
-                Some(_) if !a.contract.eq_ignore_ascii_case(&contract) => {
-                    v.missing.push(format!(
-                        "the anchors file is for contract {}, not the pinned {contract}: anchored roots not checked",
-                        a.contract
-                    ));
-                    None
-                }
-                Some(_) => {
-                    v.notes.push(format!(
-                        "TRUSTED the anchors file {} (chain {}, contract {} ({which}), block {}) without contacting the chain",
-                        path.display(),
-                        a.chain_id,
-                        a.contract,
-                        a.block
-                    ));
-                    v.anchors_from = Some(verdict::AnchorsFrom::File {
-                        path: path.display().to_string(),
-                        block: a.block,
-                    });
-                    Some(a)
+                Origin::File(path) => {
+                    let a = Anchors::load(path)?;
+                    if a.chain_id != chain_id {
+                        v.missing.push(format!(
+                            "the anchors file is for chain {}, not the pinned chain {chain_id}: anchored roots not checked",
+                            a.chain_id
+                        ));
+                        None
+                    } else if !a.contract.eq_ignore_ascii_case(&contract) {
+                        v.missing.push(format!(
+                            "the anchors file is for contract {}, not the pinned {contract}: anchored roots not checked",
+                            a.contract
+                        ));
+                        None
+                    } else {
+                        v.notes.push(format!(
+                            "TRUSTED the anchors file {} (chain {}, contract {} ({which}), block {}) without contacting the chain",
+                            path.display(),
+                            a.chain_id,
+                            a.contract,
+                            a.block
+                        ));
+                        v.anchors_from = Some(verdict::AnchorsFrom::File {
+                            path: path.display().to_string(),
+                            block: a.block,
+                        });
+                        Some(a)
+                    }
                 }
             }
         }
-        (Source::None, Some(_)) => {
+        (None, Some(_)) => {
             v.missing.push(
                 "anchored roots not checked (give --rpc with --chain-id, or --anchors)".into(),
             );

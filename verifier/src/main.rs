@@ -14,13 +14,15 @@
 //! change. The answer is one of verified (exit 0), tampered (1) or incomplete (2); usage errors
 //! exit 64, I/O and RPC errors 74 (a report that cannot be written included).
 
+#![warn(clippy::indexing_slicing)]
+
 use std::{
     path::{Path, PathBuf},
     process::ExitCode,
 };
 
 use afr_core::verify::Outcome;
-use afr_verify::{Kind, Source, Trust, VerifyError, anchors::Rpc};
+use afr_verify::{Kind, Origin, PinnedSource, Source, Trust, VerifyError, anchors::Rpc};
 use clap::{Args, Parser, Subcommand};
 
 /// mimalloc instead of the system allocator: the log verifier is a pipeline whose reading
@@ -353,11 +355,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             out,
         } => {
             let trust = pins.trust()?;
-            let Some(chain_id) = trust.chain_id else {
-                return Err(Error::Usage(
-                    "afr-verify anchors needs --chain-id (or a trust file with chain_id)",
-                ));
+            let origin = Origin::Rpc {
+                url: &rpc,
+                block,
+                from_block,
             };
+            let chain_id = PinnedSource::new(origin, trust.chain_id)
+                .map_err(VerifyError::from)?
+                .chain_id();
             let [party] = trust.parties.as_slice() else {
                 return Err(Error::Usage("afr-verify anchors needs one --recorder"));
             };
@@ -485,19 +490,16 @@ fn check(kind: Kind, a: &CheckArgs) -> Result<ExitCode> {
         report,
     } = a;
     let trust = pins.trust()?;
-    if (src.chain.rpc.is_some() || src.anchors.is_some()) && trust.chain_id.is_none() {
-        return Err(Error::Usage(
-            "--rpc and --anchors need a pinned chain: give --chain-id (or a trust file with chain_id)",
-        ));
-    }
     let source = match (src.chain.source(), &src.anchors) {
         (Some(chain), _) => chain,
         (None, Some(p)) => Source::File(p),
         (None, None) => Source::None,
     };
+    // Refused before the file is read: a source of anchors without a pinned chain.
+    let pinned = PinnedSource::of(source, trust.chain_id).map_err(VerifyError::from)?;
     // A log without a report is read as a stream: memory stays bounded whatever its size.
     if kind == Kind::Log && report.html.is_none() && report.pdf.is_none() {
-        let v = afr_verify::verify_log_file(file, &trust, source)?;
+        let v = afr_verify::verify_log_file(file, &trust, pinned)?;
         print_verdict(&v, &trust, src.json);
         return Ok(exit(v.outcome));
     }
@@ -505,9 +507,10 @@ fn check(kind: Kind, a: &CheckArgs) -> Result<ExitCode> {
         path: file.to_owned(),
         source,
     })?;
-    let v = afr_verify::verify(kind, &bytes, &trust, source)?;
+    let e = afr_verify::examine(kind, &bytes, &trust, pinned)?;
+    let v = &e.verdict;
     let checked_at = now_us();
-    print_verdict(&v, &trust, src.json);
+    print_verdict(v, &trust, src.json);
     report.write(|| {
         let name = file.display().to_string();
         let inv = afr_verify::report::Invocation {
@@ -530,7 +533,7 @@ fn check(kind: Kind, a: &CheckArgs) -> Result<ExitCode> {
                 .collect(),
             digests: vec![(name, bytes.len() as u64, afr_core::hash::sha256(&[&bytes]))],
         };
-        afr_verify::report::verdict_html(kind, &v, &bytes, &trust, &inv, checked_at)
+        afr_verify::report::verdict_html(&e, &trust, &inv, checked_at)
     })?;
     Ok(exit(v.outcome))
 }

@@ -299,10 +299,10 @@ impl Verdict {
             .filter(|a| a.ran_against_rejection)
             .map(|a| a.seq.to_string())
             .collect();
-        match ran.len() {
-            0 => String::new(),
-            1 => format!(", but event {} RAN AGAINST A REJECTION", ran[0]),
-            _ => format!(", but events {} RAN AGAINST A REJECTION", ran.join(", ")),
+        match ran.as_slice() {
+            [] => String::new(),
+            [one] => format!(", but event {one} RAN AGAINST A REJECTION"),
+            many => format!(", but events {} RAN AGAINST A REJECTION", many.join(", ")),
         }
     }
 

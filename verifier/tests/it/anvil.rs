@@ -6,7 +6,7 @@
 
 use std::{path::Path, process::Command};
 
-use afr_core::{Hash32, epoch::back_pointer, verify::Outcome};
+use afr_core::{Hash32, deployment::ARTIFACT, epoch::back_pointer, verify::Outcome};
 use afr_eval::tamper::{History, Rng, SealedLog};
 use afr_testkit::anvil;
 use afr_verify::{Kind, Source, Trust};
@@ -17,7 +17,6 @@ const KEY: &str = afr_testkit::DEV_KEY;
 const ADDR: &str = afr_testkit::DEV_ADDR;
 /// Anvil's second dev account: a victim who never sends a transaction.
 const VICTIM: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
-const ARTIFACT: &str = include_str!("../../../anchorer/artifacts/AfrAnchor.json");
 
 /// Runs `cast` and returns its stdout as JSON (or as a JSON string if it is not JSON).
 fn cast(args: &[&str]) -> serde_json::Value {
