@@ -319,17 +319,23 @@ impl ForkAlarm {
     }
 }
 
+/// A finalized receipt of epoch 4 with an L1 fee and two replaced transactions (tests).
+#[cfg(test)]
+pub(crate) fn sample_receipt() -> AnchorReceipt {
+    AnchorReceipt {
+        state: ReceiptState::Finalized,
+        l1_fee: 1234,
+        replaced: vec![[1; 32], [2; 32]],
+        ..AnchorReceipt::for_tests(4, 10)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn receipt() -> AnchorReceipt {
-        AnchorReceipt {
-            state: ReceiptState::Finalized,
-            l1_fee: 1234,
-            replaced: vec![[1; 32], [2; 32]],
-            ..AnchorReceipt::for_tests(4, 10)
-        }
+        sample_receipt()
     }
 
     #[test]

@@ -161,16 +161,7 @@ impl AnchorStore for Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::receipt::ReceiptState;
-
-    fn receipt() -> AnchorReceipt {
-        AnchorReceipt {
-            state: ReceiptState::Finalized,
-            l1_fee: 1234,
-            replaced: vec![[1; 32], [2; 32]],
-            ..AnchorReceipt::for_tests(4, 10)
-        }
-    }
+    use crate::receipt::sample_receipt as receipt;
 
     #[test]
     fn receipts_are_archived_not_deleted() {
