@@ -50,6 +50,8 @@ T = TypeVar("T")
 DEFAULT_BATCH_BYTES = 8 << 20
 #: Events that may wait in the queue before ``submit`` blocks, by default.
 DEFAULT_MAX_QUEUE = 100_000
+#: Bytes the sending thread reads from the socket at a time.
+RECV_BYTES = 64 * 1024
 #: Failed events a recorder remembers for ``flush()`` to report in its ``errors``.
 MAX_REPORTED_FAILURES = 1000
 
@@ -174,6 +176,7 @@ class Recorder:
         self._failure_count = 0
         self._reported = 0  # failures of events before this index were reported by flush
         self._sock: Optional[socket.socket] = None
+        self._rbuf = memoryview(bytearray(RECV_BYTES))  # the sending thread's alone
         self._client: Optional[Client] = None
         self._client_lock = threading.Lock()
         self._client_args: Dict[str, Any] = dict(
@@ -397,12 +400,13 @@ class Recorder:
                 # busy 503) and closed: its answer is still there to be read.
                 pass
             reader = ResponseReader()
+            buf = self._rbuf
             while True:
-                data = sock.recv(1 << 18)
-                resp = reader.feed(data) if data else reader.eof()
+                n = sock.recv_into(buf)
+                resp = reader.feed(buf[:n]) if n else reader.eof()
                 if resp is not None:
                     break
-                if not data:
+                if not n:
                     raise ConnectionResetError("the server closed the connection")
         except BaseException:
             self._disconnect()

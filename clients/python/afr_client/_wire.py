@@ -275,7 +275,7 @@ class ResponseReader:
     _head_done: bool = False
     _body: bytearray = field(default_factory=bytearray)
 
-    def feed(self, data: bytes) -> Optional[Response]:
+    def feed(self, data: Union[bytes, memoryview]) -> Optional[Response]:
         """Takes more bytes; the response once it is whole, else ``None``."""
         self._buf += data
         if not self._head_done:
@@ -446,11 +446,11 @@ def judge_batch(resp: Response, n: int) -> Verdict:
         for item in doc.get("receipts", ()):
             i = item.get("line", 0) - 1
             if 0 <= i < n:
-                v.receipts[i] = dict(item)  # type: ignore[assignment]
+                v.receipts[i] = item
         for item in doc.get("errors", ()):
             i = item.get("line", 0) - 1
             if 0 <= i < n:
-                v.rejected[i] = dict(item)  # type: ignore[assignment]
+                v.rejected[i] = item
     rest = [i for i in everything if i not in v.receipts and i not in v.rejected]
     if not rest:
         return v
