@@ -83,7 +83,8 @@ class Ticket:
         return self._receipt is not None or self._error is not None
 
     def wait(self, timeout: Optional[float] = None) -> Receipt:
-        """Blocks until the event is durable and returns its receipt.
+        """Blocks until the event is durable and returns its receipt (its ``line`` is the
+        event's line in the batch that carried it).
 
         Raises :class:`AfrError` if it was not recorded: status 422 with ``field`` in
         ``errors[0]`` for an event the server rejected, ``None`` when the server could not be
@@ -138,6 +139,10 @@ class Recorder:
       counter (``py-<24 hex>-<n>``). Retries reuse it, so an event is recorded at most once
       per key. The server keeps every key with its receipt, like any other key.
     - Events are sent in submit order, and recorded in that order unless one is rejected.
+
+    One recorder may be shared by threads. Close it (or leave its ``with`` block): an open
+    recorder keeps its thread, and is flushed at interpreter exit for at most ``retry_for``
+    seconds.
     """
 
     def __init__(
@@ -192,8 +197,9 @@ class Recorder:
         """Queues one event and returns its :class:`Ticket` at once.
 
         ``event`` is a mapping in the shape of ``docs/event.schema.json`` or its JSON text
-        (one line). Its key is ``idempotency_key``, else its own ``"idempotency_key"``
-        member, else an automatic one (see the class). Raises ``ValueError``/``TypeError``
+        (one line), encoded here: changing a mapping afterwards changes nothing recorded.
+        Its key is ``idempotency_key``, else its own ``"idempotency_key"`` member, else an
+        automatic one (see the class). Raises ``ValueError``/``TypeError``
         for an event that cannot be sent (not JSON, an event over ``max_event_bytes``, a bad
         key) and :class:`AfrError` after :meth:`close`; the server's verdict comes from
         :meth:`Ticket.wait`. Blocks only while ``max_queue`` events wait.
