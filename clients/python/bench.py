@@ -9,7 +9,9 @@ one machine, one after the other:
   and ``submit(...).wait()`` per event, durable before the next;
 - the same with ``AsyncRecorder``;
 - witness-log 0.6.1's in-process ``step()`` (its journal, no fsync: its default) and
-  ``step(sync=True)`` (fsync per call), each call given the same event;
+  ``step(sync=True)`` (fsync per call; ``--fsync-events``, 1000, of the events), each call
+  given the same event (a decorated tool per tool name, called with the event: two leaves,
+  the intent and the result, as witness-log records a step);
 - ``afr bench record --durability group --threads 1``: the Rust recorder in-process.
 
 The AFR rows talk to a real ``afr serve`` (``--durability group``, the default) started here
@@ -157,7 +159,7 @@ def bench_afr(afr: Path, warm: List[Dict[str, Any]], events: List[Dict[str, Any]
 
 
 def bench_witness_log(warm: List[Dict[str, Any]], events: List[Dict[str, Any]],
-                      tmp: Path) -> List[Row]:
+                      fsync_events: int, tmp: Path) -> List[Row]:
     try:
         import witness_log  # type: ignore[import-not-found]
     except ImportError:
@@ -183,7 +185,7 @@ def bench_witness_log(warm: List[Dict[str, Any]], events: List[Dict[str, Any]],
 
         for ev in warm:
             call(ev)
-        lat, wall = timed(events, call)
+        lat, wall = timed(events[:fsync_events] if sync else events, call)
         name = f"witness-log {witness_log.__version__} step(" + ("sync=True)" if sync else ")")
         rows.append(Row(name, lat, wall, "at return (fsync)" if sync else "no (page cache)"))
         log.close()
@@ -205,6 +207,8 @@ def main() -> None:
     ap.add_argument("--afr", help="the afr binary (default: $AFR_BIN, target/release/afr, target/debug/afr)")
     ap.add_argument("--events", type=int, default=5000, help="events per row (default 5000)")
     ap.add_argument("--warmup", type=int, default=200, help="calls before each row's measure")
+    ap.add_argument("--fsync-events", type=int, default=1000,
+                    help="events of the witness-log step(sync=True) row (an fsync each; default 1000)")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     a = ap.parse_args()
     afr = find_afr(a.afr)
@@ -215,7 +219,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="afr-bench-"))
     try:
         rows = bench_afr(afr, warm, events, tmp)
-        rows += bench_witness_log(warm, events, tmp)
+        rows += bench_witness_log(warm, events, a.fsync_events, tmp)
         rust = bench_rust(afr, a.events)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -225,7 +229,8 @@ def main() -> None:
         return
     size = sum(len(json.dumps(e, separators=(",", ":"))) for e in events) / len(events)
     print(f"python bench: {a.events} events per row (afr gen --seed 42, {size:.0f} bytes of JSON "
-          f"each), Python {sys.version.split()[0]}, {os.cpu_count()} cores, {afr}")
+          f"each; {min(a.fsync_events, a.events)} for step(sync=True)), Python "
+          f"{sys.version.split()[0]}, {os.cpu_count()} cores, {afr}")
     print(f"{'':44} {'median µs':>10} {'P99 µs':>10} {'events/s':>10}  durable")
     for r in rows:
         print(f"{r.name:44} {r.median:>10.2f} {r.p99:>10.2f} {r.eps:>10.0f}  {r.durable}")
