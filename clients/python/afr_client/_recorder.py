@@ -173,7 +173,8 @@ class Recorder:
         self._wake = threading.Condition(self._lock)  # the sender waits for work
         self._settled = threading.Condition(self._lock)  # callers wait for tickets, room
         self._queue: Deque[Tuple[bytes, Ticket]] = collections.deque()
-        self._idle = False
+        self._idle = False  # the sending thread waits for work
+        self._sending = False  # a thread (the sending one, or a waiting caller) sends a batch
         self._closing = False
         self._submitted = 0  # events queued so far
         self._completed = 0  # events settled so far, in submit order
@@ -239,6 +240,8 @@ class Recorder:
         with self._lock:
             target = self._submitted
             while self._completed < target:
+                if timeout is None and self._send_here_locked():
+                    continue
                 left = _left(deadline)
                 if left == 0:
                     raise TimeoutError(
@@ -313,6 +316,8 @@ class Recorder:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             while not ticket.done():
+                if timeout is None and self._send_here_locked():
+                    continue
                 left = _left(deadline)
                 if left == 0:
                     raise TimeoutError(
@@ -320,51 +325,87 @@ class Recorder:
                     )
                 self._settled.wait(left)
 
-    def _take(self) -> Optional[List[Tuple[bytes, Ticket]]]:
-        """The next batch, waiting for one; ``None`` once closing with nothing left."""
-        with self._lock:
-            while not self._queue:
-                if self._closing:
-                    return None
-                self._idle = True
-                self._wake.wait()
-            self._idle = False
-            batch: List[Tuple[bytes, Ticket]] = []
-            size = 0
-            q = self._queue
-            while q and len(batch) < self.max_batch_lines:
-                n = len(q[0][0]) + 1
-                if batch and size + n > self.max_batch_bytes:
-                    break
-                batch.append(q.popleft())
-                size += n
-            if len(q) + len(batch) >= self.max_queue:
-                self._settled.notify_all()  # room for blocked submitters
-            return batch
+    def _send_here_locked(self) -> bool:
+        """Sends the next batch from the calling thread if nothing is being sent; whether it
+        did. A caller about to wait for events still queued saves the hand-over to the
+        sending thread and back: two thread switches, per event for one that waits on each.
+        """
+        if not self._queue or self._sending:
+            return False
+        batch = self._take_locked()
+        self._lock.release()
+        try:
+            self._send(batch)
+        finally:
+            self._lock.acquire()
+            self._finish_locked(batch)
+        return True
+
+    def _take_locked(self) -> List[Tuple[bytes, Ticket]]:
+        """Takes the next batch off the queue (not empty) and the right to send it."""
+        self._sending = True
+        batch: List[Tuple[bytes, Ticket]] = []
+        size = 0
+        q = self._queue
+        while q and len(batch) < self.max_batch_lines:
+            n = len(q[0][0]) + 1
+            if batch and size + n > self.max_batch_bytes:
+                break
+            batch.append(q.popleft())
+            size += n
+        if len(q) + len(batch) >= self.max_queue:
+            self._settled.notify_all()  # room for blocked submitters
+        return batch
+
+    def _finish_locked(self, batch: List[Tuple[bytes, Ticket]]) -> None:
+        """Counts a sent batch (every ticket settled) and gives the right to send back."""
+        start = self._completed
+        for k, (_, t) in enumerate(batch):
+            if t._error is not None:
+                self._failure_count += 1
+                if len(self._failures) < MAX_REPORTED_FAILURES:
+                    self._failures.append((start + k, t))
+        self._completed += len(batch)
+        self._sending = False
+        self._settled.notify_all()
+        if self._idle:
+            self._wake.notify()  # more queued meanwhile, or closing
+
+    def _send(self, batch: List[Tuple[bytes, Ticket]]) -> None:
+        """Delivers a batch; every ticket in it is settled when this returns or raises."""
+        err: Optional[AfrError] = None
+        try:
+            self._deliver(batch)
+        except BaseException as e:
+            err = AfrError(
+                None,
+                f"sending was interrupted ({e!r}); the event may have been recorded: submit "
+                "it again with the same idempotency_key to learn its receipt",
+            )
+            raise
+        finally:
+            for _, t in batch:
+                if not t.done():
+                    t._error = err or AfrError(None, "the server answered nothing for it")
 
     def _run(self) -> None:
         try:
             while True:
-                batch = self._take()
-                if batch is None:
-                    return
-                err: Optional[AfrError] = None
-                try:
-                    self._deliver(batch)
-                except BaseException as e:  # noqa: BLE001 - every ticket must settle
-                    err = AfrError(None, f"the recorder's thread failed: {e!r}")
-                for _, t in batch:
-                    if not t.done():
-                        t._error = err or AfrError(None, "the server answered nothing for it")
                 with self._lock:
-                    start = self._completed
-                    for k, (_, t) in enumerate(batch):
-                        if t._error is not None:
-                            self._failure_count += 1
-                            if len(self._failures) < MAX_REPORTED_FAILURES:
-                                self._failures.append((start + k, t))
-                    self._completed += len(batch)
-                    self._settled.notify_all()
+                    while not self._queue or self._sending:
+                        if self._closing and not self._queue and not self._sending:
+                            return
+                        self._idle = True
+                        self._wake.wait()
+                    self._idle = False
+                    batch = self._take_locked()
+                try:
+                    self._send(batch)
+                except Exception:  # noqa: BLE001 - settled in the batch's tickets
+                    pass
+                finally:
+                    with self._lock:
+                        self._finish_locked(batch)
         finally:
             self._disconnect()
 
