@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -70,7 +70,9 @@ class Row:
                 "events_per_s": round(self.eps), "durable": self.durable}
 
 
-def timed(events: List[Dict[str, Any]], call: Callable[[Dict[str, Any]], Any]) -> tuple:
+def timed(
+    events: List[Dict[str, Any]], call: Callable[[Dict[str, Any]], Any]
+) -> Tuple[List[int], float]:
     """Each call's wall time (ns) and the whole loop's (s)."""
     lat = []
     clock = time.perf_counter_ns
@@ -87,10 +89,11 @@ def find_afr(arg: Optional[str]) -> Path:
                       ROOT / "target" / "debug" / "afr"):
         if candidate and Path(candidate).is_file():
             return Path(candidate)
-    sys.exit("bench: no afr binary: pass --afr PATH or set AFR_BIN (cargo build --release -p afr-cli)")
+    sys.exit("bench: no afr binary: pass --afr PATH or set AFR_BIN "
+             "(cargo build --release -p afr-cli -p afr-eval)")
 
 
-def start_server(afr: Path, d: Path) -> subprocess.Popen:
+def start_server(afr: Path, d: Path) -> "subprocess.Popen[bytes]":
     subprocess.run([str(afr), "--dir", str(d), "init"], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     proc = subprocess.Popen([str(afr), "--dir", str(d), "serve"], stdin=subprocess.DEVNULL,
@@ -159,6 +162,11 @@ def bench_afr(afr: Path, warm: List[Dict[str, Any]], events: List[Dict[str, Any]
     return rows
 
 
+def effects(event: Dict[str, Any]) -> Any:
+    """The tool witness-log's step() wraps: it returns the event's effects (its result)."""
+    return event.get("effects")
+
+
 def bench_witness_log(warm: List[Dict[str, Any]], events: List[Dict[str, Any]],
                       fsync_events: int, tmp: Path) -> List[Row]:
     try:
@@ -177,11 +185,7 @@ def bench_witness_log(warm: List[Dict[str, Any]], events: List[Dict[str, Any]],
             fn = steps.get(tool)
             if fn is None:
                 # One decorated tool per tool name, as an agent decorates its tools once.
-                @witness_log.step(log, name=tool, sync=sync)
-                def run(event: Dict[str, Any]) -> Any:
-                    return event.get("effects")
-
-                fn = steps[tool] = run
+                fn = steps[tool] = witness_log.step(log, name=tool, sync=sync)(effects)
             return fn(ev)
 
         for ev in warm:
@@ -215,11 +219,12 @@ def bench_rust(afr: Path, n: int) -> Optional[Dict[str, Any]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--afr", help="the afr binary (default: $AFR_BIN, target/release/afr, target/debug/afr)")
+    ap.add_argument("--afr", help="the afr binary (default: $AFR_BIN, target/release/afr, "
+                    "target/debug/afr)")
     ap.add_argument("--events", type=int, default=5000, help="events per row (default 5000)")
     ap.add_argument("--warmup", type=int, default=200, help="calls before each row's measure")
     ap.add_argument("--fsync-events", type=int, default=1000,
-                    help="events of the witness-log step(sync=True) row (an fsync each; default 1000)")
+                    help="events of witness-log's step(sync=True) row (an fsync each; 1000)")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     a = ap.parse_args()
     afr = find_afr(a.afr)

@@ -3,7 +3,6 @@
 that record nothing twice, across a lost answer and a killed and restarted server."""
 
 import asyncio
-import json
 import os
 import threading
 import time

@@ -55,7 +55,9 @@ def test_a_body_ended_by_the_connection_and_close_headers():
     assert reader.feed(b"HTTP/1.0 200 OK\r\n\r\npartial") is None
     r = reader.eof()
     assert r is not None and r.body == b"partial" and r.will_close
-    r = ResponseReader().feed(b"HTTP/1.1 413 Too Large\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+    r = ResponseReader().feed(
+        b"HTTP/1.1 413 Too Large\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    )
     assert r.status == 413 and r.will_close
     # An interim 100 Continue is skipped; eof before a whole response gives nothing.
     r = ResponseReader().feed(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n")
@@ -67,8 +69,13 @@ def test_a_body_ended_by_the_connection_and_close_headers():
 
 @pytest.mark.parametrize(
     "raw",
-    [b"SSH-2.0-OpenSSH\r\n\r\n", b"HTTP/1.1 abc OK\r\n\r\n", b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
-     b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"],
+    [
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+        b"HTTP/1.1 abc OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ],
 )
 def test_malformed_responses_are_refused(raw):
     with pytest.raises(ProtocolError):
@@ -82,7 +89,8 @@ def test_a_head_over_64_kib_is_refused():
 
 def test_requests_carry_host_token_type_and_length():
     unix = Endpoint.resolve("/tmp/x.sock")
-    assert request_bytes(unix, "GET", "/v1/status") == b"GET /v1/status HTTP/1.1\r\nHost: afr\r\n\r\n"
+    get = request_bytes(unix, "GET", "/v1/status")
+    assert get == b"GET /v1/status HTTP/1.1\r\nHost: afr\r\n\r\n"
     tcp = Endpoint.resolve(url="http://127.0.0.1:7070/base/", token="t0k")
     req = request_bytes(tcp, "POST", "/v1/events", "application/x-ndjson", b"{}\n")
     assert req == (
@@ -147,7 +155,8 @@ def test_judge_batch_reads_receipts_errors_and_failures():
     assert sorted(v.receipts) == [0, 2] and list(v.rejected) == [1] and not v.fail
     v = judge_batch(answer(503, {"error": "busy"}, retry_after="2"), 3)
     assert v.retry == [0, 1, 2] and v.wait == 2
-    v = judge_batch(answer(503, {"receipts": [receipt(1, 5)], "errors": [], "error": "stopping"}), 3)
+    stopping = {"receipts": [receipt(1, 5)], "errors": [], "error": "stopping"}
+    v = judge_batch(answer(503, stopping), 3)
     assert list(v.receipts) == [0] and v.retry == [1, 2]
     v = judge_batch(answer(500, {"receipts": [receipt(1, 5)], "errors": [], "error": "disk"}), 2)
     assert list(v.receipts) == [0] and v.fail == [1] and v.failed.status == 500
