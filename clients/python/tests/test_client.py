@@ -1,122 +1,19 @@
-"""Tests of afr_client against a real `afr serve` process (never a mock).
+"""Tests of `afr_client.Client` against a real `afr serve` process (never a mock).
 
-The `afr` binary is `$AFR_BIN`, else `target/debug/afr` of this checkout (`cargo build -p
-afr-cli`; `scripts/test.sh` sets AFR_BIN). Each test starts its own server on a fresh
-recorder directory and stops it with SIGTERM, expecting exit 0.
+Each test starts its own server on a fresh recorder directory (`conftest.py`) and stops it
+with SIGTERM, expecting exit 0.
 """
 
 import json
 import os
-import selectors
-import shutil
-import signal
 import socket
-import subprocess
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from afr_client import AfrError, Client
-
-ROOT = Path(__file__).resolve().parents[2]
-AFR_BIN = Path(os.environ.get("AFR_BIN", ROOT / "target" / "debug" / "afr"))
-TOKEN = "0123456789abcdef0123456789abcdef"
-
-
-def event(tool, **args):
-    return {"category": "shell", "intent": {"tool": tool, "args": args}}
-
-
-# A field the schema does not have: rejected, naming `intent.agrs`.
-BAD = {"category": "shell", "intent": {"tool": "ls", "agrs": {}}}
-
-
-class Server:
-    """`afr --dir DIR serve ARGS...`, started once its socket is listening."""
-
-    def __init__(self, dir, *args):
-        if not AFR_BIN.is_file():
-            pytest.fail(f"no afr binary at {AFR_BIN}: run `cargo build -p afr-cli` or set AFR_BIN")
-        self.dir = dir
-        self.socket = str(dir / "afr.sock")
-        self.url = None
-        self.proc = subprocess.Popen(
-            [str(AFR_BIN), "--dir", str(dir), "serve", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        line = self._stderr_line(deadline=time.monotonic() + 30)
-        assert line.startswith("afr serve: listening on "), line
-        if " and http://" in line:
-            self.url = "http://" + line.rsplit(" and http://", 1)[1]
-
-    def _stderr_line(self, deadline):
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stderr, selectors.EVENT_READ)
-        buf = b""
-        while not buf.endswith(b"\n"):
-            left = deadline - time.monotonic()
-            if left <= 0 or not sel.select(timeout=left):
-                self.kill()
-                pytest.fail("afr serve did not start within 30 s")
-            b = os.read(self.proc.stderr.fileno(), 1)
-            if not b:
-                self.proc.wait()
-                pytest.fail(f"afr serve exited with {self.proc.returncode}: {buf.decode()}")
-            buf += b
-        sel.close()
-        return buf.decode().strip()
-
-    def stop(self):
-        """SIGTERM, then the exit code and what was left on stderr."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = self.proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            pytest.fail("afr serve did not stop within 60 s of SIGTERM")
-        return self.proc.returncode, err.decode()
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-@pytest.fixture
-def recorder_dir():
-    # A short path: a Unix socket's path is limited to about 100 bytes.
-    tmp = Path(tempfile.mkdtemp(prefix="afr-py-"))
-    d = tmp / "afr"
-    subprocess.run(
-        [str(AFR_BIN), "--dir", str(d), "init"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    yield d
-    shutil.rmtree(tmp, ignore_errors=True)
-
-
-@pytest.fixture
-def start(recorder_dir):
-    """start(*args) -> a running Server on the test's recorder; stopped (exit 0) afterwards."""
-    started = []
-
-    def go(*args):
-        s = Server(recorder_dir, *args)
-        started.append(s)
-        return s
-
-    yield go
-    for s in started:
-        if s.proc.poll() is None:
-            code, err = s.stop()
-            assert code == 0, err
+from afr_serve import BAD, TOKEN, event
 
 
 def test_record_returns_a_durable_receipt(start):
