@@ -25,6 +25,7 @@ mod import;
 mod mcp;
 mod mcp_peers;
 mod otlp;
+mod pipes;
 mod proc;
 mod producers;
 mod query;
