@@ -298,6 +298,35 @@ impl Door {
         }
     }
 
+    /// Hands several events to the recorder at once, each under its key, in order: through
+    /// `afr serve` as NDJSON batches (one durable acknowledgement for each batch, rather than
+    /// one per event); in the store opened here, as [`Door::submit`] each. One ticket per
+    /// event; an event refused on its own (its line's error) fails only its ticket.
+    pub fn submit_all(&mut self, events: &[(&EventInput, &str)]) -> Vec<Ticket> {
+        let Inner::Served(c) = &mut self.inner else {
+            return events
+                .iter()
+                .map(|(e, k)| self.submit(e, k).unwrap_or_else(|e| Ticket::Done(Err(e))))
+                .collect();
+        };
+        let mut out = Vec::with_capacity(events.len());
+        for chunk in events.chunks(SUBMIT_BATCH) {
+            let mut body = Vec::new();
+            for (event, key) in chunk {
+                let mut line = serde_json::to_value(event).unwrap_or_default();
+                if let Value::Object(m) = &mut line {
+                    m.insert("idempotency_key".into(), (*key).into());
+                }
+                // A Value always serialises.
+                let _ = serde_json::to_writer(&mut body, &line);
+                body.push(b'\n');
+            }
+            let answer = c.request("POST", "/v1/events", Some("application/x-ndjson"), &body);
+            out.extend(batch_tickets(answer, chunk.len()));
+        }
+        out
+    }
+
     /// Writes and syncs everything submitted through this door (a no-op through `afr serve`,
     /// which acknowledges only what is durable).
     pub fn flush(&self) -> Result<(), DoorError> {
@@ -427,6 +456,63 @@ impl Door {
             Inner::Served(c) => served_events(c, query, usize::MAX),
         }
     }
+}
+
+/// Most events in one `POST /v1/events` of [`Door::submit_all`] (the server takes 1,000).
+const SUBMIT_BATCH: usize = 500;
+
+/// The tickets of a batch of `n` lines from the server's answer: each line's receipt, or its
+/// own error, or the whole batch's failure.
+fn batch_tickets(answer: Result<Response, ClientError>, n: usize) -> Vec<Ticket> {
+    let r = match answer {
+        Ok(r) => r,
+        Err(e) => {
+            let message = e.to_string();
+            return (0..n)
+                .map(|_| {
+                    Ticket::Done(Err(DoorError::Server {
+                        route: "POST /v1/events",
+                        status: 0,
+                        message: message.clone(),
+                    }))
+                })
+                .collect();
+        }
+    };
+    let json = r.json();
+    let mut tickets: Vec<Option<Ticket>> = (0..n).map(|_| None).collect();
+    if r.status == 200 || r.status == 422 {
+        let line = |v: &Value| {
+            v["line"]
+                .as_u64()
+                .and_then(|l| usize::try_from(l).ok())
+                .and_then(|l| l.checked_sub(1))
+        };
+        for rc in json["receipts"].as_array().into_iter().flatten() {
+            if let (Some(i), Some(seq)) = (line(rc), rc["seq"].as_u64())
+                && let Some(t) = tickets.get_mut(i)
+            {
+                *t = Some(Ticket::Done(Ok(seq)));
+            }
+        }
+        for e in json["errors"].as_array().into_iter().flatten() {
+            if let Some(t) = line(e).and_then(|i| tickets.get_mut(i)) {
+                *t = Some(Ticket::Done(Err(DoorError::Server {
+                    route: "POST /v1/events",
+                    status: 422,
+                    message: format!(
+                        "{}: {}",
+                        e["field"].as_str().unwrap_or_default(),
+                        e["message"].as_str().unwrap_or_default()
+                    ),
+                })));
+            }
+        }
+    }
+    tickets
+        .into_iter()
+        .map(|t| t.unwrap_or_else(|| Ticket::Done(Err(DoorError::server("POST /v1/events", &r)))))
+        .collect()
 }
 
 /// `GET /v1/events?query=`: `(seq, event)` per line.

@@ -343,9 +343,22 @@ impl Gate {
         }
         let tickets: Vec<_> = {
             let mut door = lock(&self.door);
+            // One request for the whole batch through `afr serve` (one durable answer); an
+            // event whose batch failed is sent again alone, through a door opened again.
+            let events: Vec<(&EventInput, &str)> =
+                batch.iter().map(|r| (&*r.event, r.key.as_str())).collect();
+            let first = match door.as_mut() {
+                Some(d) => d.submit_all(&events),
+                None => Vec::new(),
+            };
+            let mut first = first.into_iter();
             batch
                 .iter()
-                .map(|r| self.submit_locked(&mut door, &r.event, &r.key))
+                .map(|r| match first.next() {
+                    Some(t @ Ticket::Pending { .. }) => t,
+                    Some(t @ Ticket::Done(Ok(_))) => t,
+                    _ => self.submit_locked(&mut door, &r.event, &r.key),
+                })
                 .collect()
         };
         let journal = lock(&self.journal).clone();
