@@ -405,10 +405,30 @@ fn record(dir: &Path, file: Option<&Path>, receipts: bool, opts: &RecordOpts) ->
     let mut waiting: std::collections::VecDeque<Waiting> = std::collections::VecDeque::new();
     let mut line_no = 0u64;
     let cap = opts.max_event_bytes;
-    for line in input.split(b'\n') {
-        let line = line.context("cannot read input")?;
+    let mut input = input;
+    let mut buf = Vec::new();
+    loop {
+        // Nothing more buffered: a live pipe may be waiting for these receipts before it
+        // writes more, so they are printed once durable before the next read blocks.
+        if input.buffer().is_empty() && !waiting.is_empty() {
+            if let Some(last) = waiting.iter().map(|w| w.receipt.seq).max()
+                && !durable_now
+            {
+                r.wait_written(last)?;
+            }
+            release(&r, &mut waiting, &mut tally, Release::All)?;
+        }
+        buf.clear();
+        if input
+            .read_until(b'\n', &mut buf)
+            .context("cannot read input")?
+            == 0
+        {
+            break;
+        }
         line_no += 1;
-        let line = line.strip_suffix(b"\r").unwrap_or(&line);
+        let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }

@@ -38,6 +38,8 @@ pub const TAKEOVER_FILE: &str = "serve.takeover";
 pub const ON_DEMAND_LOG: &str = "serve-on-demand.log";
 /// How long a producer waits for a server to answer.
 const WAIT: Duration = Duration::from_secs(15);
+/// On-demand servers a producer starts before it gives up (each failed to take the store).
+const START_TRIES: u32 = 3;
 /// A takeover older than this was abandoned (its server died).
 const TAKEOVER_STALE: Duration = Duration::from_secs(60);
 
@@ -117,6 +119,7 @@ impl Door {
         }
         let deadline = Instant::now() + WAIT;
         let mut child: Option<std::process::Child> = None;
+        let mut failures = 0;
         loop {
             if let Some(c) = Client::running(dir) {
                 if let Some(mut ch) = child {
@@ -134,13 +137,15 @@ impl Door {
                     if let Ok(Some(status)) = ch.try_wait() {
                         child = None;
                         // It lost a race (another server answers next round), or it could not
-                        // take the store: then say why, unless another server comes up.
+                        // take the store: a server idling out may still hold it for a moment,
+                        // so a few more tries; then say why, unless another server comes up.
                         if !status.success() {
-                            std::thread::sleep(Duration::from_millis(50));
+                            failures += 1;
+                            std::thread::sleep(Duration::from_millis(100));
                             if let Some(c) = Client::running(dir) {
                                 return Ok(Door::served(dir, c));
                             }
-                            if !takeover_in_progress(dir) {
+                            if failures >= START_TRIES && !takeover_in_progress(dir) {
                                 return Err(no_server(dir, &log_tail(dir)));
                             }
                         }
