@@ -236,6 +236,8 @@ pub struct Gate {
     /// How long a held call waits for a decision before it is rejected.
     pub approval_timeout: Duration,
     door: Mutex<Option<Door>>,
+    /// Whether `door` holds a door (read without its lock while it writes).
+    has_door: AtomicBool,
     no_server: NoServer,
     nonce: u64,
     counter: AtomicU64,
@@ -284,6 +286,7 @@ impl Gate {
             policy,
             fail_open,
             approval_timeout,
+            has_door: AtomicBool::new(door.is_some()),
             door: Mutex::new(door),
             no_server,
             nonce: rand::random(),
@@ -399,6 +402,7 @@ impl Gate {
             None => DoorError::NoRecorder,
         };
         *door = None;
+        self.has_door.store(false, Ordering::Relaxed);
         let again = |e: DoorError, first: DoorError| {
             Ticket::Done(Err(DoorError::Again {
                 first: Box::new(first),
@@ -411,19 +415,32 @@ impl Gate {
         };
         let t = fresh.submit(event, key).unwrap_or_else(|e| again(e, first));
         *door = Some(fresh);
+        self.has_door.store(true, Ordering::Relaxed);
         t
     }
 
     /// Journals a call's record (again, for a call journaled before) once a recorder is there
     /// to receive its event later; the ticket to settle before forwarding.
     fn journal(&self, record: &CallRecord) -> JournalTicket {
+        // A door busy writing completed calls is there: this call does not wait for that
+        // write (it needs only its own journal entry before it runs).
+        let door = match self.door.try_lock() {
+            Ok(d) => Some(d),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if self.has_door.load(Ordering::Relaxed) => {
+                None
+            }
+            Err(std::sync::TryLockError::WouldBlock) => Some(lock(&self.door)),
+        };
+        if let Some(mut door) = door
+            && door.is_none()
         {
-            let mut door = lock(&self.door);
-            if door.is_none() {
-                match Door::for_producer(&self.dir, &self.no_server) {
-                    Ok(d) => *door = Some(d),
-                    Err(e) => return JournalTicket::Failed(format!("no recorder: {e}")),
+            match Door::for_producer(&self.dir, &self.no_server) {
+                Ok(d) => {
+                    *door = Some(d);
+                    self.has_door.store(true, Ordering::Relaxed);
                 }
+                Err(e) => return JournalTicket::Failed(format!("no recorder: {e}")),
             }
         }
         let mut j = lock(&self.journal);
