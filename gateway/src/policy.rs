@@ -353,6 +353,26 @@ verdict = "deny"
     }
 
     #[test]
+    fn a_warn_rule_is_a_verdict_of_its_own() {
+        let p = Policy::parse(
+            br#"
+[[rule]]
+id = "shell-watch"
+tool = "run_*"
+verdict = "warn"
+reason = "shell commands are reviewed later"
+"#,
+        )
+        .unwrap();
+        let e = p.evaluate(&call("run_shell", &Value::Null));
+        assert_eq!(
+            (e.guardrail.as_str(), e.verdict),
+            ("shell-watch", GuardrailVerdict::Warn)
+        );
+        assert!(Policy::parse(b"[[rule]]\nid = \"x\"\nverdict = \"maybe\"\n").is_err());
+    }
+
+    #[test]
     fn a_missing_argument_path_does_not_match() {
         let p = Policy::parse(POLICY.as_bytes()).unwrap();
         let none = serde_json::json!({"content": "x"});
