@@ -277,14 +277,8 @@ impl Door {
                 })
             }
             Inner::Served(c) => {
-                let mut body = serde_json::to_value(event).map_err(|e| DoorError::Invalid {
-                    what: "event",
-                    message: e.to_string(),
-                })?;
-                if let Value::Object(m) = &mut body {
-                    m.insert("idempotency_key".into(), idempotency_key.into());
-                }
-                let bytes = serde_json::to_vec(&body).map_err(|e| DoorError::Invalid {
+                let mut bytes = Vec::new();
+                keyed_line(&mut bytes, event, idempotency_key).map_err(|e| DoorError::Invalid {
                     what: "event",
                     message: e.to_string(),
                 })?;
@@ -313,12 +307,8 @@ impl Door {
         for chunk in events.chunks(SUBMIT_BATCH) {
             let mut body = Vec::new();
             for (event, key) in chunk {
-                let mut line = serde_json::to_value(event).unwrap_or_default();
-                if let Value::Object(m) = &mut line {
-                    m.insert("idempotency_key".into(), (*key).into());
-                }
-                // A Value always serialises.
-                let _ = serde_json::to_writer(&mut body, &line);
+                // An event always serialises (its JSON values came from JSON).
+                let _ = keyed_line(&mut body, event, key);
                 body.push(b'\n');
             }
             let answer = c.request("POST", "/v1/events", Some("application/x-ndjson"), &body);
@@ -456,6 +446,16 @@ impl Door {
             Inner::Served(c) => served_events(c, query, usize::MAX),
         }
     }
+}
+
+/// Appends `event` as one JSON object with its `idempotency_key` member, as `POST /v1/events`
+/// takes it.
+fn keyed_line(out: &mut Vec<u8>, event: &EventInput, key: &str) -> serde_json::Result<()> {
+    let mut line = serde_json::to_value(event)?;
+    if let Value::Object(m) = &mut line {
+        m.insert("idempotency_key".into(), key.into());
+    }
+    serde_json::to_writer(out, &line)
 }
 
 /// Most events in one `POST /v1/events` of [`Door::submit_all`] (the server takes 1,000).

@@ -318,9 +318,15 @@ pub fn recover_through(dir: &Path, door: &mut crate::Door) -> usize {
         .sum()
 }
 
-/// An orphan's event as the recorder takes it.
+/// An orphan's event as the recorder takes it: the journaled JSON parsed strictly and
+/// validated (schema, limits, reserved names), as the recorder would on ingest.
 pub fn orphan_input(o: &Orphan) -> Result<afr_core::EventInput, String> {
-    crate::event_of(&o.event).map_err(|e| format!("journaled event {}: {e}", o.key))
+    let bad = |e: &dyn std::fmt::Display| format!("journaled event {}: {e}", o.key);
+    let bytes = serde_json::to_vec(&o.event).map_err(|e| bad(&e))?;
+    let input = afr_core::EventInput::from_json(&bytes, afr_core::event::DEFAULT_MAX_EVENT_BYTES)
+        .map_err(|e| bad(&e))?;
+    input.validate().map_err(|e| bad(&e))?;
+    Ok(input)
 }
 
 #[cfg(test)]

@@ -30,17 +30,3 @@ pub use writer::{NoServer, take_over};
 
 /// Name of the Unix socket `afr serve` listens on inside a recorder directory.
 pub const SOCKET_FILE: &str = "afr.sock";
-
-/// An event built as JSON (`docs/event.schema.json`) as the recorder takes it: parsed
-/// strictly and validated (schema, limits, reserved names), once, where it is built.
-pub fn event_of(
-    json: &serde_json::Value,
-) -> Result<afr_core::EventInput, afr_core::event::InputError> {
-    let bytes = serde_json::to_vec(json).map_err(|e| afr_core::event::InputError {
-        path: String::new(),
-        message: e.to_string(),
-    })?;
-    let input = afr_core::EventInput::from_json(&bytes, afr_core::event::DEFAULT_MAX_EVENT_BYTES)?;
-    input.validate()?;
-    Ok(input)
-}
