@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import itertools
 import os
 import ssl
 import time
@@ -22,14 +21,13 @@ from ._recorder import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_MAX_QUEUE,
     MAX_REPORTED_FAILURES,
+    _Batching,
     _summary,
-    new_key_prefix,
 )
 from ._types import Receipt
 from ._wire import (
     MAX_BATCH_LINES,
     MAX_EVENT_BYTES,
-    LINE_SLACK,
     NDJSON_TYPE,
     AfrError,
     Endpoint,
@@ -152,7 +150,7 @@ class AsyncConnection:
                 pass
 
 
-class AsyncRecorder:
+class AsyncRecorder(_Batching):
     """Records events through ``afr serve`` from asyncio code, batched on one connection.
 
     The arguments and the durability contract are :class:`~afr_client.Recorder`'s. Use it
@@ -174,16 +172,10 @@ class AsyncRecorder:
         max_event_bytes: int = MAX_EVENT_BYTES,
         key_prefix: Optional[str] = None,
     ) -> None:
-        self.endpoint = Endpoint.resolve(socket_path, url, token)
-        self.address = self.endpoint.address
-        self.timeout = timeout
-        self.retry_for = retry_for
-        self.max_batch_lines = max(1, min(max_batch_lines, MAX_BATCH_LINES))
-        self.max_batch_bytes = max(1, max_batch_bytes)
-        self.max_queue = max(1, max_queue)
-        self.max_line_bytes = max_event_bytes + LINE_SLACK
-        self.key_prefix = new_key_prefix() if key_prefix is None else key_prefix
-        self._keys = itertools.count()
+        _Batching.__init__(
+            self, socket_path, url, token, timeout, retry_for,
+            max_batch_lines, max_batch_bytes, max_queue, max_event_bytes, key_prefix,
+        )
         self._queue: Deque[Tuple[bytes, AsyncTicket]] = collections.deque()
         self._submitted = 0
         self._completed = 0

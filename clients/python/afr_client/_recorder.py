@@ -116,7 +116,36 @@ def _close_open_recorders() -> None:
             pass
 
 
-class Recorder:
+class _Batching:
+    """What :class:`Recorder` and :class:`~afr_client.AsyncRecorder` batch by: the endpoint,
+    the bounds of a batch and of the queue, and the prefix of automatic idempotency keys."""
+
+    def __init__(
+        self,
+        socket_path: Union[str, "os.PathLike[str]", None],
+        url: Optional[str],
+        token: Optional[str],
+        timeout: float,
+        retry_for: float,
+        max_batch_lines: int,
+        max_batch_bytes: int,
+        max_queue: int,
+        max_event_bytes: int,
+        key_prefix: Optional[str],
+    ) -> None:
+        self.endpoint = Endpoint.resolve(socket_path, url, token)
+        self.address = self.endpoint.address
+        self.timeout = timeout
+        self.retry_for = retry_for
+        self.max_batch_lines = max(1, min(max_batch_lines, MAX_BATCH_LINES))
+        self.max_batch_bytes = max(1, max_batch_bytes)
+        self.max_queue = max(1, max_queue)
+        self.max_line_bytes = max_event_bytes + LINE_SLACK
+        self.key_prefix = new_key_prefix() if key_prefix is None else key_prefix
+        self._keys = itertools.count()
+
+
+class Recorder(_Batching):
     """Records events through ``afr serve`` in the background, batched.
 
     The connection arguments are :class:`~afr_client.Client`'s. ``retry_for`` bounds, in
@@ -159,16 +188,10 @@ class Recorder:
         max_event_bytes: int = MAX_EVENT_BYTES,
         key_prefix: Optional[str] = None,
     ) -> None:
-        self.endpoint = Endpoint.resolve(socket_path, url, token)
-        self.address = self.endpoint.address
-        self.timeout = timeout
-        self.retry_for = retry_for
-        self.max_batch_lines = max(1, min(max_batch_lines, MAX_BATCH_LINES))
-        self.max_batch_bytes = max(1, max_batch_bytes)
-        self.max_queue = max(1, max_queue)
-        self.max_line_bytes = max_event_bytes + LINE_SLACK
-        self.key_prefix = new_key_prefix() if key_prefix is None else key_prefix
-        self._keys = itertools.count()
+        _Batching.__init__(
+            self, socket_path, url, token, timeout, retry_for,
+            max_batch_lines, max_batch_bytes, max_queue, max_event_bytes, key_prefix,
+        )
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)  # the sender waits for work
         self._settled = threading.Condition(self._lock)  # callers wait for tickets, room
