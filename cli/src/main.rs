@@ -27,6 +27,7 @@ mod approve;
 mod chain;
 mod crossq;
 mod delegate;
+mod hook;
 mod import;
 mod mcp;
 mod query;
@@ -126,6 +127,12 @@ enum Cmd {
     /// span of an agent framework as an event (docs/otlp.md). Records through `afr serve` when
     /// it runs, else into the store.
     Otlp(mcp::OtlpArgs),
+    /// The hook command of a coding-agent CLI (claude-code, codex, gemini): reads the CLI's
+    /// hook JSON on standard input; before a tool runs it evaluates the policy, makes the
+    /// call's intent durable and answers allow, deny (exit 2) or holds it for `afr approve`;
+    /// after it ran it records the call as one event (docs/coding-agents.md). `afr setup`
+    /// configures it.
+    Hook(hook::HookArgs),
     /// List the tool calls an MCP gateway holds for a human decision (policy `escalate`).
     Approvals {
         /// One JSON array.
@@ -309,6 +316,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Serve(a) => serve::run(&cli.dir, cli.password_file.as_deref(), &a),
         Cmd::Mcp(m) => mcp::run(&cli.dir, m),
         Cmd::Otlp(a) => mcp::otlp(&cli.dir, a),
+        Cmd::Hook(a) => Ok(hook::hook(&cli.dir, &a)),
         Cmd::Approvals { json } => mcp::list(&cli.dir, json),
         Cmd::Approve(a) => approve::approve(&cli.dir, a),
         Cmd::Reject(a) => mcp::decide(&cli.dir, a, afr_gateway::approvals::Decision::Rejected),

@@ -48,7 +48,7 @@ pub struct GateArgs {
 
 /// A producer that finds no `afr serve` starts one on demand with this very binary
 /// (`afr_client::writer`), so that it never holds the store itself.
-fn no_server() -> afr_client::NoServer {
+pub(crate) fn no_server() -> afr_client::NoServer {
     match std::env::current_exe() {
         Ok(afr) => afr_client::NoServer::StartOne(afr),
         Err(_) => afr_client::NoServer::OpenStore,

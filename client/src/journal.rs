@@ -40,6 +40,13 @@ use serde_json::{Value, json};
 pub const GATEWAY: &str = "gateway-journal";
 /// The OTLP receiver's journals: tool spans held for a parent span that has not arrived yet.
 pub const OTLP: &str = "otlp-journal";
+/// The coding-agent hooks' journal: one file per tool call between its pre-tool hook (which
+/// writes it before the call may run) and its post-tool hook (which records the complete event
+/// and removes it). The file is named after the *agent's* process, not the hook's: its entry is
+/// an orphan once the agent is gone ([`write_one`]).
+pub const HOOK: &str = "hook-journal";
+/// Every producer journal, in the order recovery reads them.
+pub const ALL: [&str; 3] = [GATEWAY, OTLP, HOOK];
 
 /// The directory of the journals called `name` ([`GATEWAY`], [`OTLP`]) under a recorder
 /// directory.
@@ -169,6 +176,83 @@ impl Journal {
     }
 }
 
+/// Writes a journal `name` of one entry, `{"key": key, "event": event}` (with `"complete":
+/// true` when `complete`: recovered as it is, not as an unknown outcome), as the file
+/// `<owner>.<tag>.jsonl`, replacing any file of that name, synced with its name before it
+/// returns. `owner` is the process whose death makes the entry an orphan; `tag` (hex) names
+/// the entry for [`find_one`]. Used by the hooks, whose processes live for one call each.
+pub fn write_one(
+    dir: &Path,
+    name: &str,
+    owner: u32,
+    tag: &str,
+    key: &str,
+    event: &impl serde::Serialize,
+    complete: bool,
+) -> std::io::Result<PathBuf> {
+    let jd = journal_dir(dir, name);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&jd)?;
+    let mut line = if complete {
+        json!({"key": key, "event": event, "complete": true})
+    } else {
+        json!({"key": key, "event": event})
+    }
+    .to_string()
+    .into_bytes();
+    line.push(b'\n');
+    // Written aside and renamed: a reader (recovery, the post-tool hook) sees the old entry or
+    // the new one, never half of one. A temporary name does not end in `.jsonl`.
+    let tmp = jd.join(format!(".{tag}.{}.tmp", std::process::id()));
+    let path = jd.join(format!("{owner}.{tag}.jsonl"));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(&line)?;
+    f.sync_data()?;
+    drop(f);
+    if let Some(old) = find_one(dir, name, tag).map(|(p, ..)| p)
+        && old != path
+    {
+        let _ = std::fs::remove_file(old);
+    }
+    std::fs::rename(&tmp, &path)?;
+    File::open(&jd)?.sync_all()?;
+    Ok(path)
+}
+
+/// The entry [`write_one`] wrote under `tag`, by any owner: its file, key and event.
+pub fn find_one(dir: &Path, name: &str, tag: &str) -> Option<(PathBuf, String, Value)> {
+    let suffix = format!(".{tag}.jsonl");
+    let entries = std::fs::read_dir(journal_dir(dir, name)).ok()?;
+    for e in entries.flatten() {
+        if !e.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)) {
+            continue;
+        }
+        let path = e.path();
+        let text = std::fs::read_to_string(&path).ok()?;
+        let Ok(Value::Object(mut m)) = serde_json::from_str(text.lines().last()?) else {
+            continue;
+        };
+        let key = m.get("key").and_then(Value::as_str)?.to_owned();
+        let event = m.remove("event")?;
+        return Some((path, key, event));
+    }
+    None
+}
+
+/// Removes the entry at `path` (its event is durable in the recorder); the name's removal is
+/// not synced (a surviving entry is recorded again under its key, which the recorder answers as
+/// a duplicate).
+pub fn remove_one(path: &Path) {
+    let _ = std::fs::remove_file(path);
+}
+
 /// A call left pending in a dead gateway's journal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Orphan {
@@ -206,7 +290,7 @@ pub fn orphans(dir: &Path, journal: &str) -> Vec<(PathBuf, Vec<Orphan>)> {
         }
         let Ok(f) = File::open(&path) else { continue };
         // The last journaled form of each call, in order of first appearance.
-        let mut calls: BTreeMap<usize, (String, Value)> = BTreeMap::new();
+        let mut calls: BTreeMap<usize, (String, (Value, bool))> = BTreeMap::new();
         let mut index: BTreeMap<String, usize> = BTreeMap::new();
         for (n, line) in BufReader::new(f).lines().enumerate() {
             // A torn last line (the crash) is skipped: its call was never forwarded.
@@ -222,17 +306,29 @@ pub fn orphans(dir: &Path, journal: &str) -> Vec<(PathBuf, Vec<Orphan>)> {
                 (m.get("key").and_then(Value::as_str), m.get("event"))
             {
                 let i = *index.entry(k.to_owned()).or_insert(n);
-                calls.insert(i, (k.to_owned(), ev.clone()));
+                // `complete`: the event is whole (its producer could not deliver it).
+                let complete = m.get("complete").and_then(Value::as_bool) == Some(true);
+                calls.insert(i, (k.to_owned(), (ev.clone(), complete)));
             }
         }
         let left = calls
             .into_values()
-            .map(|(key, mut event)| {
-                if journal != GATEWAY {
+            .map(|(key, (mut event, complete))| {
+                if journal == OTLP || complete {
                     return Orphan { key, event };
                 }
                 // Without `execution` the call was held for a decision: never forwarded.
-                let why = if event.get("execution").is_some() {
+                let why = if journal == HOOK {
+                    if event.get("execution").is_some() {
+                        format!(
+                            "outcome unknown: the agent (pid {pid}) stopped before the call's result reached its hook; recovered from the hook journal"
+                        )
+                    } else {
+                        format!(
+                            "not run: the agent (pid {pid}) stopped while the call waited for a decision; recovered from the hook journal"
+                        )
+                    }
+                } else if event.get("execution").is_some() {
                     format!(
                         "outcome unknown: the gateway (pid {pid}) stopped before the answer; recovered from its journal"
                     )
@@ -283,8 +379,7 @@ pub fn recover(
 /// The calls and spans that dead processes left in the journals of `dir`, not recorded yet:
 /// what a command that only reads reports (it never records them itself).
 pub fn waiting(dir: &Path) -> usize {
-    [GATEWAY, OTLP]
-        .iter()
+    ALL.iter()
         .flat_map(|n| orphans(dir, n))
         .map(|(_, left)| left.len())
         .sum()
@@ -294,8 +389,7 @@ pub fn waiting(dir: &Path) -> usize {
 /// runs, else the store opened as its writer): what `afr recover` and a writer starting run,
 /// so that a gateway or a receiver killed mid-call shows.
 pub fn recover_into(dir: &Path) -> Result<usize, crate::DoorError> {
-    let names = [GATEWAY, OTLP];
-    if names.iter().all(|n| orphans(dir, n).is_empty()) {
+    if ALL.iter().all(|n| orphans(dir, n).is_empty()) {
         return Ok(0);
     }
     let mut door = crate::Door::writer(dir, afr_recorder::Config::default())?;
@@ -304,8 +398,7 @@ pub fn recover_into(dir: &Path) -> Result<usize, crate::DoorError> {
 
 /// [`recover`] of both journals through `door`.
 pub fn recover_through(dir: &Path, door: &mut crate::Door) -> usize {
-    [GATEWAY, OTLP]
-        .iter()
+    ALL.iter()
         .map(|name| {
             recover(dir, name, |o| {
                 let event = orphan_input(o)?;

@@ -359,6 +359,87 @@ pub struct CodeProvenance {
     /// Model id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Which part of AFR captured the call, and whether it sat in the call's path.
+    #[serde(
+        default,
+        deserialize_with = "object_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub capture: Option<Capture>,
+}
+
+/// How an event was captured: by a part of AFR in the call's path before it ran (which could
+/// have stopped it), or from the agent's own report after the fact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Capture {
+    /// In the path, or reported.
+    pub strength: CaptureStrength,
+    /// The capturing component: `mcp-gateway`, `hook:claude-code`, `hook:codex`, `hook:gemini`,
+    /// `otlp:traces`, `otlp:logs`, `import:swe-agent`, or a producer's own name.
+    pub via: String,
+}
+
+/// Where a capture sat relative to the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaptureStrength {
+    /// Seen before the call ran, by a component that could stop it (the MCP gateway, a
+    /// pre-tool hook): the call could not have run without this record's intent existing.
+    Inline,
+    /// Reported by the agent after the call ran (OTLP traces and logs, imported
+    /// trajectories): the agent could have left it out or told it otherwise.
+    SelfReported,
+}
+
+impl CaptureStrength {
+    /// Every strength, in declaration order.
+    pub const ALL: [CaptureStrength; 2] = [CaptureStrength::Inline, CaptureStrength::SelfReported];
+    /// The names used in JSON, in the order of [`CaptureStrength::ALL`].
+    pub const NAMES: [&'static str; 2] = [
+        CaptureStrength::Inline.name(),
+        CaptureStrength::SelfReported.name(),
+    ];
+
+    /// The name used in JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CaptureStrength::Inline => "inline",
+            CaptureStrength::SelfReported => "self_reported",
+        }
+    }
+}
+
+impl Capture {
+    /// Captured in the call's path by `via`.
+    pub fn inline(via: impl Into<String>) -> Capture {
+        Capture {
+            strength: CaptureStrength::Inline,
+            via: via.into(),
+        }
+    }
+
+    /// Reported after the fact, received by `via`.
+    pub fn self_reported(via: impl Into<String>) -> Capture {
+        Capture {
+            strength: CaptureStrength::SelfReported,
+            via: via.into(),
+        }
+    }
+}
+
+impl EventInput {
+    /// Sets how the event was captured (creating its code provenance if absent).
+    pub fn set_capture(&mut self, capture: Capture) {
+        self.code_provenance
+            .get_or_insert_with(CodeProvenance::default)
+            .capture = Some(capture);
+    }
+
+    /// How the event was captured, if it says.
+    pub fn capture(&self) -> Option<&Capture> {
+        self.code_provenance.as_ref()?.capture.as_ref()
+    }
 }
 
 /// Who handed the work to this agent.

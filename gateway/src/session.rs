@@ -273,6 +273,7 @@ impl Session {
             agent: self.client.as_ref().map(|(n, _)| n.clone()),
             agent_version: self.client.as_ref().map(|(_, v)| v.clone()),
             tool_version: self.server.as_ref().map(|(n, v)| format!("{n} {v}")),
+            capture: Some(afr_core::event::Capture::inline("mcp-gateway")),
             ..CodeProvenance::default()
         }
     }

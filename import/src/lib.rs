@@ -392,7 +392,10 @@ fn step_event(
         }),
         effects,
         context_provenance: context,
-        code_provenance: Some(run.code.clone()),
+        code_provenance: Some(CodeProvenance {
+            capture: Some(afr_core::event::Capture::self_reported("import:swe-agent")),
+            ..run.code.clone()
+        }),
         delegation_provenance: delegation,
     })
 }

@@ -508,6 +508,7 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
         agent: agent.or_else(|| text(r, "service.name")).map(cap_str),
         agent_version: version.map(cap_str),
         model: model.map(cap_str),
+        capture: Some(afr_core::event::Capture::self_reported("otlp:traces")),
         ..CodeProvenance::default()
     });
     let sdk = [

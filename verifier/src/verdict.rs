@@ -16,6 +16,7 @@ use crate::{
 use afr_core::{
     Hash32, RecorderId,
     bundle::BundleReport,
+    event::CaptureStrength,
     verify::{Check, Failure, Location, Outcome, Report},
 };
 
@@ -136,9 +137,19 @@ impl Verdict {
             rep.events
         )];
         for (seq, p) in &rep.opened {
+            let captured = match p.code_provenance.as_ref().and_then(|c| c.capture.as_ref()) {
+                Some(c) => match c.strength {
+                    CaptureStrength::Inline => format!(" (captured inline by {})", c.via),
+                    CaptureStrength::SelfReported => format!(" (self-reported, via {})", c.via),
+                },
+                None => String::new(),
+            };
             notes.push(match &p.execution {
-                Some(e) => format!("event {seq} opened: {}: {}", p.intent.tool, e.command),
-                None => format!("event {seq} opened: {}", p.intent.tool),
+                Some(e) => format!(
+                    "event {seq} opened: {}: {}{captured}",
+                    p.intent.tool, e.command
+                ),
+                None => format!("event {seq} opened: {}{captured}", p.intent.tool),
             });
         }
         for (epoch, seq) in &rep.erasures {
@@ -174,6 +185,26 @@ impl Verdict {
             approvals: Vec::new(),
             records: rep.leaves.clone(),
         }
+    }
+
+    /// The opened events by how they were captured (`code_provenance.capture.strength`):
+    /// `{"inline": [seq…], "self_reported": [seq…], "unstated": [seq…]}`.
+    fn capture_json(&self) -> serde_json::Value {
+        let mut by = serde_json::Map::new();
+        for name in CaptureStrength::NAMES.iter().chain(&["unstated"]) {
+            by.insert((*name).to_owned(), serde_json::json!([]));
+        }
+        for o in &self.opened {
+            let strength = o
+                .pointer("/payload/code_provenance/capture/strength")
+                .and_then(serde_json::Value::as_str)
+                .filter(|s| CaptureStrength::NAMES.contains(s))
+                .unwrap_or("unstated");
+            if let Some(serde_json::Value::Array(a)) = by.get_mut(strength) {
+                a.push(o["seq"].clone());
+            }
+        }
+        serde_json::Value::Object(by)
     }
 
     /// Settles the outcome once every check has run: tampered stays tampered, otherwise
@@ -219,6 +250,7 @@ impl Verdict {
             }),
             "ran_against_rejection": self.approvals.iter().filter(|a| a.ran_against_rejection).map(|a| a.seq).collect::<Vec<_>>(),
             "opened": self.opened,
+            "capture": self.capture_json(),
             "approvals": self.approvals.iter().map(Approval::to_json).collect::<Vec<_>>(),
             "records": self.records.iter().map(|(seq, r)| serde_json::json!({
                 "seq": seq,

@@ -137,6 +137,8 @@ fn schema_defs_have_serdes_fields_and_variants() {
         shape::<ContextProvenance>(),
         shape::<ContextSource>(),
         shape::<CodeProvenance>(),
+        shape::<afr_core::event::Capture>(),
+        shape::<afr_core::event::CaptureStrength>(),
         shape::<DelegationProvenance>(),
         shape::<EventRef>(),
         shape::<OfferRef>(),
@@ -200,7 +202,7 @@ fn maximal() -> Value {
         "execution": { "command": "DROP TABLE users", "target": "db", "mutation": { "x": [1, 2.5, null] } },
         "effects": { "return_value": { "rows": 0 }, "state_changes": ["s"], "external_response": "ok", "error": "e" },
         "context_provenance": { "sources": [{ "uri": "u", "content_hash": "sha256:00", "kind": "web" }], "environment": "prod" },
-        "code_provenance": { "agent": "a", "agent_version": "1", "tool_version": "2", "repository": "r", "commit": "c", "model": "m" },
+        "code_provenance": { "agent": "a", "agent_version": "1", "tool_version": "2", "repository": "r", "commit": "c", "model": "m", "capture": { "strength": "inline", "via": "hook:codex" } },
         "delegation_provenance": {
             "parent_event": {
                 "recorder": "0x00000000000000000000000000000000000aF2Af", "seq": 3,

@@ -249,61 +249,19 @@ impl Gate {
         ev
     }
 
-    /// Checks `sig` on the approval of `held`, whose event is `event`: bound to this event's
-    /// intent and execution, valid, by one of the rule's approvers (if it names any), unexpired
-    /// now, its nonce never used before. On success the signature goes into the event, with
-    /// the approver's name from the policy.
     fn check_signature(
         &self,
         held: &Held,
         event: &mut EventInput,
         sig: &afr_core::event::ApprovalSignature,
     ) -> Result<(), SignatureRefused> {
-        let approval = event
-            .human_approval
-            .as_mut()
-            .ok_or(SignatureRefused::NoApproval)?;
-        approval.signature = Some(sig.clone());
-        event.validate().map_err(SignatureRefused::Malformed)?;
-        let payload = event.clone().into_payload().1;
-        let mut recorder = [0u8; 20];
-        hex::decode_to_slice(
-            held.pending.recorder.trim_start_matches("0x"),
-            &mut recorder,
+        check_signed_approval(
+            &self.dir,
+            &held.evaluation,
+            &held.pending.recorder,
+            event,
+            sig,
         )
-        .map_err(|_| SignatureRefused::NoRecorderId)?;
-        let signed = match afr_core::approval::check(&payload, &recorder, now_us()) {
-            Ok(Some(s)) => s,
-            Ok(None) => return Err(SignatureRefused::NoSignature),
-            Err(p) => {
-                return Err(SignatureRefused::Check {
-                    check: p.check.to_string(),
-                    detail: p.detail,
-                });
-            }
-        };
-        let e = &held.evaluation;
-        if !e.signed_by.is_empty() {
-            let Some(a) = e.signed_by.iter().find(|a| a.keys.contains(&signed.signer)) else {
-                return Err(SignatureRefused::NotAnApprover {
-                    signer: signed.signer,
-                    rule: e.guardrail.clone(),
-                    approvers: names(e),
-                });
-            };
-            if let Some(h) = event.human_approval.as_mut() {
-                h.approver.clone_from(&a.name);
-            }
-        }
-        // Durable and shared by every gateway of this recorder: a restarted `afr mcp wrap`
-        // (every MCP client restart) must not run the same signed decision twice.
-        match approvals::claim_nonce(&self.dir, &signed.nonce) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(SignatureRefused::Replayed {
-                nonce: signed.nonce,
-            }),
-            Err(e) => Err(SignatureRefused::NonceNotDurable(e)),
-        }
     }
 
     /// Refuses `held` because its approval's signature does not hold (`why`): the call never
@@ -349,6 +307,62 @@ impl Gate {
         for id in self.held_ids().drain() {
             approvals::remove(&self.dir, &id);
         }
+    }
+}
+
+/// Checks `sig` on the approval in `event`, a held call's event as it will run (escalated by
+/// `e`, recorder `recorder_hex` = `0x` + 40 hex digits): bound to this event's intent and
+/// execution, valid, by one of the rule's approvers (if it names any), unexpired now, its nonce
+/// never used before by any producer of the store `dir` (claimed durably). On success the
+/// signature goes into the event, with the approver's name from the policy. Shared by the MCP
+/// gateway and the coding-agent hooks.
+pub fn check_signed_approval(
+    dir: &std::path::Path,
+    e: &Evaluation,
+    recorder_hex: &str,
+    event: &mut EventInput,
+    sig: &afr_core::event::ApprovalSignature,
+) -> Result<(), SignatureRefused> {
+    let approval = event
+        .human_approval
+        .as_mut()
+        .ok_or(SignatureRefused::NoApproval)?;
+    approval.signature = Some(sig.clone());
+    event.validate().map_err(SignatureRefused::Malformed)?;
+    let payload = event.clone().into_payload().1;
+    let mut recorder = [0u8; 20];
+    hex::decode_to_slice(recorder_hex.trim_start_matches("0x"), &mut recorder)
+        .map_err(|_| SignatureRefused::NoRecorderId)?;
+    let signed = match afr_core::approval::check(&payload, &recorder, now_us()) {
+        Ok(Some(s)) => s,
+        Ok(None) => return Err(SignatureRefused::NoSignature),
+        Err(p) => {
+            return Err(SignatureRefused::Check {
+                check: p.check.to_string(),
+                detail: p.detail,
+            });
+        }
+    };
+    if !e.signed_by.is_empty() {
+        let Some(a) = e.signed_by.iter().find(|a| a.keys.contains(&signed.signer)) else {
+            return Err(SignatureRefused::NotAnApprover {
+                signer: signed.signer,
+                rule: e.guardrail.clone(),
+                approvers: names(e),
+            });
+        };
+        if let Some(h) = event.human_approval.as_mut() {
+            h.approver.clone_from(&a.name);
+        }
+    }
+    // Durable and shared by every gateway of this recorder: a restarted `afr mcp wrap`
+    // (every MCP client restart) must not run the same signed decision twice.
+    match approvals::claim_nonce(dir, &signed.nonce) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(SignatureRefused::Replayed {
+            nonce: signed.nonce,
+        }),
+        Err(e) => Err(SignatureRefused::NonceNotDurable(e)),
     }
 }
 

@@ -307,7 +307,7 @@ impl Gate {
     /// receivers) which died left in their journals (see [`journal`]), then deletes those
     /// journals.
     pub fn recover(&self) -> usize {
-        [journal::GATEWAY, journal::OTLP]
+        journal::ALL
             .iter()
             .map(|name| {
                 journal::recover(&self.dir, name, |o| {
@@ -659,5 +659,6 @@ fn write_deferred(gate: &Weak<Gate>) {
 mod held;
 
 pub use held::{
-    SIGNED_APPROVAL_GUARDRAIL, SignatureRefused, elicitation_request, elicitation_ruling,
+    SIGNED_APPROVAL_GUARDRAIL, SignatureRefused, check_signed_approval, elicitation_request,
+    elicitation_ruling,
 };

@@ -8,7 +8,7 @@
 
 use afr_core::{
     Category,
-    event::{Decision, GuardrailVerdict},
+    event::{CaptureStrength, Decision, GuardrailVerdict},
 };
 
 /// The type of a field: what a literal compared with it must be.
@@ -110,6 +110,13 @@ const PAYLOAD: &[(&str, Ty)] = &[
             ("repository", Ty::Str),
             ("commit", Ty::Str),
             ("model", Ty::Str),
+            (
+                "capture",
+                Ty::Obj(&[
+                    ("strength", Ty::Enum(&CaptureStrength::NAMES)),
+                    ("via", Ty::Str),
+                ]),
+            ),
         ]),
     ),
     (

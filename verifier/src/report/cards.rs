@@ -247,9 +247,19 @@ fn code_dd(k: &Value, b: &mut Budget) -> Option<String> {
         ("repository", "repository"),
         ("commit", "commit"),
     ];
-    k.as_object()
-        .is_some_and(|o| !o.is_empty())
-        .then(|| labelled(k, &keys, "code", b).join(" · "))
+    k.as_object().is_some_and(|o| !o.is_empty()).then(|| {
+        let mut parts = labelled(k, &keys, "code", b);
+        let c = &k["capture"];
+        if c.is_object() {
+            let how = match c["strength"].as_str() {
+                Some("inline") => "captured <b>inline</b> (before it ran) by",
+                Some("self_reported") => "<b>self-reported</b> after the fact, via",
+                _ => "captured by",
+            };
+            parts.push(format!("{how} <code>{}</code>", b.field(&c["via"])));
+        }
+        parts.join(" · ")
+    })
 }
 
 fn delegation_dd(d: &Value, own: Option<&RecorderId>, b: &mut Budget) -> Option<String> {
