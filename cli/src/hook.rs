@@ -57,8 +57,17 @@ const MAX_INPUT: u64 = 64 << 20;
 
 pub fn hook(dir: &Path, a: &HookArgs) -> ExitCode {
     let mut input = Vec::new();
-    let read = std::io::stdin().lock().take(MAX_INPUT).read_to_end(&mut input);
-    let answer = match (read, a.policy.as_deref().map(afr_gateway::Policy::load).transpose()) {
+    let read = std::io::stdin()
+        .lock()
+        .take(MAX_INPUT)
+        .read_to_end(&mut input);
+    let answer = match (
+        read,
+        a.policy
+            .as_deref()
+            .map(afr_gateway::Policy::load)
+            .transpose(),
+    ) {
         (Err(e), _) => block_or_warn(a, &format!("afr hook: standard input: {e}")),
         // A policy that cannot be read blocks every call (never silently allows).
         (_, Err(e)) => block_or_warn(a, &format!("afr hook: {e}")),

@@ -23,6 +23,7 @@
 
 #![warn(clippy::indexing_slicing)]
 
+pub mod agent;
 pub mod approval;
 pub mod bundle;
 pub mod calendar;

@@ -13,7 +13,9 @@ use afr_core::{
 use afr_gateway::policy::Evaluation;
 use serde_json::{Value, json};
 
-use crate::{Agent, HookInput, session::State};
+use afr_core::agent::{Agent, category, lane};
+
+use crate::{HookInput, session::State};
 
 /// Arguments, diffs and results larger than this are recorded as their size and hash.
 pub const MAX_RECORDED: usize = 256 * 1024;
@@ -33,53 +35,6 @@ pub fn capped(v: Value) -> Value {
         json!({"truncated": true, "bytes": text.len(), "sha256": sha256(text.as_bytes())})
     } else {
         v
-    }
-}
-
-/// The kind of a native tool, or of an MCP tool (`api`).
-pub fn category(agent: Agent, tool: &str) -> Category {
-    if agent.mcp_tool(tool).is_some() {
-        return Category::Api;
-    }
-    match tool {
-        "Bash" | "BashOutput" | "KillShell" | "shell" | "exec_command" | "local_shell"
-        | "unified_exec" | "run_shell_command" => Category::Shell,
-        "Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "apply_patch" | "write_file"
-        | "replace" | "edit" => Category::File,
-        "Read"
-        | "Glob"
-        | "Grep"
-        | "LS"
-        | "WebFetch"
-        | "WebSearch"
-        | "read_file"
-        | "read_many_files"
-        | "glob"
-        | "search_file_content"
-        | "grep"
-        | "list_directory"
-        | "web_fetch"
-        | "google_web_search"
-        | "view_image" => Category::Retrieval,
-        "Task" | "Agent" => Category::Delegation,
-        _ => Category::Other,
-    }
-}
-
-/// A lane from a session (and subagent) id: as it is when it fits the 64-byte limit, else
-/// `h:` and 40 hex digits of its SHA-256.
-pub fn lane(session: &str, subagent: Option<&str>) -> String {
-    let l = match subagent {
-        Some(a) => format!("{session}/{a}"),
-        None => session.to_owned(),
-    };
-    if l.len() <= afr_core::record::MAX_LANE_LEN {
-        l
-    } else {
-        let mut h = sha256(l.as_bytes());
-        h.replace_range(..7, "h:");
-        h.truncate(42);
-        h
     }
 }
 
@@ -557,12 +512,5 @@ mod tests {
             category(Agent::ClaudeCode, "mcp__fs__read_file"),
             Category::Api
         );
-    }
-
-    #[test]
-    fn long_lanes_are_hashed() {
-        assert_eq!(lane("s", Some("a")), "s/a");
-        let l = lane(&"x".repeat(80), None);
-        assert!(l.starts_with("h:") && l.len() == 42, "{l}");
     }
 }

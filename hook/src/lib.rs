@@ -30,31 +30,11 @@
 //!
 //! User guide: `docs/coding-agents.md`.
 
-pub mod agent;
 pub mod event;
 pub mod input;
 pub mod run;
 pub mod session;
 
-pub use agent::Agent;
+pub use afr_core::agent::{Agent, key, tag};
 pub use input::{HookInput, Phase};
 pub use run::{Answer, HookOptions, run};
-
-/// The idempotency key of a tool call: `hook:<agent>:` + the first 40 hex digits of
-/// SHA-256(`session` + `"\n"` + `call`). Computed the same way by the OTLP receiver from a log
-/// record's session and call ids, so that a call seen by both is recorded once.
-pub fn key(agent: Agent, session: &str, call: &str) -> String {
-    format!("hook:{}:{}", agent.name(), tag(session, call))
-}
-
-/// The hex part of [`key`]: names the call's journal entry.
-pub fn tag(session: &str, call: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    h.update(session.as_bytes());
-    h.update(b"\n");
-    h.update(call.as_bytes());
-    let mut t = hex::encode(h.finalize());
-    t.truncate(40);
-    t
-}

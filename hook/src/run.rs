@@ -365,7 +365,9 @@ impl Hook<'_> {
                     ev
                 }
                 Err(e) => {
-                    return Answer::warn(format!("afr hook: the journaled call is unreadable: {e}"));
+                    return Answer::warn(format!(
+                        "afr hook: the journaled call is unreadable: {e}"
+                    ));
                 }
             },
             // No before-hook saw it (not configured, or it failed open): reported after the
@@ -553,7 +555,7 @@ impl Hook<'_> {
             "user_prompt",
             capped(json!({"prompt": text})),
         );
-        ev.lane = Some(event::lane(
+        ev.lane = Some(afr_core::agent::lane(
             &self.input.session,
             self.input.agent_id.as_deref(),
         ));

@@ -24,9 +24,9 @@ use std::{
 };
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use crate::Agent;
+use afr_core::agent::Agent;
+pub use afr_core::agent::{content_id, ranked};
 
 /// The directory of the sessions' files under a recorder directory.
 pub const SESSIONS_DIR: &str = "hook-sessions";
@@ -115,24 +115,6 @@ pub fn read(dir: &Path, agent: Agent, session: &str) -> State {
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default()
-}
-
-/// What names a Gemini call with no id: 16 hex digits of SHA-256 over the tool's name and its
-/// arguments' JSON text (serde_json's, keys in order).
-pub fn content_id(tool: &str, args: &Value) -> String {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    h.update(tool.as_bytes());
-    h.update(b"\n");
-    h.update(args.to_string().as_bytes());
-    let mut t = hex::encode(h.finalize());
-    t.truncate(16);
-    t
-}
-
-/// The call name of the `k`-th call (from 0) of content `content` in a session.
-pub fn ranked(content: &str, k: u64) -> String {
-    format!("#{content}/{k}")
 }
 
 #[cfg(test)]
