@@ -46,10 +46,11 @@ pub struct HookArgs {
     /// rejected; keep it under the CLI's hook timeout (`afr setup` does).
     #[arg(long, default_value_t = afr_hook::run::DEFAULT_APPROVAL_TIMEOUT.as_secs(), value_name = "SECONDS")]
     pub approval_timeout: u64,
-    /// The agent's MCP servers run behind `afr mcp wrap`, which records and guards their
-    /// calls: the hook leaves MCP tools alone (each call recorded once).
-    #[arg(long)]
-    pub mcp_wrapped: bool,
+    /// MCP servers (comma-separated names as the CLI calls them, or `*`) that run behind
+    /// `afr mcp wrap`, which records and guards their calls: the hook leaves their tools alone
+    /// (each call recorded once). `afr setup` sets it.
+    #[arg(long, value_delimiter = ',', value_name = "SERVERS")]
+    pub mcp_wrapped: Vec<String>,
 }
 
 /// Largest hook input read (a tool call's JSON with a big file write).
@@ -78,7 +79,7 @@ pub fn hook(dir: &Path, a: &HookArgs) -> ExitCode {
                 policy,
                 fail_open: a.fail_open,
                 approval_timeout: Duration::from_secs(a.approval_timeout),
-                mcp_wrapped: a.mcp_wrapped,
+                mcp_wrapped: a.mcp_wrapped.clone(),
                 no_server: crate::mcp::no_server(),
             },
             &input,
@@ -105,4 +106,129 @@ fn block_or_warn(a: &HookArgs, why: &str) -> afr_hook::Answer {
             format!("{why}; blocked")
         },
     }
+}
+
+#[derive(Args, Debug)]
+pub struct SetupArgs {
+    /// Which CLI to configure.
+    pub agent: AgentName,
+    /// Configure the project at DIR (its .claude/, .codex/ or .gemini/ and .mcp.json); the
+    /// default is the current directory.
+    #[arg(long, value_name = "DIR", conflicts_with = "user")]
+    pub project: Option<PathBuf>,
+    /// Configure the user's own settings instead (~/.claude, $CODEX_HOME or ~/.codex, ~/.gemini).
+    #[arg(long)]
+    pub user: bool,
+    /// Policy file the hooks and the wrapped MCP servers enforce (docs/gateway.md).
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Allow calls that cannot be recorded (hooks and wrapped servers), with a warning.
+    #[arg(long)]
+    pub fail_open: bool,
+    /// Leave the MCP servers as they are (their calls are then recorded by the hooks).
+    #[arg(long)]
+    pub no_mcp: bool,
+    /// Show what would be written, write nothing.
+    #[arg(long)]
+    pub print: bool,
+    /// Put back the files as they were before the first `afr setup`.
+    #[arg(long, conflicts_with = "print")]
+    pub undo: bool,
+}
+
+fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
+    Ok(if p.is_absolute() {
+        p.to_owned()
+    } else {
+        std::env::current_dir()?.join(p)
+    })
+}
+
+pub fn setup(dir: &Path, a: &SetupArgs) -> anyhow::Result<ExitCode> {
+    use afr_hook::setup::{Scope, SetupOptions};
+    let home =
+        PathBuf::from(std::env::var_os("HOME").ok_or_else(|| anyhow::anyhow!("HOME is not set"))?);
+    let scope = if a.user {
+        Scope::User {
+            home: home.clone(),
+            codex_home: std::env::var_os("CODEX_HOME").map(PathBuf::from),
+        }
+    } else {
+        let d = absolute(a.project.as_deref().unwrap_or(Path::new(".")))?;
+        Scope::Project(d.canonicalize().unwrap_or(d))
+    };
+    let policy = a.policy.as_deref().map(absolute).transpose()?;
+    if let Some(p) = &policy {
+        // A policy the hooks cannot read would block every call: say so now.
+        afr_gateway::Policy::load(p)?;
+    }
+    let afr = std::env::current_exe()?;
+    let o = SetupOptions {
+        agent: a.agent.agent(),
+        scope,
+        afr: afr.canonicalize().unwrap_or(afr),
+        dir: absolute(dir)?,
+        policy,
+        fail_open: a.fail_open,
+        wrap_mcp: !a.no_mcp,
+        home,
+    };
+    if a.undo {
+        let done = afr_hook::setup::undo(&o)?;
+        if done.is_empty() {
+            println!(
+                "afr setup: nothing to undo (no backup from an earlier `afr setup {}`)",
+                o.agent
+            );
+        }
+        for d in done {
+            println!("afr setup: {d}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let plan = afr_hook::setup::plan(&o)?;
+    for r in &plan.refusals {
+        eprintln!("afr setup: refused: {r}");
+    }
+    for n in &plan.notes {
+        eprintln!("afr setup: note: {n}");
+    }
+    if a.print {
+        for c in &plan.changes {
+            println!(
+                "# {}{}",
+                c.path.display(),
+                if c.before.is_none() { " (new)" } else { "" }
+            );
+            print!("{}", c.after);
+        }
+        if plan.changes.is_empty() {
+            println!("# nothing to change: {} is set up", o.agent);
+        }
+        return Ok(if plan.refusals.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(3)
+        });
+    }
+    if !plan.refusals.is_empty() {
+        eprintln!("afr setup: nothing written");
+        return Ok(ExitCode::from(3));
+    }
+    afr_hook::setup::apply(&plan)?;
+    if plan.changes.is_empty() {
+        println!("afr setup: {} is already set up; nothing changed", o.agent);
+    }
+    for c in &plan.changes {
+        println!(
+            "afr setup: wrote {} (backup: {}.afr-backup; `afr setup {} --undo` restores it)",
+            c.path.display(),
+            c.path.display(),
+            o.agent
+        );
+        for s in &c.summary {
+            println!("  {s}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -133,6 +133,11 @@ enum Cmd {
     /// after it ran it records the call as one event (docs/coding-agents.md). `afr setup`
     /// configures it.
     Hook(hook::HookArgs),
+    /// Configure a coding-agent CLI (claude-code, codex, gemini) to run `afr hook` on every
+    /// tool call and its MCP servers behind `afr mcp wrap`: idempotent, with a backup that
+    /// --undo restores; --print shows it without writing. Refuses (exit 3) where the CLI would
+    /// silently ignore the hooks, and says what to do.
+    Setup(hook::SetupArgs),
     /// List the tool calls an MCP gateway holds for a human decision (policy `escalate`).
     Approvals {
         /// One JSON array.
@@ -317,6 +322,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Mcp(m) => mcp::run(&cli.dir, m),
         Cmd::Otlp(a) => mcp::otlp(&cli.dir, a),
         Cmd::Hook(a) => Ok(hook::hook(&cli.dir, &a)),
+        Cmd::Setup(a) => hook::setup(&cli.dir, &a),
         Cmd::Approvals { json } => mcp::list(&cli.dir, json),
         Cmd::Approve(a) => approve::approve(&cli.dir, a),
         Cmd::Reject(a) => mcp::decide(&cli.dir, a, afr_gateway::approvals::Decision::Rejected),

@@ -229,7 +229,7 @@ pub fn execution(agent: Agent, tool: &str, input: &Value, cwd: Option<&str>) -> 
                 // Codex: a freeform patch (the envelope `*** Begin Patch` … `*** End Patch`).
                 let patch = match input {
                     Value::String(s) => Some(s.as_str()),
-                    v => str_at(v, &["input", "patch"]),
+                    v => str_at(v, &["command", "input", "patch"]),
                 };
                 return Execution {
                     command: "apply_patch".into(),
@@ -255,6 +255,12 @@ pub fn execution(agent: Agent, tool: &str, input: &Value, cwd: Option<&str>) -> 
 pub fn effects(input: &HookInput, execution: Option<&Execution>) -> Effects {
     let r = &input.response;
     let mut error = input.error.clone();
+    // Codex and Gemini report a command's status inside its output text only.
+    if error.is_none()
+        && let Some(c) = exit_status_in_text(r).filter(|c| *c != 0)
+    {
+        error = Some(format!("exit status {c}"));
+    }
     if error.is_none() {
         let code = r
             .get("exit_code")
@@ -311,6 +317,22 @@ pub fn effects(input: &HookInput, execution: Option<&Execution>) -> Effects {
         },
         error,
     }
+}
+
+/// The exit status a CLI wrote into a result's text: a line `Exit code: N` (Codex) or `Exit
+/// Code: N` (Gemini CLI, inside `llmContent`).
+fn exit_status_in_text(r: &Value) -> Option<i64> {
+    let text = match r {
+        Value::String(s) => s.as_str(),
+        v => v.get("llmContent").and_then(Value::as_str)?,
+    };
+    text.lines().find_map(|l| {
+        let l = l.trim();
+        let rest = l
+            .strip_prefix("Exit code:")
+            .or_else(|| l.strip_prefix("Exit Code:"))?;
+        rest.trim().parse().ok()
+    })
 }
 
 /// The policy's evaluation as recorded.

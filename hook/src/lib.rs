@@ -34,6 +34,7 @@ pub mod event;
 pub mod input;
 pub mod run;
 pub mod session;
+pub mod setup;
 
 pub use afr_core::agent::{Agent, key, tag};
 pub use input::{HookInput, Phase};

@@ -46,9 +46,10 @@ pub struct HookOptions {
     pub fail_open: bool,
     /// How long an escalated call waits for `afr approve` / `afr reject`.
     pub approval_timeout: Duration,
-    /// MCP tools are recorded and guarded by `afr mcp wrap` in front of their servers: the
-    /// hook leaves them alone (else each call would be recorded twice).
-    pub mcp_wrapped: bool,
+    /// The MCP servers (by the CLI's name for them; `*`: all) whose calls `afr mcp wrap`
+    /// records and guards in front of them: the hook leaves their tools alone (else each call
+    /// would be recorded twice).
+    pub mcp_wrapped: Vec<String>,
     /// What to do when no `afr serve` answers.
     pub no_server: NoServer,
 }
@@ -121,6 +122,14 @@ pub fn run(o: &HookOptions, stdin: &[u8]) -> Answer {
 /// The process whose end makes a journaled call an orphan: the agent CLI, the first ancestor
 /// of this hook that is not a shell or a wrapper the CLI ran it through.
 pub fn agent_pid() -> u32 {
+    // Claude Code names itself to its hooks.
+    if let Some(p) = std::env::var("CLAUDE_PID")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        && std::path::Path::new(&format!("/proc/{p}")).exists()
+    {
+        return p;
+    }
     const WRAPPERS: [&str; 9] = [
         "sh", "bash", "dash", "zsh", "fish", "env", "timeout", "nice", "afr",
     ];
@@ -178,7 +187,9 @@ impl Hook<'_> {
     }
 
     fn leave_alone(&self) -> bool {
-        self.o.mcp_wrapped && self.agent().mcp_tool(self.tool()).is_some()
+        self.agent()
+            .mcp_tool(self.tool())
+            .is_some_and(|(server, _)| self.o.mcp_wrapped.iter().any(|w| w == "*" || w == server))
     }
 
     fn evaluate(&self) -> Option<Evaluation> {
