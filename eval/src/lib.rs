@@ -22,6 +22,7 @@ pub mod anchored;
 pub mod bench;
 pub mod cost;
 pub mod matrix;
+pub mod hook_bench;
 pub mod mcp_bench;
 pub mod otlp_bench;
 pub mod query_bench;

@@ -8,7 +8,7 @@ use std::{
 };
 
 use afr_eval::{
-    bench, cost, matrix, mcp_bench, otlp_bench, query_bench, report, scale_bench, scenarios,
+    bench, cost, hook_bench, matrix, mcp_bench, otlp_bench, query_bench, report, scale_bench, scenarios,
     serve_bench, synth,
 };
 use anyhow::Result;
@@ -83,6 +83,9 @@ enum BenchCmd {
     /// A tools/call to the reference MCP server, direct and through `afr mcp wrap` / `afr mcp
     /// proxy`: the latency and throughput the gateway costs.
     Mcp(mcp_bench::McpBench),
+    /// What `afr hook claude-code` adds to a coding agent's tool call (a pre- and a post-tool
+    /// hook spawned to exit, `afr serve` running), beside a no-op hook.
+    Hook(hook_bench::HookBench),
     /// Tool spans over OTLP/HTTP protobuf into `afr otlp`, beside the same events POSTed to
     /// `afr serve`: spans per second.
     Otlp(otlp_bench::OtlpBench),
@@ -152,6 +155,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Bench {
             what: BenchCmd::Mcp(b),
         } => mcp_bench::run(&b),
+        Cmd::Bench {
+            what: BenchCmd::Hook(b),
+        } => hook_bench::run(&b),
         Cmd::Bench {
             what: BenchCmd::Otlp(b),
         } => otlp_bench::run(&b),
