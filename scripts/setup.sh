@@ -4,7 +4,9 @@
 # SDK (tests/mcp/requirements.txt) from PyPI in .venv/ (the Python client's tests, the MCP
 # gateway's Python peers), the pinned MCP reference servers and TypeScript client from npm in
 # tests/mcp/ (the MCP gateway's tests), and the pinned OpenTelemetry JS SDK and OTLP/HTTP exporter
-# from npm in tests/otlp/ (the OTLP receiver's tests), and pinned eth-account and cbor2 from PyPI
+# from npm in tests/otlp/ (the OTLP receiver's tests), the pinned coding-agent CLIs (Claude Code,
+# Codex, Gemini CLI; about 900 MB) from npm in tests/agents/ (their hooks and OTel logs, run offline
+# against a scripted model server), and pinned eth-account and cbor2 from PyPI
 # in .venv/ with OpenSSH's ssh-keygen from Debian (tests/approvals/: the signed-approval test
 # vectors), and Debian's headless Chromium (the evidence report's tests). Idempotent and quick
 # when done.
@@ -151,7 +153,9 @@ fi
 # - tests/mcp/: the reference MCP servers the gateway's tests run against (cli/tests/it/mcp.rs)
 #   and the TypeScript client SDK (tests/mcp/ts_client.mjs);
 # - tests/otlp/: the OpenTelemetry JS SDK and its OTLP/HTTP (JSON) trace exporter
-#   (tests/otlp/emit_js.mjs, cli/tests/it/otlp.rs).
+#   (tests/otlp/emit_js.mjs, cli/tests/it/otlp.rs);
+# - tests/agents/: Claude Code, Codex and Gemini CLI, run headless against tests/agents/model_server.py
+#   (tests/agents/agents.py, tests/agents/test_harness.py).
 npm_ci() {
     local dir="$1" what="$2" lock_hash
     [[ -f "$dir/package-lock.json" ]] || return 0
@@ -165,3 +169,15 @@ npm_ci() {
 }
 npm_ci "$root/tests/mcp" "the pinned MCP reference servers and client"
 npm_ci "$root/tests/otlp" "the pinned OpenTelemetry JS SDK and OTLP exporter"
+# Claude Code's postinstall (npm ci runs it) copies its ~400 MB native binary from
+# @anthropic-ai/claude-code-linux-x64 over the bin/claude.exe stub. Should the stub be left (scripts
+# skipped, an interrupted copy), its own install.cjs does the copy again; `--version` is quick
+# on the native binary, so this check costs nothing once installed.
+npm_ci "$root/tests/agents" "the pinned coding-agent CLIs (Claude Code, Codex, Gemini CLI)"
+claude_pkg="$root/tests/agents/node_modules/@anthropic-ai/claude-code"
+if [[ -f "$claude_pkg/install.cjs" ]] && ! "$claude_pkg/bin/claude.exe" --version >/dev/null 2>&1; then
+    echo "setup: copying Claude Code's native binary into place (node install.cjs)" >&2
+    (cd "$claude_pkg" && node install.cjs >/dev/null)
+    "$claude_pkg/bin/claude.exe" --version >/dev/null 2>&1 ||
+        { echo "setup: Claude Code's native binary does not run after node install.cjs (tests/agents/)" >&2; exit 1; }
+fi
