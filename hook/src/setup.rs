@@ -357,6 +357,19 @@ fn wrap_json_servers(
     wrapped
 }
 
+/// Sets `key` of a TOML table to `v`, keeping the comments and spacing around the old value.
+fn set_keeping_comments(t: &mut dyn toml_edit::TableLike, key: &str, mut v: toml_edit::Value) {
+    match t.get_mut(key).and_then(toml_edit::Item::as_value_mut) {
+        Some(old) => {
+            *v.decor_mut() = old.decor().clone();
+            *old = v;
+        }
+        None => {
+            t.insert(key, toml_edit::Item::Value(v));
+        }
+    }
+}
+
 /// What setup would write (nothing is written).
 pub fn plan(o: &SetupOptions) -> Result<Plan, SetupError> {
     let mut p = Plan::default();
@@ -408,12 +421,12 @@ pub fn plan(o: &SetupOptions) -> Result<Plan, SetupError> {
                         })
                         .unwrap_or_default();
                     if !o.is_wrapped(&command, &args) {
-                        t.insert("command", toml_edit::value(o.afr.display().to_string()));
                         let mut arr = toml_edit::Array::new();
                         for a in o.wrap_args(&command, &args) {
                             arr.push(a);
                         }
-                        t.insert("args", toml_edit::value(arr));
+                        set_keeping_comments(t, "command", o.afr.display().to_string().into());
+                        set_keeping_comments(t, "args", arr.into());
                         summary.push(format!(
                             "MCP server `{name}` now runs behind `afr mcp wrap`"
                         ));
