@@ -81,6 +81,8 @@ pub fn hook(dir: &Path, a: &HookArgs) -> ExitCode {
                 approval_timeout: Duration::from_secs(a.approval_timeout),
                 mcp_wrapped: a.mcp_wrapped.clone(),
                 no_server: crate::mcp::no_server(),
+                recorder: None,
+                context: afr_hook::Context::of_this_process(a.agent.agent()),
             },
             &input,
         ),
@@ -163,10 +165,13 @@ pub fn setup(dir: &Path, a: &SetupArgs) -> anyhow::Result<ExitCode> {
         afr_gateway::Policy::load(p)?;
     }
     let afr = std::env::current_exe()?;
+    let afr = afr.canonicalize().unwrap_or(afr);
+    let thin = afr.with_file_name("afr-hook");
     let o = SetupOptions {
         agent: a.agent.agent(),
         scope,
-        afr: afr.canonicalize().unwrap_or(afr),
+        hook_program: thin.is_file().then_some(thin),
+        afr,
         dir: absolute(dir)?,
         policy,
         fail_open: a.fail_open,

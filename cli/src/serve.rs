@@ -174,6 +174,10 @@ pub fn run(dir: &Path, password_file: Option<&Path>, a: &ServeArgs) -> Result<Ex
                 anchor,
                 receipt_signer,
                 on_demand: a.on_demand.then_some(afr_client::writer::ON_DEMAND_IDLE),
+                // The coding-agent hooks' thin client (`afr-hook`) hands its calls over here.
+                hooks: Some(afr_server::HookHandler(std::sync::Arc::new(
+                    afr_hook::remote::serve,
+                ))),
             },
         )?;
         drop(takeover);

@@ -108,6 +108,9 @@ pub fn run(b: &HookBench) -> Result<ExitCode> {
         policy.display().to_string(),
     ];
     let noop = PathBuf::from("/bin/true");
+    // What `afr setup` configures: the thin client beside `afr`, when it is there.
+    let thin = afr.with_file_name("afr-hook");
+    let thin = thin.is_file().then_some(thin);
     let session = "bench-session-0001";
     let call = |n: u64, post: bool| {
         let mut v = json!({
@@ -126,19 +129,23 @@ pub fn run(b: &HookBench) -> Result<ExitCode> {
         }
         v.to_string().into_bytes()
     };
-    let (mut with, mut without) = (Vec::new(), Vec::new());
+    let (mut with, mut full, mut without) = (Vec::new(), Vec::new(), Vec::new());
+    let pair = |program: &std::path::Path, args: &[String], n: u64| -> Result<f64> {
+        let t = Instant::now();
+        spawn(program, args, &call(n, false))?;
+        spawn(program, args, &call(n, true))?;
+        Ok(t.elapsed().as_secs_f64() * 1000.0)
+    };
+    // Call n goes through the thin client, call n + OFFSET through `afr hook` itself, each
+    // call id used once; the three sides interleave call by call.
+    const OFFSET: u64 = 1 << 32;
     for n in 0..b.warmup + b.calls {
-        let (pre, post) = (call(n, false), call(n, true));
-        let t = Instant::now();
-        spawn(&afr, &hook_args, &pre)?;
-        spawn(&afr, &hook_args, &post)?;
-        let hooked = t.elapsed().as_secs_f64() * 1000.0;
-        let t = Instant::now();
-        spawn(&noop, &[], &pre)?;
-        spawn(&noop, &[], &post)?;
-        let bare = t.elapsed().as_secs_f64() * 1000.0;
+        let hooked = pair(thin.as_deref().unwrap_or(&afr), &hook_args, n)?;
+        let whole = pair(&afr, &hook_args, n + OFFSET)?;
+        let bare = pair(&noop, &[], n)?;
         if n >= b.warmup {
             with.push(hooked);
+            full.push(whole);
             without.push(bare);
         }
     }
@@ -148,18 +155,21 @@ pub fn run(b: &HookBench) -> Result<ExitCode> {
         .args(["status", "--json"])
         .output()?;
     server.stop()?;
-    let st: serde_json::Value = serde_json::from_slice(&status.stdout).context("afr status --json")?;
-    let events = st["events"].as_u64().or_else(|| st["total_events"].as_u64());
-    let (h, n) = (side(with), side(without));
+    let st: serde_json::Value =
+        serde_json::from_slice(&status.stdout).context("afr status --json")?;
+    let events = st["events"]
+        .as_u64()
+        .or_else(|| st["total_events"].as_u64());
+    let (h, f, n) = (side(with), side(full), side(without));
     let added = Side {
         median_ms: ((h.median_ms - n.median_ms) * 1000.0).round() / 1000.0,
         p99_ms: ((h.p99_ms - n.p99_ms) * 1000.0).round() / 1000.0,
     };
     if let Some(e) = events {
         ensure!(
-            e == b.warmup + b.calls,
+            e == 2 * (b.warmup + b.calls),
             "the store holds {e} events after {} calls",
-            b.warmup + b.calls
+            2 * (b.warmup + b.calls)
         );
     }
     let met = added.p99_ms <= TARGET_P99_ADDED_MS;
@@ -168,7 +178,9 @@ pub fn run(b: &HookBench) -> Result<ExitCode> {
             "{}",
             json!({
                 "calls": b.calls,
+                "hook_program": thin.as_ref().map_or("afr hook".into(), |p| p.display().to_string()),
                 "afr_hook": h,
+                "afr_hook_in_process": f,
                 "noop_hook": n,
                 "added": added,
                 "target_p99_added_ms": TARGET_P99_ADDED_MS,
@@ -177,17 +189,27 @@ pub fn run(b: &HookBench) -> Result<ExitCode> {
             })
         );
     } else {
-        println!("afr bench hook: {} tool calls, each a PreToolUse and a PostToolUse hook spawned to exit (afr serve running)", b.calls);
-        println!("  afr hook claude-code  median {:>8.3} ms  p99 {:>8.3} ms", h.median_ms, h.p99_ms);
-        println!("  no-op hook (true)     median {:>8.3} ms  p99 {:>8.3} ms", n.median_ms, n.p99_ms);
         println!(
-            "  added per tool call   median {:>8.3} ms  p99 {:>8.3} ms  (target p99 <= {TARGET_P99_ADDED_MS} ms: {})",
+            "afr bench hook: {} tool calls, each a PreToolUse and a PostToolUse hook spawned to exit (afr serve running)",
+            b.calls
+        );
+        println!(
+            "  afr hook claude-code  median {:>8.3} ms  p99 {:>8.3} ms",
+            h.median_ms, h.p99_ms
+        );
+        println!(
+            "  no-op hook (true)     median {:>8.3} ms  p99 {:>8.3} ms",
+            n.median_ms, n.p99_ms
+        );
+        println!(
+            "  added per tool call    median {:>8.3} ms  p99 {:>8.3} ms  (target p99 <= {TARGET_P99_ADDED_MS} ms: {})",
             added.median_ms,
             added.p99_ms,
             if met { "met" } else { "NOT met" }
         );
         if let Some(e) = events {
             println!("  store: {e} events, one per call");
+            let _ = &f;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -21,8 +21,8 @@
 pub mod anchored;
 pub mod bench;
 pub mod cost;
-pub mod matrix;
 pub mod hook_bench;
+pub mod matrix;
 pub mod mcp_bench;
 pub mod otlp_bench;
 pub mod query_bench;

@@ -8,8 +8,8 @@ use std::{
 };
 
 use afr_eval::{
-    bench, cost, hook_bench, matrix, mcp_bench, otlp_bench, query_bench, report, scale_bench, scenarios,
-    serve_bench, synth,
+    bench, cost, hook_bench, matrix, mcp_bench, otlp_bench, query_bench, report, scale_bench,
+    scenarios, serve_bench, synth,
 };
 use anyhow::Result;
 use clap::{Parser, Subcommand};

@@ -389,7 +389,7 @@ pub fn provenance(
 ) {
     ev.code_provenance = Some(CodeProvenance {
         agent: Some(agent.name().to_owned()),
-        agent_version: agent_version(agent),
+        agent_version: input.context.agent_version.clone(),
         model: input.model.clone().or_else(|| state.model.clone()),
         capture: Some(capture),
         ..CodeProvenance::default()
@@ -402,10 +402,7 @@ pub fn provenance(
             kind: Some("user_prompt".into()),
         });
     }
-    if let Ok(tp) = std::env::var("TRACEPARENT")
-        && !tp.is_empty()
-        && tp.len() <= 128
-    {
+    if let Some(tp) = &input.context.traceparent {
         sources.push(ContextSource {
             uri: format!("traceparent:{tp}"),
             content_hash: None,
@@ -433,19 +430,6 @@ pub fn provenance(
             ..DelegationProvenance::default()
         });
     }
-}
-
-/// The CLI's version, where its hook environment says (`AFR_AGENT_VERSION` set by `afr
-/// setup`, else the CLI's own variables).
-fn agent_version(agent: Agent) -> Option<String> {
-    let vars: &[&str] = match agent {
-        Agent::ClaudeCode => &["AFR_AGENT_VERSION", "CLAUDE_CODE_VERSION"],
-        Agent::Codex => &["AFR_AGENT_VERSION", "CODEX_VERSION"],
-        Agent::Gemini => &["AFR_AGENT_VERSION", "GEMINI_CLI_VERSION"],
-    };
-    vars.iter()
-        .find_map(|v| std::env::var(v).ok())
-        .filter(|v| !v.is_empty() && v.len() <= 64)
 }
 
 #[cfg(test)]

@@ -96,6 +96,80 @@ pub struct HookInput {
     pub duration_ms: Option<u64>,
     /// The whole payload.
     pub raw: Map<String, Value>,
+    /// What the hook's process knows beyond the payload.
+    pub context: Context,
+}
+
+/// What a hook knows from its process rather than its input: who runs it, its environment.
+/// Computed where the hook runs ([`Context::of_this_process`]), and sent along when the thin
+/// client hands the input to `afr serve`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Context {
+    /// The agent CLI's process: its death makes the call's journal entry an orphan.
+    pub owner_pid: u32,
+    /// `TRACEPARENT` (Claude Code with `CLAUDE_CODE_PROPAGATE_TRACEPARENT=1`).
+    #[serde(default)]
+    pub traceparent: Option<String>,
+    /// The CLI's version (`AFR_AGENT_VERSION`, else the CLI's own variable).
+    #[serde(default)]
+    pub agent_version: Option<String>,
+}
+
+impl Context {
+    /// This process's context: its agent ([`agent_pid`]) and environment.
+    pub fn of_this_process(agent: Agent) -> Context {
+        let env = |names: &[&str]| {
+            names
+                .iter()
+                .find_map(|v| std::env::var(v).ok())
+                .filter(|v| !v.is_empty() && v.len() <= 128)
+        };
+        Context {
+            owner_pid: agent_pid(),
+            traceparent: env(&["TRACEPARENT"]),
+            agent_version: env(match agent {
+                Agent::ClaudeCode => &["AFR_AGENT_VERSION", "CLAUDE_CODE_VERSION"],
+                Agent::Codex => &["AFR_AGENT_VERSION", "CODEX_VERSION"],
+                Agent::Gemini => &["AFR_AGENT_VERSION", "GEMINI_CLI_VERSION"],
+            })
+            .filter(|v| v.len() <= 64),
+        }
+    }
+}
+
+/// The process whose end makes a journaled call an orphan: the agent CLI, the first ancestor
+/// of this hook that is not a shell or a wrapper the CLI ran it through (Claude Code names
+/// itself in `CLAUDE_PID`).
+pub fn agent_pid() -> u32 {
+    if let Some(p) = std::env::var("CLAUDE_PID")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        && std::path::Path::new(&format!("/proc/{p}")).exists()
+    {
+        return p;
+    }
+    const WRAPPERS: [&str; 10] = [
+        "sh", "bash", "dash", "zsh", "fish", "env", "timeout", "nice", "afr", "afr-hook",
+    ];
+    let mut pid = std::os::unix::process::parent_id();
+    for _ in 0..8 {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if !WRAPPERS.contains(&comm.trim()) {
+            return pid;
+        }
+        match parent_of(pid) {
+            Some(p) if p > 1 => pid = p,
+            _ => return pid,
+        }
+    }
+    pid
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`; comm may hold spaces and parentheses: after the last `)`.
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Why a hook's input cannot be read.
@@ -168,6 +242,7 @@ pub fn parse(agent: Agent, bytes: &[u8]) -> Result<HookInput, InputError> {
         agent_type: text(&m, &["agent_type", "subagent_type"]),
         duration_ms: m.get("duration_ms").and_then(Value::as_u64),
         raw: m,
+        context: Context::default(),
     })
 }
 

@@ -32,10 +32,11 @@
 
 pub mod event;
 pub mod input;
+pub mod remote;
 pub mod run;
 pub mod session;
 pub mod setup;
 
 pub use afr_core::agent::{Agent, key, tag};
-pub use input::{HookInput, Phase};
+pub use input::{Context, HookInput, Phase};
 pub use run::{Answer, HookOptions, run};

@@ -52,10 +52,15 @@ pub struct HookOptions {
     pub mcp_wrapped: Vec<String>,
     /// What to do when no `afr serve` answers.
     pub no_server: NoServer,
+    /// The recorder itself, when the hook runs inside `afr serve` (handed over by the thin
+    /// client, [`crate::remote`]); else the hook reaches it through its door.
+    pub recorder: Option<std::sync::Arc<afr_recorder::Recorder>>,
+    /// The hook process's context.
+    pub context: crate::input::Context,
 }
 
 /// What the hook answers the CLI: its exit status and what it prints.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Answer {
     /// 0 lets the call (or event) go on; 2 blocks a call, in all three CLIs.
     pub code: u8,
@@ -96,7 +101,10 @@ impl Answer {
 /// Runs one hook on the CLI's input `stdin`.
 pub fn run(o: &HookOptions, stdin: &[u8]) -> Answer {
     let input = match input::parse(o.agent, stdin) {
-        Ok(i) => i,
+        Ok(mut i) => {
+            i.context = o.context.clone();
+            i
+        }
         // Unreadable input may be a tool call: blocked unless failing open.
         Err(e) if o.fail_open => {
             return Answer::warn(format!("afr hook: {e}; allowed (--fail-open)"));
@@ -117,41 +125,6 @@ pub fn run(o: &HookOptions, stdin: &[u8]) -> Answer {
         Phase::SubagentStart => h.subagent_start(),
         Phase::SessionEnd | Phase::SubagentStop | Phase::Other => Answer::go_on(),
     }
-}
-
-/// The process whose end makes a journaled call an orphan: the agent CLI, the first ancestor
-/// of this hook that is not a shell or a wrapper the CLI ran it through.
-pub fn agent_pid() -> u32 {
-    // Claude Code names itself to its hooks.
-    if let Some(p) = std::env::var("CLAUDE_PID")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        && std::path::Path::new(&format!("/proc/{p}")).exists()
-    {
-        return p;
-    }
-    const WRAPPERS: [&str; 9] = [
-        "sh", "bash", "dash", "zsh", "fish", "env", "timeout", "nice", "afr",
-    ];
-    let mut pid = std::os::unix::process::parent_id();
-    for _ in 0..8 {
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if !WRAPPERS.contains(&comm.trim()) {
-            return pid;
-        }
-        match parent_of(pid) {
-            Some(p) if p > 1 => pid = p,
-            _ => return pid,
-        }
-    }
-    pid
-}
-
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid …`; comm may hold spaces and parentheses: after the last `)`.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 struct Hook<'a> {
@@ -205,7 +178,10 @@ impl Hook<'_> {
     }
 
     fn door(&self) -> Result<Door, DoorError> {
-        Door::for_producer(&self.o.dir, &self.o.no_server)
+        match &self.o.recorder {
+            Some(r) => Ok(Door::of_recorder(&self.o.dir, r.clone())),
+            None => Door::for_producer(&self.o.dir, &self.o.no_server),
+        }
     }
 
     /// A call that cannot be recorded: blocked, or allowed with a warning under `--fail-open`.
@@ -356,7 +332,7 @@ impl Hook<'_> {
         journal::write_one(
             &self.o.dir,
             journal::HOOK,
-            agent_pid(),
+            self.input.context.owner_pid,
             &n.tag,
             &n.key,
             ev,

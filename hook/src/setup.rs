@@ -38,8 +38,12 @@ pub struct SetupOptions {
     pub agent: Agent,
     /// Project or user.
     pub scope: Scope,
-    /// The `afr` binary the hooks run (absolute).
+    /// The `afr` binary (absolute): the wrapped MCP servers run it, and the hooks when there is
+    /// no `hook_program`.
     pub afr: PathBuf,
+    /// The hooks' thin client `afr-hook` beside `afr` (absolute), if installed: it takes the
+    /// same arguments, hands the call to `afr serve`, and runs `afr` when none answers.
+    pub hook_program: Option<PathBuf>,
     /// The recorder directory (absolute).
     pub dir: PathBuf,
     /// A policy file (absolute) for the hooks and the wrapped MCP servers.
@@ -173,9 +177,10 @@ fn events(agent: Agent) -> &'static [(&'static str, bool)] {
 impl SetupOptions {
     /// The hook command line (a shell command, as all three CLIs take it).
     pub fn hook_command(&self, wrapped: &[String]) -> String {
+        let program = self.hook_program.as_ref().unwrap_or(&self.afr);
         let mut c = format!(
             "{} --dir {} hook {}",
-            shell_quote(&self.afr.display().to_string()),
+            shell_quote(&program.display().to_string()),
             shell_quote(&self.dir.display().to_string()),
             self.agent.name()
         );

@@ -39,6 +39,8 @@ fn options(dir: &Path, agent: Agent) -> HookOptions {
         approval_timeout: Duration::from_secs(5),
         mcp_wrapped: Vec::new(),
         no_server: NoServer::OpenStore,
+        recorder: None,
+        context: afr_hook::Context::of_this_process(agent),
     }
 }
 

@@ -14,6 +14,7 @@ fn options(agent: Agent, scope: Scope, home: &Path) -> SetupOptions {
         agent,
         scope,
         afr: PathBuf::from("/opt/afr/bin/afr"),
+        hook_program: None,
         dir: PathBuf::from("/var/lib/afr rec"),
         policy: Some(PathBuf::from("/etc/afr/policy.toml")),
         fail_open: false,

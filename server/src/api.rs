@@ -137,6 +137,7 @@ pub(crate) async fn handle(
         (&Method::GET, "/v1/status") => get_status(&state).await,
         (&Method::POST, "/v1/seal") => post_seal(&state).await,
         (&Method::POST, "/v1/handover") => post_handover(&state),
+        (&Method::POST, "/v1/hook") => post_hook(&state, req).await,
         (&Method::POST, "/v1/disclose") => post_disclose(&state, req).await,
         (&Method::GET, "/v1/export") => get_export(&state).await,
         (&Method::GET, "/metrics") => get_metrics(&state).await,
@@ -153,6 +154,7 @@ pub(crate) async fn handle(
             | "/v1/status"
             | "/v1/seal"
             | "/v1/handover"
+            | "/v1/hook"
             | "/v1/disclose"
             | "/v1/export"
             | "/metrics"
@@ -546,6 +548,35 @@ async fn post_delegation(
         StatusCode::OK,
         &json!({ "receipt": receipt }),
     ))
+}
+
+/// Largest hook request: a tool call's JSON with a large file write.
+const MAX_HOOK_BODY: usize = 64 << 20;
+
+/// A coding-agent hook handed over by its thin client (`afr_hook::remote`): run on the blocking
+/// pool (an escalated call waits there for its decision), answered with what to print.
+async fn post_hook(
+    state: &Arc<AppState>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Failure> {
+    let Some(h) = state.hooks.clone() else {
+        return Err(Failure::new(
+            StatusCode::NOT_FOUND,
+            "this server runs no hooks",
+        ));
+    };
+    if content_type(&req) != JSON {
+        return Err(Failure::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("Content-Type must be {JSON}"),
+        ));
+    }
+    let b = body::read_all(req.into_body(), MAX_HOOK_BODY, state.limits.body_timeout).await?;
+    let (dir, r) = (state.dir.clone(), Arc::new(state.recorder.clone()));
+    let answer =
+        blocking(move || (h.0)(&dir, r, &b).map_err(|e| Failure::new(StatusCode::BAD_REQUEST, e)))
+            .await?;
+    Ok(respond(StatusCode::OK, JSON, body::full(answer)))
 }
 
 async fn post_seal(state: &Arc<AppState>) -> Result<Response<Body>, Failure> {

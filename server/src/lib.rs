@@ -158,6 +158,25 @@ pub struct ServerConfig {
     /// [`afr_client::Door::producer`]): it stops once no client has been connected for this
     /// long, and hands the store over (`POST /v1/handover`) to a long-running `afr serve`.
     pub on_demand: Option<Duration>,
+    /// Runs coding-agent hooks handed over by their thin client (`POST /v1/hook`, see
+    /// `afr_hook::remote`); without it that route answers 404 and the client runs `afr hook`
+    /// itself.
+    pub hooks: Option<HookHandler>,
+}
+
+/// Runs one hook request (its body) on the recorder of the directory: the answer's JSON body,
+/// or why the request cannot be read.
+pub type HookFn =
+    dyn Fn(&std::path::Path, Arc<Recorder>, &[u8]) -> Result<Vec<u8>, String> + Send + Sync;
+
+/// The server's hook runner.
+#[derive(Clone)]
+pub struct HookHandler(pub Arc<HookFn>);
+
+impl std::fmt::Debug for HookHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HookHandler(..)")
+    }
 }
 
 /// A function signing a 32-byte digest: `r ‖ s ‖ v`, or why not.
@@ -236,6 +255,7 @@ pub(crate) struct AppState {
     pub(crate) inflight: Arc<Semaphore>,
     pub(crate) counters: Counters,
     pub(crate) receipt_signer: Option<ReceiptSigner>,
+    pub(crate) hooks: Option<HookHandler>,
     /// Started on demand by a producer: idles out and hands over (see [`ServerConfig`]).
     pub(crate) on_demand: Option<Duration>,
     /// Client connections open now, on every listener.
@@ -285,6 +305,7 @@ impl Server {
             limits: config.limits,
             counters: Counters::default(),
             receipt_signer: config.receipt_signer,
+            hooks: config.hooks,
             on_demand: config.on_demand,
             connections: AtomicUsize::new(0),
             handover: tokio::sync::Notify::new(),

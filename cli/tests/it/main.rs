@@ -21,6 +21,7 @@ mod approvals;
 mod case;
 mod delegate;
 mod escape;
+mod hooks;
 mod import;
 mod mcp;
 mod mcp_peers;

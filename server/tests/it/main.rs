@@ -78,6 +78,7 @@ fn start(dir: &Path, limits: Limits, tcp: Option<TcpConfig>) -> Running {
                     anchor: None,
                     receipt_signer: None,
                     on_demand: None,
+                    hooks: None,
                 },
             )
             .unwrap();
