@@ -270,7 +270,7 @@ def _setup_gemini(d: dict, port: int, hook, hook_timeout, mcp, otlp, traces, mod
         # ("Invalid auth method selected."); the API-key type still honours the base URL.
         "security": {"auth": {"selectedType": "gemini-api-key"}},
         "privacy": {"usageStatisticsEnabled": False},
-        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
     }
     if hook:
         settings["hooksConfig"] = {"enabled": True}

@@ -44,7 +44,7 @@ MAX_STR = 2000  # longer strings in fixtures are cut to this many characters
 
 DENY_MARKERS = [
     "AFR_DENY_SPECIFIC", "AFR_DENY_EXTRA", "AFR_DENY_TOPLEVEL", "AFR_DENY_BLOCK", "AFR_DENY_BOTH",
-    "AFR_DENY_BLOCK_BOTH", "AFR_EXIT1",
+    "AFR_BLOCK_BOTH", "AFR_EXIT1",
 ]
 
 
