@@ -19,17 +19,21 @@ The server advances one step when the result of the previous step comes back: ea
 main request is remembered, and a main request carrying N tool results gets step N (a retry of
 an earlier request gets the same answer again). One script turn may take two steps: an MCP
 call is preceded by Claude Code's ToolSearch (when the MCP tool is deferred) and by Codex's
-tool_search_call. Side requests (titles, token counts, classifiers) get answers that keep the
-CLI going without moving the script.
+tool_search_call. Side requests get answers that keep the CLI going without moving the script;
+as configured by agents.py the only one seen is Codex's POST /v1/analytics/codex/turn-costs
+(Claude Code makes none with CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, Gemini CLI none with a
+fixed model); count_tokens, generateContent and the next-speaker / routing schemas are answered
+in case.
 
-A sub-agent turn calls Claude Code's Agent tool (foreground, general-purpose) or Gemini CLI's
-invoke_agent (generalist); its prompt opens with AFR_SUBAGENT-<turn index>, which tells the
-sub-agent's own requests apart: they follow the agent's turns (Gemini CLI's sub-agent ends with
-complete_task). Codex gets plain text for it.
+A sub-agent turn calls Claude Code's Agent tool (foreground, general-purpose), Codex's
+multi_agent_v1 spawn_agent then wait_agent (offered with model "gpt-5-codex", not "gpt-5.5") or
+Gemini CLI's invoke_agent (generalist); its prompt opens with AFR_SUBAGENT-<turn index>, which
+tells the sub-agent's own requests apart: they follow the agent's turns (Gemini CLI's sub-agent
+ends with complete_task). A Codex model without those tools gets plain text for the turn.
 
 APIs spoken:
 - Anthropic Messages, streaming SSE: POST /v1/messages (Claude Code), plus count_tokens;
-- OpenAI Responses, streaming SSE: POST /v1/responses (Codex), plus GET /v1/models;
+- OpenAI Responses, streaming SSE: POST /v1/responses (Codex);
 - Gemini: POST /v1beta/models/M:streamGenerateContent?alt=sse, :generateContent,
   :countTokens (Gemini CLI).
 
@@ -49,8 +53,8 @@ import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -641,12 +645,14 @@ def anthropic_message(model: str, step: Step) -> dict:
 
 
 def anthropic_side_text(body: dict) -> str:
-    """Side requests of Claude Code (titles, topic checks): short text, JSON where asked."""
+    """A request without the Bash tool (titles, topic checks; none seen with nonessential
+    traffic off): a short text."""
     return "Scripted session"
 
 
 def gemini_side_text(body: dict) -> str:
-    """Side requests of Gemini CLI (next-speaker check, routing): JSON where a schema is asked."""
+    """A request without tools or not streamed (next-speaker check, routing; none seen with a
+    fixed model): JSON where a schema is asked. The shapes are unmeasured guesses."""
     cfg = body.get("generationConfig") or {}
     schema = cfg.get("responseJsonSchema") or cfg.get("responseSchema")
     if schema:
