@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's whole test suite, from a fresh clone: set-up, Solidity checks, Rust checks, the
-# Python client's tests against a real `afr serve`, and the signed-approval test vectors
-# (docs/spec/approval-vectors.json) re-checked with independent tools.
+# Python client's tests against a real `afr serve`, the signed-approval test vectors
+# (docs/spec/approval-vectors.json) re-checked with independent tools, and one scripted session
+# of each coding-agent CLI (Claude Code, Codex, Gemini CLI) against tests/agents/'s model server.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -35,3 +36,6 @@ AFR_BIN="$target/debug/afr" PYTHONDONTWRITEBYTECODE=1 \
 step "signed-approval test vectors: re-checked with cbor2, eth-account and ssh-keygen (tests/approvals/)"
 AFR_BIN="$target/debug/afr" PYTHONDONTWRITEBYTECODE=1 \
     .venv/bin/python -m pytest -p no:cacheprovider -q tests/approvals
+
+step "coding-agent CLIs: one scripted session each, seen by the capture hook (tests/agents/; about 8 s)"
+PYTHONDONTWRITEBYTECODE=1 .venv/bin/python -m pytest -p no:cacheprovider -q tests/agents

@@ -166,7 +166,7 @@ def _base_env(home: Path) -> dict[str, str]:
     return env
 
 
-def _setup_claude(d: dict, port: int, hook, hook_timeout, mcp, otlp, traces) -> tuple[list[str], dict]:
+def _setup_claude(d: dict, port: int, hook, hook_timeout, mcp, otlp, traces, model) -> tuple[list[str], dict]:
     home, proj = d["home"], d["project"]
     env = _base_env(home)
     env.update(
@@ -196,7 +196,7 @@ def _setup_claude(d: dict, port: int, hook, hook_timeout, mcp, otlp, traces) -> 
         settings["hooks"] = _hooks_block("claude-code", hook, hook_timeout)
     (proj / ".claude").mkdir(parents=True, exist_ok=True)
     (proj / ".claude/settings.json").write_text(json.dumps(settings, indent=2))
-    args = ["--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions", "--model", MODELS["claude-code"]]
+    args = ["--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions", "--model", model]
     if mcp:
         cfg = {"mcpServers": {n: {"type": "stdio", "command": s.command, "args": s.args, "env": s.env} for n, s in mcp.items()}}
         path = d["root"] / "mcp.json"
@@ -206,14 +206,14 @@ def _setup_claude(d: dict, port: int, hook, hook_timeout, mcp, otlp, traces) -> 
     return args, env
 
 
-def _setup_codex(d: dict, port: int, hook, hook_timeout, mcp, otlp, traces) -> tuple[list[str], dict]:
+def _setup_codex(d: dict, port: int, hook, hook_timeout, mcp, otlp, traces, model) -> tuple[list[str], dict]:
     home = d["home"]
     codex_home = d["root"] / "codex-home"
     codex_home.mkdir(parents=True, exist_ok=True)
     env = _base_env(home)
     env.update(CODEX_HOME=str(codex_home), AFR_SCRIPTED_API_KEY="sk-scripted")
     lines = [
-        f'model = "{MODELS["codex"]}"',
+        f"model = {_toml_str(model)}",
         'model_provider = "scripted"',
         "",
         "[model_providers.scripted]",
@@ -257,7 +257,7 @@ def _setup_codex(d: dict, port: int, hook, hook_timeout, mcp, otlp, traces) -> t
     return args, env
 
 
-def _setup_gemini(d: dict, port: int, hook, hook_timeout, mcp, otlp, traces) -> tuple[list[str], dict]:
+def _setup_gemini(d: dict, port: int, hook, hook_timeout, mcp, otlp, traces, model) -> tuple[list[str], dict]:
     home = d["home"]
     env = _base_env(home)
     env.update(
@@ -270,7 +270,7 @@ def _setup_gemini(d: dict, port: int, hook, hook_timeout, mcp, otlp, traces) -> 
         # ("Invalid auth method selected."); the API-key type still honours the base URL.
         "security": {"auth": {"selectedType": "gemini-api-key"}},
         "privacy": {"usageStatisticsEnabled": False},
-        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
     }
     if hook:
         settings["hooksConfig"] = {"enabled": True}
@@ -282,7 +282,7 @@ def _setup_gemini(d: dict, port: int, hook, hook_timeout, mcp, otlp, traces) -> 
     gdir = home / ".gemini"
     gdir.mkdir(parents=True, exist_ok=True)
     (gdir / "settings.json").write_text(json.dumps(settings, indent=2))
-    args = ["--output-format", "stream-json", "--approval-mode", "yolo", "-m", MODELS["gemini"]]
+    args = ["--output-format", "stream-json", "--approval-mode", "yolo", "-m", model]
     d["cli_home"] = gdir
     return args, env
 
@@ -300,6 +300,7 @@ def run_session(
     mcp: dict[str, McpServer] | None = None,
     otlp: str | None = None,
     traces: bool = False,
+    model: str | None = None,
     prompt: str = DEFAULT_PROMPT,
     timeout: float = 90,
     env: dict[str, str] | None = None,
@@ -314,7 +315,8 @@ def run_session(
     which {event} is replaced by the event name; mcp: stdio MCP servers by name;
     otlp: the OTLP/HTTP base URL (http://127.0.0.1:P) for the CLI's logs (and its traces with
     traces=True; Gemini CLI sends traces and metrics whenever telemetry is on); env: extra
-    variables for the CLI (and so for its hooks).
+    variables for the CLI (and so for its hooks); model: instead of MODELS[cli] (Codex offers its
+    multi_agent_v1 sub-agent tools with "gpt-5-codex", not with "gpt-5.5", which has apply_patch).
     """
     if cli not in SETUP:
         raise ValueError(f"unknown CLI {cli!r}; want one of {CLIS}")
@@ -329,7 +331,7 @@ def run_session(
     requests_log = workdir / "model-requests.jsonl"
     server = ModelServer(script, str(requests_log), cwd=str(d["project"])).start()
     try:
-        args, cli_env = SETUP[cli](d, server.port, hook, hook_timeout, mcp, otlp, traces)
+        args, cli_env = SETUP[cli](d, server.port, hook, hook_timeout, mcp, otlp, traces, model or MODELS[cli])
         cli_env.update(env or {})
         argv = [str(BINARIES[cli]), *args]
         argv += [prompt] if cli == "codex" else ["-p", prompt]

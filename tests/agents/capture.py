@@ -11,10 +11,13 @@ every hook event:
   a shell command the hook blocks with exit 2, with OTLP/HTTP JSON logs on;
 - deny: one shell command per JSON deny shape (and a hook exiting 1), each of which would create
   a file if it ran; which files exist says which shapes block;
-- timeout: a pre-tool hook that sleeps longer than its configured timeout.
+- timeout: a pre-tool hook that sleeps longer than its configured timeout;
+- subagent: a sub-agent (Claude Code's Agent tool, Codex's spawn_agent/wait_agent with
+  gpt-5-codex, Gemini CLI's invoke_agent) that runs one shell command.
 
 Writes fixtures/<cli>/hook-events.jsonl (the full session's hook calls, trimmed),
 otlp-logs.json (its tool, hook and prompt log records as one OTLP/JSON ExportLogsServiceRequest),
+subagent-hook-events.jsonl (the sub-agent session's hook calls, trimmed),
 outcomes.json (the checks, the deny and timeout results, what the model saw, the config files
 written, session times). Prints a summary; exits 1 if a check failed. FACTS.md is written from
 these.
@@ -41,7 +44,7 @@ MAX_STR = 2000  # longer strings in fixtures are cut to this many characters
 
 DENY_MARKERS = [
     "AFR_DENY_SPECIFIC", "AFR_DENY_EXTRA", "AFR_DENY_TOPLEVEL", "AFR_DENY_BLOCK", "AFR_DENY_BOTH",
-    "AFR_DENY_BLOCK_BOTH", "AFR_EXIT1",
+    "AFR_BLOCK_BOTH", "AFR_EXIT1",
 ]
 
 
@@ -64,6 +67,11 @@ def deny_script() -> list[dict]:
 
 def timeout_script() -> list[dict]:
     return [{"shell": "touch slow.txt # AFR_SLOW_HOOK"}, {"text": "all done"}]
+
+
+def subagent_script(project: Path) -> list[dict]:
+    sub = [{"shell": "echo from-subagent | tee sub-out.txt"}, {"text": "sub-agent done"}]
+    return [{"agent": {"prompt": "Run one command.", "turns": sub}}, {"text": "all done"}]
 
 
 def cut(v: Any, limit: int = MAX_STR) -> Any:
@@ -322,7 +330,25 @@ def capture(cli: str, workdir: Path, write: bool) -> tuple[dict, list[str]]:
         "model_saw": model_saw(res.requests_log, "AFR_SLOW_HOOK"),
         "later_hook_events_for_the_call": [h["payload"]["hook_event_name"] for h in hk if (h.get("payload") or {}).get("hook_event_name") not in ("PreToolUse", "BeforeTool") and "AFR_SLOW_HOOK" in json.dumps((h.get("payload") or {}).get("tool_input"))],
     }
+    # subagent
+    res, hooks, posts = run(cli, workdir, "subagent", subagent_script, timeout=120, model="gpt-5-codex" if cli == "codex" else None)
+    hk = agents.read_jsonl(hooks)
+    out["subagent"] = {
+        "exit_code": res.exit_code,
+        "seconds": round(res.seconds, 2),
+        "subagent_shell_ran": (res.project / "sub-out.txt").exists(),
+        "hook_events": [
+            [(h.get("payload") or {}).get("hook_event_name"), (h.get("payload") or {}).get("tool_name"), (h.get("payload") or {}).get("agent_id")]
+            for h in hk
+            if (h.get("payload") or {}).get("hook_event_name") not in ("BeforeModel", "AfterModel", "BeforeToolSelection", "PreCompress")
+        ],
+    }
+    if not out["subagent"]["subagent_shell_ran"]:
+        failures.append(f"{cli} subagent: the sub-agent's shell command did not run")
     if write:
+        with open(FIXTURES / cli / "subagent-hook-events.jsonl", "w", encoding="utf-8") as f:
+            for h in hk:
+                f.write(json.dumps(trim_hook_record(h, res.pid)) + "\n")
         (FIXTURES / cli / "outcomes.json").write_text(json.dumps(cut(out), indent=1) + "\n")
     return out, failures
 

@@ -15,7 +15,7 @@ holds one of these markers (so a script can make exactly one call blocked):
     AFR_DENY_TOPLEVEL    exit 0, stdout {"decision": "deny", "reason": ...}
     AFR_DENY_BLOCK       exit 0, stdout {"decision": "block", "reason": ...}
     AFR_DENY_BOTH        exit 0, stdout the AFR_DENY_SPECIFIC object plus "decision": "deny", "reason"
-    AFR_DENY_BLOCK_BOTH  exit 0, stdout the AFR_DENY_SPECIFIC object plus "decision": "block", "reason"
+    AFR_BLOCK_BOTH       exit 0, stdout the AFR_DENY_SPECIFIC object plus "decision": "block", "reason"
     AFR_EXIT1            exit 1 with a reason on stderr (a failing hook, not a deny)
     AFR_SLOW_HOOK        sleep $AFR_HOOK_SLEEP seconds (default 5), then exit 0; a second line
                          ("woke") is appended if the hook was not killed first
@@ -68,7 +68,7 @@ def selected_env() -> dict:
     return out
 
 
-def deny_answer(cli: str, event: str, marker: str, reason: str) -> tuple[int, str, str]:
+def deny_answer(event: str, marker: str, reason: str) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) for a marker."""
     specific = {"hookSpecificOutput": {"hookEventName": event, "permissionDecision": "deny", "permissionDecisionReason": reason}}
     if marker == "AFR_BLOCK_EXIT2":
@@ -83,7 +83,7 @@ def deny_answer(cli: str, event: str, marker: str, reason: str) -> tuple[int, st
         return 0, json.dumps({"decision": "block", "reason": reason}), ""
     if marker == "AFR_DENY_BOTH":
         return 0, json.dumps({"decision": "deny", "reason": reason, **specific}), ""
-    if marker == "AFR_DENY_BLOCK_BOTH":
+    if marker == "AFR_BLOCK_BOTH":
         return 0, json.dumps({"decision": "block", "reason": reason, **specific}), ""
     if marker == "AFR_EXIT1":
         return 1, "", reason
@@ -91,7 +91,7 @@ def deny_answer(cli: str, event: str, marker: str, reason: str) -> tuple[int, st
 
 
 MARKERS = (
-    "AFR_BLOCK_EXIT2", "AFR_DENY_SPECIFIC", "AFR_DENY_EXTRA", "AFR_DENY_TOPLEVEL", "AFR_DENY_BLOCK_BOTH",
+    "AFR_BLOCK_EXIT2", "AFR_DENY_SPECIFIC", "AFR_DENY_EXTRA", "AFR_DENY_TOPLEVEL", "AFR_BLOCK_BOTH",
     "AFR_DENY_BLOCK", "AFR_DENY_BOTH", "AFR_EXIT1", "AFR_SLOW_HOOK",
 )
 
@@ -124,7 +124,7 @@ def main() -> int:
         tool_input = json.dumps(payload.get("tool_input"))
         marker = next((m for m in MARKERS if m in tool_input), None)
     if marker and marker != "AFR_SLOW_HOOK":
-        code, stdout, stderr = deny_answer(cli, name, marker, f"blocked by the capture hook ({marker})")
+        code, stdout, stderr = deny_answer(name, marker, f"blocked by the capture hook ({marker})")
     record["answer"] = {"marker": marker, "exit": code, "stdout": stdout, "stderr": stderr}
     with open(out_path, "a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")

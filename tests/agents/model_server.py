@@ -8,6 +8,7 @@ Standard library only. Each turn of the script is one CLI-neutral tool call or t
     {"write": {"path": "a.txt", "content": "hello\\n"}}
     {"edit": {"path": "a.txt", "old": "hello", "new": "bye"}}     # Codex: whole lines
     {"mcp": {"server": "fs", "tool": "read_text_file", "args": {"path": "/abs/a.txt"}}}
+    {"agent": {"prompt": "...", "turns": [...]}}   # a sub-agent with its own turns
     {"text": "done"}
 
 A script file is either a list of turns or {"turns": [...]}. Relative paths in write/edit are
@@ -18,12 +19,21 @@ The server advances one step when the result of the previous step comes back: ea
 main request is remembered, and a main request carrying N tool results gets step N (a retry of
 an earlier request gets the same answer again). One script turn may take two steps: an MCP
 call is preceded by Claude Code's ToolSearch (when the MCP tool is deferred) and by Codex's
-tool_search_call. Side requests (titles, token counts, classifiers) get answers that keep the
-CLI going without moving the script.
+tool_search_call. Side requests get answers that keep the CLI going without moving the script;
+as configured by agents.py the only one seen is Codex's POST /v1/analytics/codex/turn-costs
+(Claude Code makes none with CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, Gemini CLI none with a
+fixed model); count_tokens, generateContent and the next-speaker / routing schemas are answered
+in case.
+
+A sub-agent turn calls Claude Code's Agent tool (foreground, general-purpose), Codex's
+multi_agent_v1 spawn_agent then wait_agent (offered with model "gpt-5-codex", not "gpt-5.5") or
+Gemini CLI's invoke_agent (generalist); its prompt opens with AFR_SUBAGENT-<turn index>, which
+tells the sub-agent's own requests apart: they follow the agent's turns (Gemini CLI's sub-agent
+ends with complete_task). A Codex model without those tools gets plain text for the turn.
 
 APIs spoken:
 - Anthropic Messages, streaming SSE: POST /v1/messages (Claude Code), plus count_tokens;
-- OpenAI Responses, streaming SSE: POST /v1/responses (Codex), plus GET /v1/models;
+- OpenAI Responses, streaming SSE: POST /v1/responses (Codex);
 - Gemini: POST /v1beta/models/M:streamGenerateContent?alt=sse, :generateContent,
   :countTokens (Gemini CLI).
 
@@ -38,10 +48,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -51,19 +63,46 @@ from otlp_sink import read_body  # noqa: E402 - the same chunked/Content-Length 
 Turn = dict[str, Any]
 
 
+KINDS = ("shell", "write", "edit", "mcp", "agent", "text")
+SUBAGENT_MARK = "AFR_SUBAGENT-"
+
+
+def check_turns(turns: list[Turn], where: str = "turn") -> list[Turn]:
+    for i, turn in enumerate(turns):
+        if not isinstance(turn, dict) or len(turn.keys() & set(KINDS)) != 1:
+            raise ValueError(f"{where} {i}: want exactly one of {', '.join(KINDS)}: {turn!r}")
+        if "agent" in turn:
+            check_turns(turn["agent"].get("turns", []), f"{where} {i} agent turn")
+    return turns
+
+
 def load_script(path: str) -> list[Turn]:
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
-    turns = data["turns"] if isinstance(data, dict) else data
-    for i, turn in enumerate(turns):
-        if not isinstance(turn, dict) or len(turn.keys() & {"shell", "write", "edit", "mcp", "text"}) != 1:
-            raise ValueError(f"turn {i}: want exactly one of shell, write, edit, mcp, text: {turn!r}")
-    return turns
+    return check_turns(data["turns"] if isinstance(data, dict) else data)
+
+
+def subagent_prompt(index: int, turn: Turn) -> str:
+    """The prompt of the sub-agent of turn `index`; its marker tells its requests apart."""
+    return f"{SUBAGENT_MARK}{index}: {turn['agent'].get('prompt', 'Run the scripted sub-task.')}"
 
 
 def _sse(event: str | None, data: Any) -> bytes:
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+@dataclass(frozen=True)
+class Step:
+    """One answer of the script, with the seed of its ids and its time, fixed when first given."""
+
+    answer: Any
+    seed: str
+    created: int
+
+
+def side_step(answer: Any) -> Step:
+    return Step(answer, uuid.uuid4().hex[:24], int(time.time()))
 
 
 class Script:
@@ -83,29 +122,38 @@ class Script:
             return os.path.join(self.cwd, p)
         return p
 
-    def final_text(self) -> str:
-        for turn in reversed(self.turns):
-            if "text" in turn:
-                return str(turn["text"])
-        return "done"
+    def conversation(self, api: str, first_user_text: str) -> tuple[str, list[Turn]]:
+        """(state key, turns) of a request: the main script, or the turns of a sub-agent whose
+        marker (subagent_prompt) opens the conversation."""
+        m = re.search(re.escape(SUBAGENT_MARK) + r"(\d+)", first_user_text or "")
+        if m:
+            i = int(m.group(1))
+            if i < len(self.turns) and "agent" in self.turns[i]:
+                return f"{api}/agent{i}", self.turns[i]["agent"].get("turns") or [{"text": "sub-agent done"}]
+        return api, self.turns
 
-    def step(self, api: str, n_results: int, plan) -> Any:
-        """The answer for a main request carrying n_results tool results.
+    def step(self, key: str, turns: list[Turn], n_results: int, plan) -> Any:
+        """The answer for a request of conversation `key` carrying n_results tool results.
 
-        plan(turn, sub) -> (answer, more): the answer for sub-step `sub` of `turn` (None for a
-        turn past the end), and whether the turn has another sub-step after it.
+        plan(turn, sub, index) -> (answer, more): the answer for sub-step `sub` of `turn`, the
+        turn at `index` (None past the end: then the last text turn), and whether the turn has
+        another sub-step after it.
         """
         with self.lock:
-            steps = self.steps.setdefault(api, [])
+            steps = self.steps.setdefault(key, [])
             if n_results < len(steps):
-                return steps[n_results]
-            ti, sub = self.cursor.get(api, (0, 0))
-            turn = self.turns[ti] if ti < len(self.turns) else None
-            answer, more = plan(turn, sub)
-            if turn is not None:
-                self.cursor[api] = (ti, sub + 1) if more else (ti + 1, 0)
-            steps.append(answer)
-            return answer
+                return steps[n_results]  # a retry: the same answer, the same ids
+            ti, sub = self.cursor.get(key, (0, 0))
+            turn = turns[ti] if ti < len(turns) else None
+            if turn is None:
+                turn = next((t for t in reversed(turns) if "text" in t), {"text": "done"})
+                answer, _ = plan(turn, 0, ti)
+            else:
+                answer, more = plan(turn, sub, ti)
+                self.cursor[key] = (ti, sub + 1) if more else (ti + 1, 0)
+            step = Step(answer, uuid.uuid4().hex[:24], int(time.time()))
+            steps.append(step)
+            return step
 
 
 # --- tool name resolution from the tools a request declares ------------------------------------
@@ -157,12 +205,29 @@ def anthropic_n_results(body: dict) -> int:
     return n
 
 
+def anthropic_first_user_text(body: dict) -> str:
+    for m in body.get("messages", []):
+        if m.get("role") == "user":
+            c = m.get("content")
+            if isinstance(c, str):
+                return c
+            return "\n".join(b.get("text", "") for b in c or [] if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
 def anthropic_plan(script: Script, body: dict):
     declared = [t.get("name") for t in body.get("tools") or []]
 
-    def plan(turn: Turn | None, sub: int):
-        if turn is None or "text" in turn:
-            return ("text", script.final_text() if turn is None else str(turn["text"])), False
+    def plan(turn: Turn, sub: int, index: int):
+        if "text" in turn:
+            return ("text", str(turn["text"])), False
+        if "agent" in turn:
+            return ("tool", "Agent", {
+                "description": "scripted sub-agent",
+                "prompt": subagent_prompt(index, turn),
+                "subagent_type": turn["agent"].get("type", "general-purpose"),
+                "run_in_background": False,
+            }), False
         if "shell" in turn:
             return ("tool", "Bash", {"command": turn["shell"], "description": "scripted shell command"}), False
         if "write" in turn:
@@ -184,8 +249,9 @@ def anthropic_plan(script: Script, body: dict):
     return plan
 
 
-def anthropic_stream(model: str, answer: tuple) -> bytes:
-    msg_id = "msg_" + uuid.uuid4().hex[:24]
+def anthropic_stream(model: str, step: Step) -> bytes:
+    answer = step.answer
+    msg_id = "msg_" + step.seed
     usage = {"input_tokens": 10, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
     out = [
         _sse(
@@ -211,7 +277,7 @@ def anthropic_stream(model: str, answer: tuple) -> bytes:
         stop = "end_turn"
     else:
         _, name, tool_input = answer
-        tool_id = "toolu_" + uuid.uuid4().hex[:24]
+        tool_id = "toolu_" + step.seed
         out.append(
             _sse(
                 "content_block_start",
@@ -255,6 +321,33 @@ def openai_tool_names(body: dict) -> list[str]:
     return names
 
 
+def openai_first_user_text(body: dict) -> str:
+    texts = []
+    for it in body.get("input") or []:
+        if isinstance(it, dict) and it.get("type") == "message" and it.get("role") == "user":
+            c = it.get("content")
+            texts += [c] if isinstance(c, str) else [p.get("text", "") for p in c or [] if isinstance(p, dict)]
+    return "\n".join(texts)
+
+
+def openai_last_agent_id(body: dict) -> str:
+    """The agent id in the output of the last spawn_agent call (its JSON, or the first id-like word)."""
+    for it in reversed(body.get("input") or []):
+        if isinstance(it, dict) and it.get("type") == "function_call_output":
+            out = it.get("output")
+            text = out if isinstance(out, str) else json.dumps(out)
+            try:
+                obj = json.loads(text)
+                for k in ("agent_id", "id", "target"):
+                    if isinstance(obj, dict) and obj.get(k):
+                        return str(obj[k])
+            except ValueError:
+                pass
+            m = re.search(r"[0-9a-f]{8}-[0-9a-f-]{27,}", text)
+            return m.group(0) if m else text.strip()
+    return ""
+
+
 def openai_plan(script: Script, body: dict):
     declared = openai_tool_names(body)
 
@@ -268,9 +361,15 @@ def openai_plan(script: Script, body: dict):
             args = {"command": ["bash", "-lc", cmd]}
         return {"type": "function_call", "name": name, "arguments": json.dumps(args)}
 
-    def plan(turn: Turn | None, sub: int):
-        if turn is None or "text" in turn:
-            text = script.final_text() if turn is None else str(turn["text"])
+    def plan(turn: Turn, sub: int, index: int):
+        if "agent" in turn and "spawn_agent" in declared:
+            if sub == 0:
+                args = {"message": subagent_prompt(index, turn)}
+                return {"type": "function_call", "name": "spawn_agent", "namespace": "multi_agent_v1", "arguments": json.dumps(args)}, True
+            return {"type": "function_call", "name": "wait_agent", "namespace": "multi_agent_v1",
+                    "arguments": json.dumps({"targets": [openai_last_agent_id(body)], "timeout_ms": 30000})}, False
+        if "text" in turn or "agent" in turn:  # no multi_agent_v1 tools: no sub-agent
+            text = str(turn.get("text", "(this model has no sub-agent tools)"))
             return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": []}]}, False
         if "shell" in turn:
             return shell_call(turn["shell"]), False
@@ -298,14 +397,14 @@ def openai_plan(script: Script, body: dict):
     return plan
 
 
-def openai_stream(model: str, item: dict) -> bytes:
-    resp_id = "resp_" + uuid.uuid4().hex[:24]
-    item = dict(item)
-    item.setdefault("id", ("msg_" if item["type"] == "message" else "fc_") + uuid.uuid4().hex[:24])
+def openai_stream(model: str, step: Step) -> bytes:
+    resp_id = "resp_" + step.seed
+    item = dict(step.answer)
+    item.setdefault("id", ("msg_" if item["type"] == "message" else "fc_") + step.seed)
     if item["type"] != "message":
-        item.setdefault("call_id", "call_" + uuid.uuid4().hex[:24])
+        item.setdefault("call_id", "call_" + step.seed)
     item.setdefault("status", "completed")
-    base = {"id": resp_id, "object": "response", "created_at": int(time.time()), "model": model}
+    base = {"id": resp_id, "object": "response", "created_at": step.created, "model": model}
     out = [
         _sse("response.created", {"type": "response.created", "response": {**base, "status": "in_progress", "output": []}}),
         _sse("response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "item": item}),
@@ -350,12 +449,24 @@ def gemini_tool_names(body: dict) -> list[str]:
     return names
 
 
+def gemini_first_user_text(body: dict) -> str:
+    for c in body.get("contents", []):
+        if c.get("role") == "user":
+            return "\n".join(p.get("text", "") for p in c.get("parts", []) if isinstance(p, dict))
+    return ""
+
+
 def gemini_plan(script: Script, body: dict):
     declared = gemini_tool_names(body)
 
-    def plan(turn: Turn | None, sub: int):
-        if turn is None or "text" in turn:
-            return {"text": script.final_text() if turn is None else str(turn["text"])}, False
+    def plan(turn: Turn, sub: int, index: int):
+        if "text" in turn:
+            if "complete_task" in declared:  # a sub-agent ends by calling complete_task
+                return {"functionCall": {"name": "complete_task", "args": {"result": {"response": str(turn["text"])}}}}, False
+            return {"text": str(turn["text"])}, False
+        if "agent" in turn:
+            args = {"agent_name": turn["agent"].get("type", "generalist"), "prompt": subagent_prompt(index, turn)}
+            return {"functionCall": {"name": "invoke_agent", "args": args}}, False
         if "shell" in turn:
             return {"functionCall": {"name": "run_shell_command", "args": {"command": turn["shell"], "description": "scripted shell command"}}}, False
         if "write" in turn:
@@ -381,12 +492,12 @@ def gemini_plan(script: Script, body: dict):
     return plan
 
 
-def gemini_chunk(model: str, part: dict) -> dict:
+def gemini_chunk(model: str, step: Step) -> dict:
     return {
-        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "candidates": [{"content": {"role": "model", "parts": [step.answer]}, "finishReason": "STOP", "index": 0}],
         "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
         "modelVersion": model,
-        "responseId": uuid.uuid4().hex[:20],
+        "responseId": step.seed[:20],
     }
 
 
@@ -439,7 +550,7 @@ class ModelServer(ThreadingHTTPServer):
 
     def __init__(self, turns: list[Turn], log_path: str | None = None, cwd: str | None = None, port: int = 0) -> None:
         super().__init__(("127.0.0.1", port), Handler)
-        self.script = Script(turns, cwd)
+        self.script = Script(check_turns(turns), cwd)
         self.log_path = log_path
         self.log_lock = threading.Lock()
         self.thread: threading.Thread | None = None
@@ -475,31 +586,34 @@ class ModelServer(ThreadingHTTPServer):
         if path.endswith("/v1/messages"):
             model = body.get("model", "claude")
             if anthropic_is_main(body):
-                answer = s.step("anthropic", anthropic_n_results(body), anthropic_plan(s, body))
+                key, turns = s.conversation("anthropic", anthropic_first_user_text(body))
+                step = s.step(key, turns, anthropic_n_results(body), anthropic_plan(s, body))
                 kind = "anthropic.main"
             else:
-                answer = ("text", anthropic_side_text(body))
+                step = side_step(("text", anthropic_side_text(body)))
                 kind = "anthropic.side"
             if body.get("stream"):
-                h._send(200, "text/event-stream", anthropic_stream(model, answer))
+                h._send(200, "text/event-stream", anthropic_stream(model, step))
             else:
-                h._json(anthropic_message(model, answer))
+                h._json(anthropic_message(model, step))
             return kind
         if path.endswith("/responses"):
             model = body.get("model", "gpt")
-            item = s.step("openai", openai_n_results(body), openai_plan(s, body))
-            h._send(200, "text/event-stream", openai_stream(model, item))
+            key, turns = s.conversation("openai", openai_first_user_text(body))
+            step = s.step(key, turns, openai_n_results(body), openai_plan(s, body))
+            h._send(200, "text/event-stream", openai_stream(model, step))
             return "openai.main"
         if ":streamGenerateContent" in path or ":generateContent" in path:
             model = path.split("/models/")[-1].split(":")[0]
             streaming = ":streamGenerateContent" in path
             if streaming and body.get("tools"):
-                part = s.step("gemini", gemini_n_results(body), gemini_plan(s, body))
+                key, turns = s.conversation("gemini", gemini_first_user_text(body))
+                step = s.step(key, turns, gemini_n_results(body), gemini_plan(s, body))
                 kind = "gemini.main"
             else:
-                part = {"text": gemini_side_text(body)}
+                step = side_step({"text": gemini_side_text(body)})
                 kind = "gemini.side"
-            chunk = gemini_chunk(model, part)
+            chunk = gemini_chunk(model, step)
             if streaming:
                 h._send(200, "text/event-stream", f"data: {json.dumps(chunk)}\r\n\r\n".encode())
             else:
@@ -513,12 +627,13 @@ class ModelServer(ThreadingHTTPServer):
         return "other"
 
 
-def anthropic_message(model: str, answer: tuple) -> dict:
+def anthropic_message(model: str, step: Step) -> dict:
+    answer = step.answer
     content = [{"type": "text", "text": answer[1]}] if answer[0] == "text" else [
-        {"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:24], "name": answer[1], "input": answer[2]}
+        {"type": "tool_use", "id": "toolu_" + step.seed, "name": answer[1], "input": answer[2]}
     ]
     return {
-        "id": "msg_" + uuid.uuid4().hex[:24],
+        "id": "msg_" + step.seed,
         "type": "message",
         "role": "assistant",
         "model": model,
@@ -530,12 +645,14 @@ def anthropic_message(model: str, answer: tuple) -> dict:
 
 
 def anthropic_side_text(body: dict) -> str:
-    """Side requests of Claude Code (titles, topic checks): short text, JSON where asked."""
+    """A request without the Bash tool (titles, topic checks; none seen with nonessential
+    traffic off): a short text."""
     return "Scripted session"
 
 
 def gemini_side_text(body: dict) -> str:
-    """Side requests of Gemini CLI (next-speaker check, routing): JSON where a schema is asked."""
+    """A request without tools or not streamed (next-speaker check, routing; none seen with a
+    fixed model): JSON where a schema is asked. The shapes are unmeasured guesses."""
     cfg = body.get("generationConfig") or {}
     schema = cfg.get("responseJsonSchema") or cfg.get("responseSchema")
     if schema:
