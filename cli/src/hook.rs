@@ -72,20 +72,25 @@ pub fn hook(dir: &Path, a: &HookArgs) -> ExitCode {
         (Err(e), _) => block_or_warn(a, &format!("afr hook: standard input: {e}")),
         // A policy that cannot be read blocks every call (never silently allows).
         (_, Err(e)) => block_or_warn(a, &format!("afr hook: {e}")),
-        (Ok(_), Ok(policy)) => afr_hook::run(
-            &HookOptions {
-                dir: dir.to_owned(),
-                agent: a.agent.agent(),
-                policy,
-                fail_open: a.fail_open,
-                approval_timeout: Duration::from_secs(a.approval_timeout),
-                mcp_wrapped: a.mcp_wrapped.clone(),
-                no_server: crate::mcp::no_server(),
-                recorder: None,
-                context: afr_hook::Context::of_this_process(a.agent.agent()),
-            },
-            &input,
-        ),
+        // A hook that crashes lets the call run in all three CLIs (only exit 2 blocks): a panic
+        // is answered like any other failure to record, blocked unless failing open.
+        (Ok(_), Ok(policy)) => std::panic::catch_unwind(|| {
+            afr_hook::run(
+                &HookOptions {
+                    dir: dir.to_owned(),
+                    agent: a.agent.agent(),
+                    policy,
+                    fail_open: a.fail_open,
+                    approval_timeout: Duration::from_secs(a.approval_timeout),
+                    mcp_wrapped: a.mcp_wrapped.clone(),
+                    no_server: crate::mcp::no_server(),
+                    recorder: None,
+                    context: afr_hook::Context::of_this_process(a.agent.agent()),
+                },
+                &input,
+            )
+        })
+        .unwrap_or_else(|_| block_or_warn(a, "afr hook: an internal error (see above)")),
     };
     if !answer.stdout.is_empty() {
         let mut out = std::io::stdout().lock();

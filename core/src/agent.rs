@@ -118,7 +118,7 @@ pub fn category(agent: Agent, tool: &str) -> Category {
         | "web_fetch"
         | "google_web_search"
         | "view_image" => Category::Retrieval,
-        "Task" | "Agent" => Category::Delegation,
+        "Task" | "Agent" | "spawn_agent" => Category::Delegation,
         _ => Category::Other,
     }
 }

@@ -421,8 +421,12 @@ pub fn provenance(
             .agent_type
             .clone()
             .or_else(|| state.subagents.get(id).cloned());
+        let by = state
+            .delegated_by
+            .get(id)
+            .map_or(String::new(), |c| format!(", call {c}"));
         ev.delegation_provenance = Some(DelegationProvenance {
-            delegating_agent: Some(format!("{} session {}", agent.name(), input.session)),
+            delegating_agent: Some(format!("{} session {}{by}", agent.name(), input.session)),
             on_behalf_of: Some(match kind {
                 Some(k) => format!("subagent {id} ({k})"),
                 None => format!("subagent {id}"),

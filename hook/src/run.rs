@@ -222,6 +222,16 @@ impl Hook<'_> {
             Ok(n) => n,
             Err(e) => return self.unrecorded(&format!("the session file: {e}")),
         };
+        // A call that starts a subagent: the subagent's calls name it.
+        if afr_core::agent::category(self.agent(), self.tool()) == afr_core::Category::Delegation
+            && let (Some(id), Ok(mut l)) = (
+                &self.input.call_id,
+                session::lock(&self.o.dir, self.agent(), &self.input.session),
+            )
+        {
+            l.state.delegating = Some((self.tool().to_owned(), id.clone()));
+            let _ = l.save(false);
+        }
         let state = session::read(&self.o.dir, self.agent(), &self.input.session);
         let inline = Capture::inline(self.agent().via());
         match verdict {
@@ -599,6 +609,11 @@ impl Hook<'_> {
                 id.clone(),
                 self.input.agent_type.clone().unwrap_or_default(),
             );
+            if let Some((tool, call)) = l.state.delegating.take() {
+                l.state
+                    .delegated_by
+                    .insert(id.clone(), format!("{tool} {call}"));
+            }
             let _ = l.save(false);
         }
         Answer::go_on()

@@ -52,6 +52,13 @@ pub struct State {
     /// Subagents started in the session: id -> type.
     #[serde(default)]
     pub subagents: BTreeMap<String, String>,
+    /// The call that is starting a subagent now (Claude Code `Agent`/`Task`, Codex
+    /// `spawn_agent`): its tool and call id, taken by the next `SubagentStart`.
+    #[serde(default)]
+    pub delegating: Option<(String, String)>,
+    /// Subagents started in the session: id -> the delegating call, `<tool> <call id>`.
+    #[serde(default)]
+    pub delegated_by: BTreeMap<String, String>,
     /// Gemini CLI: `BeforeTool` hooks seen per call content ([`content_id`]).
     #[serde(default)]
     pub started: BTreeMap<String, u64>,

@@ -317,3 +317,61 @@ fn an_unreachable_recorder_blocks_unless_failing_open() {
     o.fail_open = false;
     assert_eq!(run(&o, b"not json").code, 2);
 }
+
+#[test]
+fn a_subagents_calls_name_the_call_that_started_it() {
+    for agent in [Agent::ClaudeCode, Agent::Codex] {
+        let d = store();
+        let o = options(d.path(), agent);
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/fixtures/{}-subagent.jsonl", agent.name()));
+        let payloads: Vec<Value> = std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let starter = payloads
+            .iter()
+            .find(|p| {
+                p["hook_event_name"] == "PreToolUse"
+                    && afr_core::agent::category(agent, p["tool_name"].as_str().unwrap())
+                        == afr_core::Category::Delegation
+            })
+            .unwrap()
+            .clone();
+        for p in &payloads {
+            assert_eq!(run(&o, p.to_string().as_bytes()).code, 0, "{p}");
+        }
+        let ev = events(d.path());
+        let inner: Vec<&Value> = ev
+            .iter()
+            .filter(|e| e["intent"]["tool"] == "Bash")
+            .collect();
+        assert_eq!(inner.len(), 1, "{ev:#?}");
+        let session = starter["session_id"].as_str().unwrap();
+        let lane = inner[0]["lane"].as_str().unwrap();
+        assert!(
+            lane.starts_with(&format!("{session}/")) || lane.starts_with("h:"),
+            "{lane}"
+        );
+        let by = inner[0]["delegation_provenance"]["delegating_agent"]
+            .as_str()
+            .unwrap();
+        assert!(
+            by.ends_with(&format!(
+                "call {} {}",
+                starter["tool_name"].as_str().unwrap(),
+                starter["tool_use_id"].as_str().unwrap()
+            )),
+            "{by}"
+        );
+        assert!(
+            inner[0]["delegation_provenance"]["on_behalf_of"]
+                .as_str()
+                .unwrap()
+                .starts_with("subagent ")
+        );
+        let started = tool_events(&ev, starter["tool_name"].as_str().unwrap());
+        assert_eq!(started[0]["category"], "delegation");
+    }
+}
