@@ -379,6 +379,44 @@ pub fn call_event(
     ev
 }
 
+/// The code the agent works on: the git work tree holding `cwd` (its top directory) and the
+/// commit checked out, read from `.git` without running git; else the working directory
+/// itself, no commit.
+pub fn workspace(cwd: &Path) -> (Option<String>, Option<String>) {
+    let shown = |p: &Path| Some(p.display().to_string());
+    let Some(top) = cwd.ancestors().take(32).find(|d| d.join(".git").exists()) else {
+        return (shown(cwd), None);
+    };
+    let git = top.join(".git");
+    // A worktree or submodule: `.git` is a file naming the real directory.
+    let git = match std::fs::read_to_string(&git) {
+        Ok(t) => match t.strip_prefix("gitdir:") {
+            Some(d) => top.join(d.trim()),
+            None => git,
+        },
+        Err(_) => git,
+    };
+    let head = std::fs::read_to_string(git.join("HEAD")).unwrap_or_default();
+    let head = head.trim();
+    let commit = match head.strip_prefix("ref:").map(str::trim) {
+        None => Some(head.to_owned()),
+        Some(r) => std::fs::read_to_string(git.join(r))
+            .ok()
+            .map(|c| c.trim().to_owned())
+            .or_else(|| {
+                // Packed refs: `<hash> <ref>` lines.
+                std::fs::read_to_string(git.join("packed-refs"))
+                    .ok()
+                    .and_then(|p| {
+                        p.lines()
+                            .find_map(|l| l.strip_suffix(r).map(|h| h.trim().to_owned()))
+                    })
+            }),
+    }
+    .filter(|c| (7..=64).contains(&c.len()) && c.bytes().all(|b| b.is_ascii_hexdigit()));
+    (shown(top), commit)
+}
+
 /// Code, context and delegation provenance of an event of the session.
 pub fn provenance(
     agent: Agent,
@@ -387,10 +425,16 @@ pub fn provenance(
     ev: &mut EventInput,
     capture: Capture,
 ) {
+    let (repository, commit) = input
+        .cwd
+        .as_deref()
+        .map_or((None, None), |c| workspace(Path::new(c)));
     ev.code_provenance = Some(CodeProvenance {
         agent: Some(agent.name().to_owned()),
         agent_version: input.context.agent_version.clone(),
         model: input.model.clone().or_else(|| state.model.clone()),
+        repository,
+        commit,
         capture: Some(capture),
         ..CodeProvenance::default()
     });
@@ -440,6 +484,35 @@ pub fn provenance(
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+
+    #[test]
+    fn the_workspace_is_the_git_work_tree_and_its_commit() {
+        let d = tempfile::tempdir().unwrap();
+        let sub = d.path().join("src/deep");
+        std::fs::create_dir_all(&sub).unwrap();
+        assert_eq!(workspace(&sub), (Some(sub.display().to_string()), None));
+        std::fs::create_dir_all(d.path().join(".git/refs/heads")).unwrap();
+        std::fs::write(d.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let c = "0123456789abcdef0123456789abcdef01234567";
+        std::fs::write(
+            d.path().join(".git/packed-refs"),
+            format!("# pack-refs\n{c} refs/heads/main\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            workspace(&sub),
+            (Some(d.path().display().to_string()), Some(c.to_owned()))
+        );
+        std::fs::write(
+            d.path().join(".git/refs/heads/main"),
+            "fedcba9876543210fedcba9876543210fedcba98\n",
+        )
+        .unwrap();
+        assert_eq!(
+            workspace(&sub).1.as_deref(),
+            Some("fedcba9876543210fedcba9876543210fedcba98")
+        );
+    }
 
     #[test]
     fn diffs_are_one_hunk_of_what_changed() {

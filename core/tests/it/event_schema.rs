@@ -389,8 +389,8 @@ fn schema_and_parser_agree_on_variations_of_a_maximal_event() {
     }
     // The maximal event names every property: 12 + 2 + 4 + 5 + 4 + 8 + 3 + 4 + 2 + 3 + 6 + 5 +
     // 4 + 2 (parent_event and one delegated_to entry) + 1 (parent_event.to) + 1 + 3
-    // (delegated_to[0].answers and its members).
-    assert_eq!(fields, 69);
+    // (delegated_to[0].answers and its members) + 3 (code_provenance.capture and its members).
+    assert_eq!(fields, 72);
     // Enum values, limits and patterns.
     let edits: Vec<(&str, Value)> = Category::NAMES
         .iter()
@@ -407,6 +407,12 @@ fn schema_and_parser_agree_on_variations_of_a_maximal_event() {
                 .iter()
                 .chain(&["maybe"])
                 .map(|c| ("/human_approval/decision", json!(c))),
+        )
+        .chain(
+            afr_core::event::CaptureStrength::NAMES
+                .iter()
+                .chain(&["Inline", "self-reported"])
+                .map(|c| ("/code_provenance/capture/strength", json!(c))),
         )
         .chain([
             ("/lane", json!("x".repeat(64))),
