@@ -1,13 +1,15 @@
-//! `afr bench hook`: what `afr hook claude-code` adds to each tool call of a coding agent,
-//! spawn to exit, beside a no-op hook in the same run.
+//! `afr bench hook`: what the hook `afr setup` configures (the thin client `afr-hook`, else
+//! `afr hook`) adds to each tool call of a coding agent, spawn to exit, beside `afr hook`
+//! in-process and a no-op hook, in the same run.
 //!
 //! A CLI runs its hook as a new process per event, on the agent's critical path: once before
 //! the tool runs (`PreToolUse`: the policy, the journal entry synced) and once after
 //! (`PostToolUse`: the complete event recorded durably through `afr serve`). The bench runs a
 //! real `afr serve` on a fresh store with a policy file, then for each call spawns
-//! `afr hook claude-code --policy F` twice (pre, then post) with the call's JSON on standard
-//! input, waiting for each to exit, exactly as Claude Code does; and, interleaved call by call,
-//! the no-op hook `/bin/true` the same way (the cost of spawning any hook). Per call it reports
+//! `afr-hook --dir D hook claude-code --policy F` twice (pre, then post) with the call's JSON
+//! on standard input, waiting for each to exit, exactly as Claude Code does; and, interleaved
+//! call by call, `afr hook` the same way, and the no-op hook `/bin/true` (the cost of spawning
+//! any hook). Per call it reports
 //! the time of both hooks together; the added cost is the difference of the percentiles.
 //! At the end the store must hold one event per call.
 
@@ -193,23 +195,31 @@ pub fn run(b: &HookBench) -> Result<ExitCode> {
             "afr bench hook: {} tool calls, each a PreToolUse and a PostToolUse hook spawned to exit (afr serve running)",
             b.calls
         );
-        println!(
-            "  afr hook claude-code  median {:>8.3} ms  p99 {:>8.3} ms",
-            h.median_ms, h.p99_ms
+        let row = |name: &str, x: &Side| {
+            println!(
+                "  {name:<26} median {:>8.3} ms  p99 {:>8.3} ms",
+                x.median_ms, x.p99_ms
+            );
+        };
+        row(
+            if thin.is_some() {
+                "afr-hook (thin client)"
+            } else {
+                "afr hook"
+            },
+            &h,
         );
+        row("afr hook (in-process)", &f);
+        row("no-op hook (true)", &n);
         println!(
-            "  no-op hook (true)     median {:>8.3} ms  p99 {:>8.3} ms",
-            n.median_ms, n.p99_ms
-        );
-        println!(
-            "  added per tool call    median {:>8.3} ms  p99 {:>8.3} ms  (target p99 <= {TARGET_P99_ADDED_MS} ms: {})",
+            "  {:<26} median {:>8.3} ms  p99 {:>8.3} ms  (target p99 <= {TARGET_P99_ADDED_MS} ms: {})",
+            "added per tool call",
             added.median_ms,
             added.p99_ms,
             if met { "met" } else { "NOT met" }
         );
         if let Some(e) = events {
             println!("  store: {e} events, one per call");
-            let _ = &f;
         }
     }
     Ok(ExitCode::SUCCESS)
