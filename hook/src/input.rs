@@ -23,6 +23,8 @@ pub enum Phase {
     Prompt,
     /// Claude Code asks whether a call may run: `PermissionRequest`.
     Permission,
+    /// Claude Code's permission prompt refused a call: `PermissionDenied`. It did not run.
+    PermissionDenied,
     /// A session starts: `SessionStart`.
     SessionStart,
     /// A session ends: `SessionEnd`.
@@ -44,6 +46,7 @@ impl Phase {
             (_, "PostToolUseFailure") => Phase::AfterToolFailure,
             (Agent::Gemini, "BeforeAgent") | (_, "UserPromptSubmit") => Phase::Prompt,
             (_, "PermissionRequest") => Phase::Permission,
+            (_, "PermissionDenied") => Phase::PermissionDenied,
             (_, "SessionStart") => Phase::SessionStart,
             (_, "SessionEnd") => Phase::SessionEnd,
             (_, "SubagentStart") => Phase::SubagentStart,
@@ -56,7 +59,11 @@ impl Phase {
     pub fn is_tool(self) -> bool {
         matches!(
             self,
-            Phase::BeforeTool | Phase::AfterTool | Phase::AfterToolFailure | Phase::Permission
+            Phase::BeforeTool
+                | Phase::AfterTool
+                | Phase::AfterToolFailure
+                | Phase::Permission
+                | Phase::PermissionDenied
         )
     }
 }
@@ -88,6 +95,9 @@ pub struct HookInput {
     pub prompt: Option<String>,
     /// The model, where the payload names one.
     pub model: Option<String>,
+    /// The MCP server of an MCP tool, as the CLI names it (Claude Code `mcp_server.name`,
+    /// Gemini CLI `mcp_context.server_name`).
+    pub mcp_server: Option<String>,
     /// The subagent's id, when the hook runs inside one.
     pub agent_id: Option<String>,
     /// The subagent's type.
@@ -238,6 +248,12 @@ pub fn parse(agent: Agent, bytes: &[u8]) -> Result<HookInput, InputError> {
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         }),
+        mcp_server: m
+            .get("mcp_server")
+            .and_then(|s| s.get("name").or(Some(s)))
+            .or_else(|| m.get("mcp_context").and_then(|c| c.get("server_name")))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         agent_id: text(&m, &["agent_id"]),
         agent_type: text(&m, &["agent_type", "subagent_type"]),
         duration_ms: m.get("duration_ms").and_then(Value::as_u64),

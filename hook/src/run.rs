@@ -121,6 +121,7 @@ pub fn run(o: &HookOptions, stdin: &[u8]) -> Answer {
         Phase::AfterTool | Phase::AfterToolFailure => h.after(),
         Phase::Prompt => h.prompt(),
         Phase::Permission => h.permission(),
+        Phase::PermissionDenied => h.permission_denied(),
         Phase::SessionStart => h.session_start(),
         Phase::SubagentStart => h.subagent_start(),
         Phase::SessionEnd | Phase::SubagentStop | Phase::Other => Answer::go_on(),
@@ -159,10 +160,21 @@ impl Hook<'_> {
         session::content_id(self.tool(), &self.input.tool_input)
     }
 
+    /// An MCP tool of a server behind `afr mcp wrap`: the gateway records and guards it.
     fn leave_alone(&self) -> bool {
-        self.agent()
-            .mcp_tool(self.tool())
-            .is_some_and(|(server, _)| self.o.mcp_wrapped.iter().any(|w| w == "*" || w == server))
+        let Some((parsed, _)) = self.agent().mcp_tool(self.tool()) else {
+            return false;
+        };
+        // The payload's own server name where it gives one (Gemini's `mcp_S_T` cannot be split
+        // when S holds `_`); else a wrapped name the tool name starts with.
+        let tool = self.tool();
+        self.o.mcp_wrapped.iter().any(|w| {
+            w == "*"
+                || self.input.mcp_server.as_deref() == Some(w.as_str())
+                || w == parsed
+                || tool.starts_with(&format!("mcp__{w}__"))
+                || (self.agent() == Agent::Gemini && tool.starts_with(&format!("mcp_{w}_")))
+        })
     }
 
     fn evaluate(&self) -> Option<Evaluation> {
@@ -617,6 +629,54 @@ impl Hook<'_> {
             let _ = l.save(false);
         }
         Answer::go_on()
+    }
+
+    /// Claude Code's permission prompt refused a call the hooks had allowed: its journaled
+    /// event is recorded as not run (no execution), and the entry removed.
+    fn permission_denied(&self) -> Answer {
+        if self.leave_alone() {
+            return Answer::go_on();
+        }
+        let (names, entry) = self.find_entry();
+        let Some((path, key, ev)) = entry else {
+            return Answer::go_on();
+        };
+        let mut ev = match parse_event(&ev) {
+            Ok(ev) => ev,
+            Err(e) => {
+                return Answer::warn(format!("afr hook: the journaled call is unreadable: {e}"));
+            }
+        };
+        ev.execution = None;
+        let reason = self
+            .input
+            .raw
+            .get("reason")
+            .and_then(Value::as_str)
+            .map_or(String::new(), |r| format!(": {r}"));
+        ev.effects = Some(error_effects(&format!(
+            "refused at {}'s permission prompt{reason}; the call did not run",
+            self.agent()
+        )));
+        match self.door().and_then(|mut d| self.record(&mut d, &ev, &key)) {
+            Ok(_) => {
+                journal::remove_one(&path);
+                Answer::go_on()
+            }
+            Err(e) => {
+                let _ = self.journal(
+                    &Names {
+                        key,
+                        tag: names.tag,
+                    },
+                    &ev,
+                    true,
+                );
+                Answer::warn(format!(
+                    "afr hook: the refusal waits in the hook journal: {e}"
+                ))
+            }
+        }
     }
 
     /// Claude Code's `PermissionRequest`: a call the policy denies is denied here too; a call a

@@ -154,6 +154,7 @@ fn events(agent: Agent) -> &'static [(&'static str, bool)] {
             ("PostToolUse", true),
             ("PostToolUseFailure", true),
             ("PermissionRequest", true),
+            ("PermissionDenied", true),
             ("UserPromptSubmit", false),
             ("SessionStart", false),
             ("SubagentStart", false),

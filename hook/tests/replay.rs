@@ -375,3 +375,57 @@ fn a_subagents_calls_name_the_call_that_started_it() {
         assert_eq!(started[0]["category"], "delegation");
     }
 }
+
+#[test]
+fn a_call_refused_at_the_permission_prompt_is_recorded_as_not_run() {
+    let d = store();
+    let o = options(d.path(), Agent::ClaudeCode);
+    let call = |event: &str| {
+        serde_json::json!({"session_id": "p1", "cwd": "/tmp", "hook_event_name": event,
+            "tool_name": "Bash", "tool_input": {"command": "git push --force"},
+            "tool_use_id": "toolu_p", "reason": "the user said no"})
+        .to_string()
+    };
+    assert_eq!(run(&o, call("PreToolUse").as_bytes()).code, 0);
+    assert_eq!(run(&o, call("PermissionDenied").as_bytes()).code, 0);
+    let ev = events(d.path());
+    assert_eq!(ev.len(), 1);
+    assert!(ev[0]["execution"].is_null());
+    assert_eq!(
+        ev[0]["effects"]["error"],
+        "refused at claude-code's permission prompt: the user said no; the call did not run"
+    );
+    assert!(
+        std::fs::read_dir(d.path().join(journal::HOOK))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}
+
+#[test]
+fn wrapped_mcp_servers_are_left_to_the_gateway_even_with_underscores() {
+    let d = store();
+    let mut o = options(d.path(), Agent::Gemini);
+    o.mcp_wrapped = vec!["my_fs".into()];
+    let call = |event: &str, tool: &str, server: &str| {
+        serde_json::json!({"session_id": "m1", "cwd": "/tmp", "hook_event_name": event,
+            "tool_name": tool, "tool_input": {"path": "/x"},
+            "mcp_context": {"server_name": server, "tool_name": "read_text_file"}})
+        .to_string()
+    };
+    for e in ["BeforeTool", "AfterTool"] {
+        assert_eq!(
+            run(&o, call(e, "mcp_my_fs_read_text_file", "my_fs").as_bytes()).code,
+            0
+        );
+        // Another server's tools are the hook's to record.
+        assert_eq!(
+            run(&o, call(e, "mcp_web_fetch_page", "web").as_bytes()).code,
+            0
+        );
+    }
+    let ev = events(d.path());
+    assert_eq!(ev.len(), 1, "{ev:#?}");
+    assert_eq!(ev[0]["intent"]["tool"], "mcp_web_fetch_page");
+}
