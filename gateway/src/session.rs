@@ -38,6 +38,14 @@ pub const MAX_SOURCES: usize = 32;
 /// outcome fits the recorder's event cap.
 pub const MAX_RECORDED_RESULT: usize = 512 * 1024;
 
+/// Room kept beside a result for the rest of `effects` (an error text, the truncation marker).
+const EFFECTS_SLACK: usize = 4 * 1024;
+
+/// The size of `event` as JSON.
+pub fn json_len(event: &EventInput) -> usize {
+    serde_json::to_vec(event).map_or(usize::MAX, |v| v.len())
+}
+
 /// A request the gateway waits an answer for.
 #[derive(Debug, Clone)]
 pub enum Pending {
@@ -370,7 +378,14 @@ impl Session {
             rv.remove("_meta");
             let rv = Value::Object(rv);
             let text = rv.to_string();
-            effects.return_value = if text.len() > MAX_RECORDED_RESULT {
+            // Whatever the event holds already (arguments, an approval), the result gets only
+            // the room left under the recorder's cap.
+            let room = MAX_RECORDED_RESULT.min(
+                afr_core::event::DEFAULT_MAX_EVENT_BYTES
+                    .saturating_sub(json_len(&record.event))
+                    .saturating_sub(EFFECTS_SLACK),
+            );
+            effects.return_value = if text.len() > room {
                 json!({"truncated": true, "bytes": text.len(), "sha256": sha256(text.as_bytes())})
             } else {
                 rv

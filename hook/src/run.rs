@@ -759,13 +759,24 @@ fn prompt(
     id: &str,
     timeout: Duration,
 ) -> String {
-    let args = serde_json::to_string_pretty(&capped(input.tool_input.clone())).unwrap_or_default();
+    let args = afr_gateway::gate::prompt_arguments(&input.tool_input);
     let exec = runs.execution.as_ref().map_or(String::new(), |x| {
         let shown = x
             .mutation
             .get("diff")
             .and_then(Value::as_str)
-            .map_or(String::new(), |d| format!("\n{d}"));
+            .map_or(String::new(), |d| {
+                let mut cut = d.len().min(afr_gateway::gate::MAX_PROMPT_ARGUMENTS);
+                while !d.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                let more = if cut < d.len() {
+                    "\n… (the diff goes on)"
+                } else {
+                    ""
+                };
+                format!("\n{}{more}", d.get(..cut).unwrap_or_default())
+            });
         format!("\nruns: {}{shown}", x.command)
     });
     let signed = if e.signed_by.is_empty() {

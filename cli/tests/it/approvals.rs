@@ -458,3 +458,64 @@ fn an_approver_reviews_the_full_arguments_of_a_call_recorded_by_their_hash() {
     assert!(r.get("error").is_some(), "{r}");
     c.finish();
 }
+
+/// #31, defect 1: arguments just under the 256 KiB cap, approved: the approval (its prompt shows
+/// the arguments, pretty-printed) must not push the event over the recorder's cap; the call
+/// runs and is recorded once, with its approval. The real memory server's `create_entities`
+/// takes nested lists, which pretty-print at three to four times their JSON size.
+#[test]
+fn an_approved_call_with_large_arguments_is_recorded() {
+    let (tmp, dir) = initialised();
+    let t = tmp.path();
+    let memory = t.join("memory.json");
+    let command = vec![
+        "env".to_owned(),
+        format!("MEMORY_FILE_PATH={}", memory.display()),
+        server_bin("mcp-server-memory").display().to_string(),
+    ];
+    let policy = write_policy(
+        &t.join("policy.toml"),
+        "[[rule]]\nid = \"memory-writes\"\ntool = \"create_entities\"\nverdict = \"escalate\"\n",
+    );
+    let mut c = Client::start(&dir, &["--policy", &policy], &command);
+    c.initialize();
+    let observations: Vec<String> = (0..60_000).map(|i| format!("{}", i % 10)).collect();
+    let args =
+        json!({"entities": [{"name": "big", "entityType": "test", "observations": observations}]});
+    let text = args.to_string();
+    assert!(
+        text.len() > 160 * 1024 && text.len() < 256 * 1024,
+        "{}",
+        text.len()
+    );
+    assert!(serde_json::to_string_pretty(&args).unwrap().len() > 3 * text.len());
+    c.send_raw(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "create_entities", "arguments": args}})
+        .to_string(),
+    );
+    let id = held_id(&dir);
+    ok(afr(&dir).args(["approve", &id, "--as", "reviewer"]));
+    let r = c.response(&json!(2));
+    assert!(r.get("result").is_some(), "{r}");
+    c.finish();
+    let ev = super::mcp::events(&dir);
+    let w: Vec<&serde_json::Value> = ev
+        .iter()
+        .filter(|e| e["intent"]["tool"] == "create_entities")
+        .collect();
+    assert_eq!(w.len(), 1, "the approved call was not recorded");
+    assert_eq!(w[0]["human_approval"]["decision"], "approved");
+    assert_eq!(w[0]["intent"]["args"], args);
+    let prompt = w[0]["human_approval"]["prompt"].as_str().unwrap();
+    assert!(
+        prompt.len() < 64 * 1024,
+        "the prompt is {} bytes",
+        prompt.len()
+    );
+    assert!(
+        prompt.contains("sha256:"),
+        "a capped prompt names the arguments' hash"
+    );
+    assert_eq!(afr_client::journal::waiting(&dir), 0);
+}

@@ -166,6 +166,16 @@ impl Gate {
                 }),
                 None => Ok(()),
             };
+            // The event must still fit the recorder, with room for a result, now that it holds
+            // the approval: else the call would run unrecorded.
+            let signed = signed.and_then(|()| {
+                let len = crate::session::json_len(&event);
+                if len + MIN_RESULT_ROOM > afr_core::event::DEFAULT_MAX_EVENT_BYTES {
+                    Err(SignatureRefused::TooLarge { bytes: len })
+                } else {
+                    Ok(())
+                }
+            });
             match signed {
                 Ok(()) => {
                     // When it ran: now, as it is forwarded (an approval's validity window is
@@ -412,6 +422,16 @@ pub enum SignatureRefused {
         /// Its approvers, by name.
         approvers: String,
     },
+    /// The approved call's event would be over the recorder's cap (with room for its result):
+    /// it is not forwarded.
+    #[error(
+        "the approved call's event would be {bytes} bytes with its approval, too close to the recorder's cap of {} bytes; not forwarded",
+        afr_core::event::DEFAULT_MAX_EVENT_BYTES
+    )]
+    TooLarge {
+        /// The event's size as JSON.
+        bytes: usize,
+    },
     /// The statement's nonce was claimed before: a replay.
     #[error("the approval's nonce {nonce} was used before: a replayed approval")]
     Replayed {
@@ -423,6 +443,9 @@ pub enum SignatureRefused {
     NonceNotDurable(approvals::QueueError),
 }
 
+/// Room an approved call's event must keep for its result under the recorder's cap.
+pub const MIN_RESULT_ROOM: usize = 16 * 1024;
+
 /// The guardrail under which the gateway records a refused approval signature.
 pub const SIGNED_APPROVAL_GUARDRAIL: &str = "signed-approval";
 
@@ -430,6 +453,31 @@ fn names(e: &Evaluation) -> String {
     let n: Vec<&str> = e.signed_by.iter().map(|a| a.name.as_str()).collect();
     n.join(", ")
 }
+
+/// The arguments as an approver's prompt shows them: pretty-printed, or, past
+/// [`MAX_PROMPT_ARGUMENTS`], their first part with their size and SHA-256 (`afr approve` shows
+/// a held call's arguments whole, and checks that hash).
+pub fn prompt_arguments(args: &Value) -> String {
+    let pretty = serde_json::to_string_pretty(args).unwrap_or_default();
+    if pretty.len() <= MAX_PROMPT_ARGUMENTS {
+        return pretty;
+    }
+    let text = args.to_string();
+    let mut cut = MAX_PROMPT_ARGUMENTS.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}… ({} bytes in all as JSON, {}; `afr approve` shows them whole)",
+        text.get(..cut).unwrap_or_default(),
+        text.len(),
+        crate::session::sha256(text.as_bytes())
+    )
+}
+
+/// Largest share of an approval prompt the arguments take (the prompt is recorded in the
+/// event, beside the arguments themselves).
+pub const MAX_PROMPT_ARGUMENTS: usize = 16 * 1024;
 
 /// The text an approver is shown, in the queue and in an elicitation; recorded verbatim as
 /// `human_approval.prompt`.
@@ -440,7 +488,7 @@ fn prompt(
     id: &str,
     timeout: Duration,
 ) -> String {
-    let args = serde_json::to_string_pretty(&call.args).unwrap_or_default();
+    let args = prompt_arguments(&call.args);
     let signed = if e.signed_by.is_empty() {
         String::new()
     } else {

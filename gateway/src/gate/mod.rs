@@ -659,6 +659,6 @@ fn write_deferred(gate: &Weak<Gate>) {
 mod held;
 
 pub use held::{
-    SIGNED_APPROVAL_GUARDRAIL, SignatureRefused, check_signed_approval, elicitation_request,
-    elicitation_ruling,
+    MAX_PROMPT_ARGUMENTS, SIGNED_APPROVAL_GUARDRAIL, SignatureRefused, check_signed_approval,
+    elicitation_request, elicitation_ruling, prompt_arguments,
 };
