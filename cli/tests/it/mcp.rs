@@ -249,10 +249,10 @@ pub(super) fn assert_text(v: &Value, needle: &str, whole: &Value) {
     );
 }
 
-/// Asserts that `r` is the JSON-RPC error -32004 of a call that was not approved (rejected,
+/// Asserts that `r` is the JSON-RPC error -32083 of a call that was not approved (rejected,
 /// timed out, or its signature refused), with `needle` in its message.
 pub(super) fn assert_not_approved(r: &Value, needle: &str) {
-    assert_eq!(r["error"]["code"], -32004, "{r}");
+    assert_eq!(r["error"]["code"], -32083, "{r}");
     assert_text(&r["error"]["message"], needle, r);
 }
 
@@ -420,7 +420,7 @@ reason = "writes only under notes/"
         "tools/call",
         json!({"name": "write_file", "arguments": {"path": bad, "content": "x"}}),
     );
-    assert_eq!(denied["error"]["code"], -32002, "{denied}");
+    assert_eq!(denied["error"]["code"], -32081, "{denied}");
     let msg = denied["error"]["message"].as_str().unwrap();
     assert!(
         msg.contains("no-other-writes") && msg.contains("writes only under notes/"),
@@ -475,7 +475,7 @@ fn mcp_wrap_server_killed_mid_call_records_outcome_unknown() {
     // The server is this test's grandchild, started through the gateway: killed by its PID.
     kill(pid.trim(), "-KILL");
     let answer = c.response(&json!(9));
-    assert_eq!(answer["error"]["code"], -32003, "{answer}");
+    assert_eq!(answer["error"]["code"], -32082, "{answer}");
     let (_, _, code) = c.finish();
     assert_ne!(code, Some(0));
 
@@ -542,7 +542,7 @@ fn mcp_wrap_fails_closed_without_a_recorder_and_fail_open_forwards() {
         if forwarded {
             assert_eq!(r["result"]["content"][0]["text"], "Echo: x");
         } else {
-            assert_eq!(r["error"]["code"], -32001, "{r}");
+            assert_eq!(r["error"]["code"], -32080, "{r}");
         }
     }
 }
@@ -555,7 +555,7 @@ fn mcp_wrap_stopped_mid_call_records_outcome_unknown() {
     let pid = c.child.id().to_string();
     kill(&pid, "-TERM");
     let answer = c.response(&json!(3));
-    assert_eq!(answer["error"]["code"], -32003, "{answer}");
+    assert_eq!(answer["error"]["code"], -32082, "{answer}");
     let (_, _, code) = c.finish();
     assert_eq!(code, Some(128 + 15));
     let evs = events(&dir);
@@ -740,7 +740,7 @@ fn mcp_wrap_asks_a_client_that_can_elicit_and_rejects_on_timeout() {
     );
     assert_eq!(ok["result"]["content"][0]["text"], "Echo: m2", "{ok}");
     let declined = ask(&mut c, 3, Some(json!({"action": "decline"})));
-    assert_eq!(declined["error"]["code"], -32004, "{declined}");
+    assert_eq!(declined["error"]["code"], -32083, "{declined}");
     let timed_out = ask(&mut c, 4, None);
     assert_text(
         &timed_out["error"]["message"],
@@ -825,4 +825,44 @@ fn mcp_wrap_killed_mid_call_leaves_its_intent_recorded_with_outcome_unknown() {
         journal_text(&dir).is_empty(),
         "the journal is gone once recorded"
     );
+}
+
+/// #31, defect 6: the gateway's own error codes must not be codes the real SDKs give another
+/// meaning (-32001 was the TypeScript and Python SDKs' request timeout): asked of the SDKs
+/// themselves, as installed by scripts/setup.sh.
+#[test]
+fn the_gateways_error_codes_are_none_of_the_sdks_own() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let ts = Command::new("node")
+        .current_dir(root.join("tests/mcp"))
+        .args([
+            "-e",
+            "const t = require('@modelcontextprotocol/sdk/types.js'); \
+             console.log(JSON.stringify(Object.values(t.ErrorCode).filter(v => typeof v === 'number')))",
+        ])
+        .output()
+        .unwrap();
+    assert!(ts.status.success(), "{ts:?}");
+    let py = Command::new(root.join(".venv/bin/python"))
+        .args([
+            "-c",
+            "import json, mcp_types as t; \
+             print(json.dumps([v for v in vars(t).values() if isinstance(v, int) and -32768 <= v <= -32000]))",
+        ])
+        .output()
+        .unwrap();
+    assert!(py.status.success(), "{py:?}");
+    let mut sdk: Vec<i64> = serde_json::from_slice(&ts.stdout).unwrap();
+    sdk.extend(serde_json::from_slice::<Vec<i64>>(&py.stdout).unwrap());
+    assert!(sdk.contains(&-32001), "the SDKs' request timeout: {sdk:?}");
+    for c in afr_gateway::gate::code::ALL {
+        assert!(
+            !sdk.contains(&c),
+            "the gateway's code {c} means something else to an SDK"
+        );
+        assert!(
+            (-32099..=-32000).contains(&c),
+            "{c} is not a server error code"
+        );
+    }
 }

@@ -6,10 +6,10 @@
 //!
 //! ```text
 //!            allow ──► journal (synced) ──► forward ──► answer ──► the call's event
-//!  admit ──► deny ───► the call's event ──► JSON-RPC error -32002
+//!  admit ──► deny ───► the call's event ──► JSON-RPC error -32081
 //!            escalate ► journal ──► queue (+ elicitation) ──► wait ──► conclude
 //!                          approved ──► journal again (synced) ──► forward ──► answer ──► event
-//!                          rejected / timeout ──► the call's event ──► -32004
+//!                          rejected / timeout ──► the call's event ──► -32083
 //! ```
 //!
 //! A rule with `signed_by` needs a signed approval (`docs/spec/approvals.md`): the queue entry
@@ -49,20 +49,26 @@ use crate::{
     session::{Session, Stage},
 };
 
-/// JSON-RPC error codes the gateway answers with.
+/// JSON-RPC error codes the gateway answers with. The gateway's own are in -32080..=-32089,
+/// clear of the codes the MCP specification and its SDKs give a meaning (-32000 connection
+/// closed and -32001 request timeout in both SDKs, -32002 resource not found, -32020..-32022,
+/// -32042 URL elicitation required), so a host can tell "the gateway refused" from "the server
+/// or the transport failed".
 pub mod code {
     /// Not JSON.
     pub const PARSE_ERROR: i64 = -32700;
     /// A duplicate key, a batch, an over-long message, a `tools/call` without a name.
     pub const INVALID_REQUEST: i64 = -32600;
     /// The call was not recorded, so it was not forwarded (fail closed).
-    pub const NOT_RECORDED: i64 = -32001;
+    pub const NOT_RECORDED: i64 = -32080;
     /// The policy denied the call.
-    pub const DENIED: i64 = -32002;
+    pub const DENIED: i64 = -32081;
     /// The server exited, or the gateway stopped, before the answer came.
-    pub const NO_ANSWER: i64 = -32003;
+    pub const NO_ANSWER: i64 = -32082;
     /// An escalated call was rejected (by a person, or because nobody decided in time).
-    pub const REJECTED: i64 = -32004;
+    pub const REJECTED: i64 = -32083;
+    /// Every code of the gateway's own.
+    pub const ALL: [i64; 4] = [NOT_RECORDED, DENIED, NO_ANSWER, REJECTED];
 }
 
 /// How long an escalated call waits for a decision by default.
