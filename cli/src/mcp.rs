@@ -44,6 +44,11 @@ pub struct GateArgs {
     /// elicitation answer) before it is rejected.
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
     approval_timeout: u64,
+    /// Never ask the client's user through MCP elicitation; escalated calls wait for `afr
+    /// approve` / `afr reject` only. For headless hosts that declare elicitation but cancel
+    /// every request (fast-agent); the policy's `elicitation = false` does the same.
+    #[arg(long)]
+    no_elicitation: bool,
 }
 
 /// A producer that finds no `afr serve` starts one on demand with this very binary
@@ -61,7 +66,14 @@ impl GateArgs {
             .policy
             .as_deref()
             .map(afr_gateway::Policy::load)
-            .transpose()?;
+            .transpose()?
+            .map(|p| {
+                if self.no_elicitation {
+                    p.without_elicitation()
+                } else {
+                    p
+                }
+            });
         Ok(afr_gateway::Gate::new(
             dir.to_owned(),
             policy,

@@ -83,6 +83,10 @@ pub struct Rule {
     /// (`docs/spec/approvals.md`); empty when an unsigned decision is enough.
     #[serde(default)]
     pub signed_by: Vec<String>,
+    /// For `escalate`: whether the client may be asked through MCP elicitation (default: the
+    /// policy's `elicitation`). `false` waits for `afr approve` / `afr reject` only.
+    #[serde(default)]
+    pub elicit: Option<bool>,
 }
 
 /// A person whose keys may sign approvals.
@@ -106,10 +110,19 @@ struct ApproverFile {
 struct File {
     #[serde(default = "allow")]
     default: GuardrailVerdict,
+    /// Whether escalated calls may ask the client's user through MCP elicitation. Headless
+    /// hosts that declare the capability but answer every elicitation with `cancel`
+    /// (fast-agent) turn every escalation into a rejection: set `false` for them.
+    #[serde(default = "yes")]
+    elicitation: bool,
     #[serde(default)]
     approver: Vec<ApproverFile>,
     #[serde(default)]
     rule: Vec<Rule>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn allow() -> GuardrailVerdict {
@@ -123,6 +136,7 @@ pub struct Policy {
     default: GuardrailVerdict,
     version: String,
     approvers: Vec<Approver>,
+    elicitation: bool,
 }
 
 /// The outcome of evaluating a call.
@@ -138,6 +152,8 @@ pub struct Evaluation {
     pub reason: Option<String>,
     /// Whose signature an escalated call needs (one of them); empty: an unsigned decision.
     pub signed_by: Vec<Approver>,
+    /// Whether an escalated call may be decided through MCP elicitation.
+    pub elicit: bool,
 }
 
 /// What a call is evaluated on.
@@ -234,7 +250,14 @@ impl Policy {
             default: file.default,
             version: format!("sha256:{}", hex::encode(Sha256::digest(bytes))),
             approvers,
+            elicitation: file.elicitation,
         })
+    }
+
+    /// The policy with elicitation turned off for every rule (`--no-elicitation`).
+    pub fn without_elicitation(mut self) -> Policy {
+        self.elicitation = false;
+        self
     }
 
     /// The first matching rule's verdict, else the default.
@@ -251,6 +274,7 @@ impl Policy {
                     .filter(|a| r.signed_by.contains(&a.name))
                     .cloned()
                     .collect(),
+                elicit: self.elicitation && r.elicit.unwrap_or(true),
             },
             None => Evaluation {
                 guardrail: "default".into(),
@@ -258,6 +282,7 @@ impl Policy {
                 verdict: self.default,
                 reason: Some("no rule matched".into()),
                 signed_by: Vec::new(),
+                elicit: self.elicitation,
             },
         }
     }

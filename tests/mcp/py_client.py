@@ -10,10 +10,11 @@ Options:
         2025-11-25: initialize only; 2026-07-28: server/discover only, no fallback.
   --read-resource URI          repeatable; done before the calls
   --call TOOL JSON_ARGS        repeatable; done in order
-  --elicitation none|accept|decline
+  --elicitation none|accept|decline|cancel
         none (default): do not declare the elicitation capability;
         accept: answer with every boolean field true (plus defaults, and "afr-test" for a
-        required string without one); decline: answer action "decline".
+        required string without one); decline: answer action "decline"; cancel: answer
+        action "cancel" (a headless host, as fast-agent is).
   --header K:V                 repeatable; extra HTTP header (e.g. Authorization)
   --meta JSON                  extra `_meta` keys on every tools/call, e.g.
                                '{"traceparent": "00-<32 hex>-<16 hex>-01"}' (the SDK itself adds
@@ -55,7 +56,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--protocol", default="auto", choices=["auto", "2025-11-25", "2026-07-28"])
     p.add_argument("--call", nargs=2, action="append", default=[], metavar=("TOOL", "JSON_ARGS"))
     p.add_argument("--read-resource", action="append", default=[], metavar="URI")
-    p.add_argument("--elicitation", default="none", choices=["none", "accept", "decline"])
+    p.add_argument("--elicitation", default="none", choices=["none", "accept", "decline", "cancel"])
     p.add_argument("--header", action="append", default=[], metavar="K:V")
     p.add_argument("--meta", type=json.loads, default=None, metavar="JSON")
     args = p.parse_args(argv)
@@ -97,6 +98,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         out["elicitations"].append({"message": params.message, "action": args.elicitation})
         if args.elicitation == "decline":
             return types.ElicitResult(action="decline")
+        if args.elicitation == "cancel":
+            # A headless host (fast-agent) declares the capability and cancels every request.
+            return types.ElicitResult(action="cancel")
         schema = getattr(params, "requested_schema", None) or {}  # URL-mode requests have none
         return types.ElicitResult(action="accept", content=fill_form(schema))
 

@@ -952,3 +952,63 @@ fn proxy_signed_approval_is_never_elicited_and_carries_the_signature() {
         "the signed digest is the one the queue showed"
     );
 }
+
+/// #31, defect 5: a headless host that declares elicitation but cancels every request (as
+/// fast-agent does) turned every escalation into a rejection. With `--no-elicitation` (or the
+/// policy's `elicitation = false`) the gateway never asks the client: the call waits for `afr
+/// approve`.
+#[test]
+fn a_host_that_cancels_every_elicitation_can_still_get_approvals() {
+    let (tmp, dir) = initialised();
+    let policy = write_policy(
+        &tmp.path().join("policy.toml"),
+        "[[rule]]\nid = \"echo-reviewed\"\ntool = \"echo\"\nverdict = \"escalate\"\n",
+    );
+    let (_server, upstream) = start_everything();
+    let client = |url: &str, message: &str| -> Command {
+        let mut c = py_client();
+        c.args(["http", url, "--protocol", "2025-11-25"])
+            .args(["--elicitation", "cancel"])
+            .args(["--call", "echo", &json!({ "message": message }).to_string()]);
+        c
+    };
+    // As before: asked, the host cancels, the call is rejected.
+    let (proxy, url) = start_proxy(&dir, &upstream, &["--policy", &policy]);
+    let no = run_client(&mut client(&url, "m1"));
+    assert!(
+        no["calls"][0]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("rejected"),
+        "{no}"
+    );
+    assert_eq!(no["elicitations"].as_array().unwrap().len(), 1, "{no}");
+    drop(proxy);
+    // Told not to ask: the call waits for a person, who approves it.
+    let (_proxy, url) = start_proxy(&dir, &upstream, &["--policy", &policy, "--no-elicitation"]);
+    let waiting = spawn_client(&mut client(&url, "m2"));
+    let held = held_calls(&dir, 1);
+    let id = held[0]["id"].as_str().unwrap();
+    afr_testkit::ok(afr(&dir).args(["approve", id, "--as", "carol@example.org"]));
+    let yes = finish_client(waiting);
+    assert_eq!(yes["calls"][0]["content"][0]["text"], "Echo: m2", "{yes}");
+    assert_eq!(yes["elicitations"], json!([]), "{yes}");
+    // The same from the policy file alone.
+    let quiet = write_policy(
+        &tmp.path().join("quiet.toml"),
+        "elicitation = false\n\n[[rule]]\nid = \"echo-reviewed\"\ntool = \"echo\"\nverdict = \"escalate\"\n",
+    );
+    let (_proxy2, url) = start_proxy(&dir, &upstream, &["--policy", &quiet]);
+    let waiting = spawn_client(&mut client(&url, "m3"));
+    let held = held_calls(&dir, 1);
+    afr_testkit::ok(afr(&dir).args(["reject", held[0]["id"].as_str().unwrap()]));
+    let later = finish_client(waiting);
+    assert_eq!(later["elicitations"], json!([]), "{later}");
+    assert!(
+        later["calls"][0]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("rejected"),
+        "{later}"
+    );
+}

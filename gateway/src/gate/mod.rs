@@ -224,9 +224,11 @@ pub struct Held {
 
 impl Held {
     /// Whether the client may decide through an elicitation: not when the rule needs a signed
-    /// approval, which an elicitation answer cannot carry.
+    /// approval, which an elicitation answer cannot carry, nor when the policy or the rule
+    /// (`elicitation = false`, `elicit = false`, `--no-elicitation`) says to wait for `afr
+    /// approve` only.
     pub fn elicitable(&self) -> bool {
-        self.evaluation.signed_by.is_empty()
+        self.evaluation.signed_by.is_empty() && self.evaluation.elicit
     }
 }
 
