@@ -91,6 +91,26 @@ pub struct Ruling {
     pub signature: Option<afr_core::event::ApprovalSignature>,
 }
 
+/// The approver a client's cancellation is recorded under, before any person decided.
+pub const CANCELLED_BY_CLIENT: &str = "afr-gateway: the client cancelled the call";
+
+/// The ruling of a held call whose client cancelled it (`notifications/cancelled`, or its
+/// connection closed): it never runs.
+pub fn cancelled_by_client(reason: Option<&str>) -> Ruling {
+    Ruling {
+        decision: Decision::Rejected,
+        approver: CANCELLED_BY_CLIENT.into(),
+        decided_at_us: afr_recorder::now_us(),
+        reason: reason.map(str::to_owned),
+        signature: None,
+    }
+}
+
+/// Whether `r` is a client's cancellation ([`cancelled_by_client`]).
+pub fn is_cancelled_by_client(r: &Ruling) -> bool {
+    r.approver == CANCELLED_BY_CLIENT && r.decision == Decision::Rejected
+}
+
 /// Errors of the queue.
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {

@@ -65,6 +65,8 @@ struct State {
     asked: HashSet<String>,
     /// Those still waited for, and where their answer goes.
     waiting: HashMap<String, mpsc::Sender<Ruling>>,
+    /// Held calls by their request's id key: where a `notifications/cancelled` for one goes.
+    held: HashMap<String, mpsc::Sender<Ruling>>,
 }
 
 type Shared = Arc<Mutex<State>>;
@@ -218,6 +220,7 @@ pub fn run(opts: WrapOptions) -> Result<i32, WrapError> {
         session: Session::new("stdio", command_line),
         asked: HashSet::new(),
         waiting: HashMap::new(),
+        held: HashMap::new(),
     }));
     let out = Out(Arc::new(Mutex::new(std::io::stdout())));
     let child = Arc::new(Mutex::new(child));
@@ -348,6 +351,19 @@ impl Relay {
                 );
                 return (Action::Done, Value::Null);
             }
+            // The client gave up on a call held for a decision: it must never run. The server
+            // never saw that request, so the notification stops here.
+            if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+                && let Some(rid) = msg.get("params").and_then(|p| p.get("requestId"))
+                && let Some(tx) = lock(&self.state).held.remove(&id_key(rid))
+            {
+                let reason = msg
+                    .get("params")
+                    .and_then(|p| p.get("reason"))
+                    .and_then(Value::as_str);
+                let _ = tx.send(crate::approvals::cancelled_by_client(reason));
+                return (Action::Done, Value::Null);
+            }
             return (Action::Relay, Value::Null); // a notification: relayed untouched
         };
         let Some(method) = msg.get("method").and_then(Value::as_str) else {
@@ -408,6 +424,8 @@ impl Relay {
         let (tx, rx) = mpsc::channel();
         let ask = elicitation_request(&held);
         let ask_id = ask["id"].as_str().unwrap_or_default().to_owned();
+        // Where the client's answer (elicitation) or its cancellation of the call goes.
+        lock(&self.state).held.insert(id_key(id), tx.clone());
         if elicit {
             let mut st = lock(&self.state);
             st.asked.insert(ask_id.clone());
@@ -415,8 +433,13 @@ impl Relay {
             drop(st);
             self.out.json(&ask);
         }
-        let ruling = self.gate.wait(&held, elicit.then_some(&rx));
-        lock(&self.state).waiting.remove(&ask_id);
+        let ruling = self.gate.wait(&held, Some(&rx));
+        {
+            let mut st = lock(&self.state);
+            st.waiting.remove(&ask_id);
+            st.held.remove(&id_key(id));
+        }
+        let cancelled = crate::approvals::is_cancelled_by_client(&ruling);
         let tool = held.call.tool.clone();
         let st = lock(&self.state);
         match self.gate.conclude(&st.session, held, &ruling) {
@@ -432,6 +455,8 @@ impl Relay {
                     warn("an approved call could not be forwarded: the server is gone");
                 }
             }
+            // A cancelled request gets no response (the client stopped waiting for one).
+            Err(_) if cancelled => drop(st),
             Err(r) => {
                 drop(st);
                 self.out.error(id, r.code, &r.message);

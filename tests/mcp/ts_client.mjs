@@ -13,6 +13,8 @@
 //   --elicitation none|accept|decline       none (default) = capability not declared
 //   --header K:V                            repeatable, extra HTTP header
 //   --meta JSON                             extra `_meta` keys on every tools/call
+//   --timeout-ms N                          each call's request timeout (the SDK then sends
+//                                          notifications/cancelled for it)
 //
 // Prints ONE JSON object on stdout at the end: {protocol, server: {name, version}, tools,
 // resources, calls: [{tool, isError, content, structuredContent, error}], elicitations};
@@ -46,6 +48,7 @@ function parseArgs(argv) {
       const c = h.indexOf(':');
       o.headers[h.slice(0, c).trim()] = h.slice(c + 1).trim();
     } else if (a === '--meta') o.meta = JSON.parse(next());
+    else if (a === '--timeout-ms') o.timeoutMs = Number(next());
     else if (a.startsWith('--')) usage(`unknown option ${a}`);
     else positional.push(a);
   }
@@ -122,7 +125,7 @@ async function run(o) {
       const call = { tool, isError: null, content: null, structuredContent: null, error: null };
       try {
         const params = { name: tool, arguments: args, ...(o.meta ? { _meta: o.meta } : {}) };
-        const r = await client.callTool(params);
+        const r = await client.callTool(params, o.timeoutMs ? { timeout: o.timeoutMs } : undefined);
         call.isError = r.isError ?? false;
         call.content = r.content ?? null;
         call.structuredContent = r.structuredContent ?? null;

@@ -1012,3 +1012,77 @@ fn a_host_that_cancels_every_elicitation_can_still_get_approvals() {
         "{later}"
     );
 }
+
+/// #31, defect 2 (stdio): a held call whose client gave up (the TypeScript SDK's request
+/// timeout sends `notifications/cancelled`) must never run, even when a person approves it
+/// afterwards while the client is still connected; it is recorded as cancelled.
+#[test]
+fn a_held_call_the_client_cancelled_never_runs() {
+    let (tmp, dir) = initialised();
+    let root = tmp.path().join("files");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    let policy = write_policy(
+        &tmp.path().join("policy.toml"),
+        "[[rule]]\nid = \"writes-reviewed\"\ntool = \"write_file\"\nverdict = \"escalate\"\n",
+    );
+    let (late, next) = (root.join("late.txt"), root.join("next.txt"));
+    let write = |p: &Path| json!({"path": p, "content": "too late"}).to_string();
+    let mut c = ts_client();
+    c.args(["--protocol", "2025-11-25", "--timeout-ms", "1500"])
+        .args(["--call", "write_file", &write(&late)])
+        .args(["--call", "write_file", &write(&next)])
+        .args(["stdio", "--", &afr_bin(), "--dir"])
+        .arg(&dir)
+        .args([
+            "mcp",
+            "wrap",
+            "--policy",
+            &policy,
+            "--approval-timeout",
+            "60",
+            "--",
+        ])
+        .args([
+            server_bin("mcp-server-filesystem").display().to_string(),
+            root.display().to_string(),
+        ]);
+    let client = spawn_client(&mut c);
+    let first = held_calls(&dir, 1)[0]["id"].as_str().unwrap().to_owned();
+    // The client gave up on the first call and sent the second: still connected.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !afr_testkit::ok(afr(&dir).args(["approvals", "--json"]))
+        .stdout
+        .windows(8)
+        .any(|w| w == b"next.txt")
+    {
+        assert!(Instant::now() < deadline, "the second call was never held");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A person approves the first one now: too late, it must not run.
+    let _ = afr(&dir)
+        .args(["approve", &first, "--as", "late@example.org"])
+        .output();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!late.exists(), "a call its client cancelled ran");
+    let out = finish_client(client);
+    for call in out["calls"].as_array().unwrap() {
+        let err = call["error"].as_str().unwrap_or_default().to_lowercase();
+        assert!(
+            err.contains("timed out") || err.contains("timeout"),
+            "{out}"
+        );
+    }
+    assert!(!next.exists());
+    let evs = exactly_events(&dir, 2);
+    for ev in &evs {
+        assert_eq!(ev["intent"]["tool"], "write_file");
+        assert!(ev["execution"].is_null(), "{ev}");
+        assert!(ev["human_approval"].is_null(), "nobody decided: {ev}");
+        let e = ev["effects"]["error"].as_str().unwrap();
+        assert!(
+            e.starts_with("cancelled by the client before a decision"),
+            "{e}"
+        );
+    }
+}

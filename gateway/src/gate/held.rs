@@ -145,6 +145,37 @@ impl Gate {
         approvals::remove(&self.dir, &held.pending.id);
         self.held_ids().remove(&held.pending.id);
         let call = &held.call;
+        if approvals::is_cancelled_by_client(ruling) {
+            // Nobody decided: the client gave up first. Recorded as cancelled, never run.
+            let why = match &ruling.reason {
+                Some(r) => format!(
+                    "cancelled by the client before a decision ({r}); not forwarded to the server"
+                ),
+                None => "cancelled by the client before a decision; not forwarded to the server"
+                    .to_owned(),
+            };
+            let mut event = session.intent_event(
+                &call.tool,
+                &call.args,
+                &call.params,
+                Some(&held.evaluation),
+                Stage::Held,
+            );
+            event.effects = Some(Effects {
+                error: Some(why.clone()),
+                ..Effects::default()
+            });
+            if let Err(e) = self.record(&held.key, &event) {
+                warn(&format!(
+                    "cancellation of `{}` not recorded: {e}",
+                    call.tool
+                ));
+            }
+            return Err(Refusal {
+                code: code::REJECTED,
+                message: format!("afr gateway: {why}"),
+            });
+        }
         let approval = HumanApproval {
             approver: ruling.approver.clone(),
             prompt: held.pending.prompt.clone(),
