@@ -119,7 +119,9 @@ struct Proxy {
     origins: Vec<String>,
     max_body: usize,
     sessions: Mutex<HashMap<String, Shared<Session>>>,
-    stateless: Shared<Session>,
+    /// Stateless (2026-07-28) clients, each by its own identity ([`stateless_key`]): every
+    /// request names its client in `_meta`, and no session id ties requests together.
+    stateless: Mutex<HashMap<String, Shared<Session>>>,
     exchanges: AtomicU64,
     /// The gateway's own elicitations still waited for, by JSON-RPC id.
     elicitations: Mutex<HashMap<String, std_mpsc::Sender<Ruling>>>,
@@ -201,7 +203,6 @@ pub fn serve(opts: ProxyOptions) -> Result<(), ProxyError> {
         hosts.extend(opts.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
-        let stateless = Session::new("http", public_url(&upstream));
         let proxy = Arc::new(Proxy {
             gate: opts.gate,
             client: Client::builder(TokioExecutor::new()).build(connector),
@@ -213,7 +214,7 @@ pub fn serve(opts: ProxyOptions) -> Result<(), ProxyError> {
                 .collect(),
             max_body: opts.max_body,
             sessions: Mutex::new(HashMap::new()),
-            stateless: Arc::new(Mutex::new(stateless)),
+            stateless: Mutex::new(HashMap::new()),
             exchanges: AtomicU64::new(0),
             elicitations: Mutex::new(HashMap::new()),
             asked: Mutex::new(std::collections::HashSet::new()),
@@ -499,9 +500,37 @@ async fn pump_sse(
     }
 }
 
+/// Who a stateless request comes from: the client named in its own `_meta` (name and
+/// version) and, when it sends one, a digest of its `Authorization` header (two users of one
+/// client program are two clients). Never the token itself.
+fn stateless_key(headers: &HeaderMap, params: &Value) -> String {
+    let info = params
+        .get("_meta")
+        .and_then(|m| {
+            m.get("io.modelcontextprotocol/clientInfo")
+                .or_else(|| m.get("clientInfo"))
+        })
+        .map_or(String::new(), |c| {
+            format!(
+                "{}/{}",
+                c.get("name").and_then(Value::as_str).unwrap_or_default(),
+                c.get("version").and_then(Value::as_str).unwrap_or_default()
+            )
+        });
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .map_or(String::new(), |a| crate::session::sha256(a.as_bytes()));
+    format!("{info}\n{auth}")
+}
+
 impl Proxy {
     /// The state of the session a request belongs to.
-    fn session(&self, headers: &HeaderMap, method: &str) -> (Shared<Session>, Option<String>) {
+    fn session(
+        &self,
+        headers: &HeaderMap,
+        method: &str,
+        params: &Value,
+    ) -> (Shared<Session>, Option<String>) {
         match headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) {
             Some(sid) => {
                 let mut all = lock(&self.sessions);
@@ -518,7 +547,16 @@ impl Proxy {
                 Arc::new(Mutex::new(Session::new("http", public_url(&self.upstream)))),
                 None,
             ),
-            None => (self.stateless.clone(), None),
+            None => {
+                let key = stateless_key(headers, params);
+                let s = lock(&self.stateless)
+                    .entry(key)
+                    .or_insert_with(|| {
+                        Arc::new(Mutex::new(Session::new("http", public_url(&self.upstream))))
+                    })
+                    .clone();
+                (s, None)
+            }
         }
     }
 
@@ -670,7 +708,7 @@ impl Proxy {
                 && lock(&self.asked).contains(id)
             {
                 if let Some(tx) = lock(&self.elicitations).remove(id) {
-                    let (session, _) = self.session(&parts.headers, "");
+                    let (session, _) = self.session(&parts.headers, "", &Value::Null);
                     let client = lock(&session).client_name().map(str::to_owned);
                     let _ = tx.send(elicitation_ruling(&msg, client.as_deref()));
                 }
@@ -679,7 +717,7 @@ impl Proxy {
             return self.pass(&parts, bytes).await;
         };
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
-        let (session, sid) = self.session(&parts.headers, &method);
+        let (session, sid) = self.session(&parts.headers, &method, &params);
         let key = format!("x{}", self.exchanges.fetch_add(1, Ordering::Relaxed));
         let watch = Watch {
             proxy: self.clone(),
@@ -859,7 +897,7 @@ impl Proxy {
     /// Records "outcome unknown" for every call still waiting in any session.
     fn abandon(&self, why: &str) {
         let mut all: Vec<Shared<Session>> = lock(&self.sessions).values().cloned().collect();
-        all.push(self.stateless.clone());
+        all.extend(lock(&self.stateless).values().cloned());
         for s in all {
             let mut s = lock(&s);
             for (_, record) in s.take_pending_calls() {

@@ -1086,3 +1086,60 @@ fn a_held_call_the_client_cancelled_never_runs() {
         );
     }
 }
+
+/// #31, defect 3: stateless (2026-07-28) clients behind one proxy shared one session state, so
+/// one client's call was recorded under another's name and lane, with the other's resource
+/// read as context. Two real SDK clients, Python and TypeScript, at once: each call is
+/// attributed from its own request.
+#[test]
+fn stateless_clients_behind_one_proxy_are_told_apart() {
+    let (_tmp, dir) = initialised();
+    let (_server, upstream) = start_py_server();
+    let (_proxy, url) = start_proxy(&dir, &upstream, &[]);
+    const N: usize = 6;
+    let mut py = py_client();
+    py.args(["http", &url, "--protocol", "2026-07-28"])
+        .args(["--read-resource", "memo://one"]);
+    let mut ts = ts_client();
+    ts.args(["--protocol", "2026-07-28"]);
+    for i in 0..N {
+        py.args([
+            "--call",
+            "echo",
+            &json!({ "message": format!("py-{i}") }).to_string(),
+        ]);
+        ts.args([
+            "--call",
+            "echo",
+            &json!({ "message": format!("ts-{i}") }).to_string(),
+        ]);
+    }
+    ts.args(["http", &url]);
+    let (a, b) = (spawn_client(&mut py), spawn_client(&mut ts));
+    let (a, b) = (finish_client(a), finish_client(b));
+    assert_eq!(a["calls"].as_array().unwrap().len(), N, "{a}");
+    assert_eq!(b["calls"].as_array().unwrap().len(), N, "{b}");
+    let evs = exactly_events(&dir, 2 * N);
+    let mut lanes = std::collections::BTreeMap::new();
+    for ev in &evs {
+        let m = ev["intent"]["args"]["message"].as_str().unwrap();
+        let (who, reads) = if m.starts_with("py-") {
+            ("afr-py-client", true)
+        } else {
+            ("afr-ts-client", false)
+        };
+        assert_eq!(ev["code_provenance"]["agent"], who, "{ev}");
+        let memo = sources(ev).iter().any(|s| s["uri"] == "memo://one");
+        assert_eq!(
+            memo, reads,
+            "the resource one client read is context of its calls only: {ev}"
+        );
+        lanes
+            .entry(who)
+            .or_insert_with(std::collections::BTreeSet::new)
+            .insert(ev["lane"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(lanes["afr-py-client"].len(), 1, "{lanes:?}");
+    assert_eq!(lanes["afr-ts-client"].len(), 1, "{lanes:?}");
+    assert_ne!(lanes["afr-py-client"], lanes["afr-ts-client"]);
+}
