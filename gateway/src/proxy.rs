@@ -860,8 +860,15 @@ impl Proxy {
                 .await
             {
                 Ok(r) => r,
-                Err(e) => {
+                // Not connected: the call never left. Connected: the request was sent (in part
+                // or whole) and the upstream went away before its answer: the call may have run.
+                Err(e) if e.is_connect() => {
                     return watch.no_answer(&format!("the upstream could not be reached: {e}"));
+                }
+                Err(e) => {
+                    return watch.no_answer(&format!(
+                        "the upstream closed the connection after the call was sent, before its answer (it may have run): {e}"
+                    ));
                 }
             };
             let (rp, rb) = resp.into_parts();

@@ -121,9 +121,17 @@ pub fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
-/// The map key of a JSON-RPC id.
+/// The map key of a JSON-RPC id. A numeric id is keyed by its value as a double: a server
+/// may answer `61.0` as `61`, and one in JavaScript answers an id above 2^53 rounded to the
+/// nearest double; both must still find their request. Strings stay distinct from numbers.
 pub fn id_key(id: &Value) -> String {
-    id.to_string()
+    match id {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if f.is_finite() => format!("#{f}"),
+            _ => format!("#{n}"),
+        },
+        other => other.to_string(),
+    }
 }
 
 impl Session {
@@ -416,6 +424,21 @@ impl Session {
 }
 
 #[cfg(test)]
+mod id_tests {
+    use super::*;
+
+    #[test]
+    fn numeric_ids_match_in_any_spelling() {
+        let k = |t: &str| id_key(&serde_json::from_str(t).unwrap_or(Value::Null));
+        assert_eq!(k("61.0"), k("61"));
+        // A JavaScript server answers 2^53 + 1 as 2^53.
+        assert_eq!(k("9007199254740993"), k("9007199254740992"));
+        assert_ne!(k("61"), k("\"61\""));
+        assert_ne!(k("61"), k("62"));
+    }
+}
+
+#[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
@@ -555,7 +578,7 @@ mod tests {
         let mut s = Session::new("stdio", "x".into());
         s.on_call_forwarded(id_key(&json!(5)), rec("echo"));
         let resp = obj(json!({"id": 5, "error": {"code": -32602, "message": "bad"}}));
-        let record = s.on_response("5", &resp).unwrap();
+        let record = s.on_response(&id_key(&json!(5)), &resp).unwrap();
         let ev = js(s.outcome_event(&record, &resp));
         assert_eq!(ev["intent"]["tool"], "echo");
         assert_eq!(ev["execution"]["command"], "tools/call");

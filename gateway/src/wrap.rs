@@ -67,6 +67,9 @@ struct State {
     waiting: HashMap<String, mpsc::Sender<Ruling>>,
     /// Held calls by their request's id key: where a `notifications/cancelled` for one goes.
     held: HashMap<String, mpsc::Sender<Ruling>>,
+    /// The id of each forwarded call as the client spelled it, by its key (the gateway's own
+    /// answers to it carry that spelling).
+    ids: HashMap<String, Value>,
 }
 
 type Shared = Arc<Mutex<State>>;
@@ -91,7 +94,7 @@ fn abandon_pending(gate: &Gate, state: &Shared, why: &str, out: &Out) {
                 record.event.intent.tool
             ));
         }
-        let id = serde_json::from_str(&key).unwrap_or(Value::Null);
+        let id = st.ids.remove(&key).unwrap_or(Value::Null);
         out.error(&id, code::NO_ANSWER, &format!("afr gateway: {why}"));
     }
     gate.abandon_held();
@@ -221,6 +224,7 @@ pub fn run(opts: WrapOptions) -> Result<i32, WrapError> {
         asked: HashSet::new(),
         waiting: HashMap::new(),
         held: HashMap::new(),
+        ids: HashMap::new(),
     }));
     let out = Out(Arc::new(Mutex::new(std::io::stdout())));
     let child = Arc::new(Mutex::new(child));
@@ -486,9 +490,9 @@ fn write_server(
                     tool,
                 } => match gate.settle_intent(&tool, &fwd.ticket) {
                     Ok(()) => {
-                        lock(state)
-                            .session
-                            .on_call_forwarded(id_key(&id), fwd.record);
+                        let mut st = lock(state);
+                        st.ids.insert(id_key(&id), id.clone());
+                        st.session.on_call_forwarded(id_key(&id), fwd.record);
                         line
                     }
                     Err(r) => {
@@ -538,6 +542,7 @@ fn read_server(
             && let Some(id) = m.get("id")
         {
             let mut st = lock(state);
+            st.ids.remove(&id_key(id));
             if let Some(record) = st.session.on_response(&id_key(id), &m) {
                 let event = st.session.outcome_event(&record, &m);
                 drop(st);

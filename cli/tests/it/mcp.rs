@@ -866,3 +866,57 @@ fn the_gateways_error_codes_are_none_of_the_sdks_own() {
         );
     }
 }
+
+/// #31, defect 4: a real (Node) server answers an id sent as `61.0` with `61`: the call's
+/// answer must still be matched (it ran: its event holds the result, not "outcome unknown";
+/// ids above 2^53, which a JavaScript server rounds, are keyed the same way: unit test of
+/// `id_key`). And a lone UTF-16 surrogate in an argument
+/// is answered with the request's own id instead of `null`, which left the client waiting.
+#[test]
+fn ids_in_another_spelling_and_lone_surrogates() {
+    let (_tmp, dir) = initialised();
+    let command = vec![
+        server_bin("mcp-server-everything").display().to_string(),
+        "stdio".into(),
+    ];
+    let mut c = Client::start(&dir, &[], &command);
+    c.initialize();
+    let call = |id: &str, message: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"message":"{message}"}}}}}}"#
+        )
+    };
+    c.send_raw(&call("61.0", "sixty-one"));
+    let r = c.response(&json!(61));
+    assert_eq!(r["result"]["content"][0]["text"], "Echo: sixty-one", "{r}");
+    c.send_raw(&call("77", "\\ud800 alone"));
+    let r = c.response(&json!(77));
+    assert!(r.get("error").is_some(), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not forwarded"),
+        "{r}"
+    );
+    let (_, _, code) = c.finish();
+    assert_eq!(code, Some(0));
+    let evs = events(&dir);
+    let echoes: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["intent"]["tool"] == "echo")
+        .collect();
+    assert_eq!(echoes.len(), 1, "{evs:#?}");
+    for e in echoes {
+        assert!(
+            e["effects"]["error"].is_null(),
+            "a call that ran is not an unknown outcome: {e}"
+        );
+        assert!(
+            e["effects"]["return_value"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("Echo: ")
+        );
+    }
+}

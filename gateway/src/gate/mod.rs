@@ -192,7 +192,12 @@ pub fn parse_client_message(bytes: &[u8]) -> Result<Map<String, Value>, (Value, 
         ),
         Ok(_) => refuse(Value::Null, code::INVALID_REQUEST, "not a JSON-RPC message"),
         Err(e) => {
-            let lax: Option<Value> = serde_json::from_slice(bytes).ok();
+            // A lone UTF-16 surrogate (`"\ud800"`) is valid JSON text to a JavaScript peer but
+            // not Unicode: no parser here reads it, so find the request's id in a copy with
+            // such escapes replaced, to answer it rather than leave the client waiting.
+            let lax: Option<Value> = serde_json::from_slice(bytes)
+                .ok()
+                .or_else(|| serde_json::from_slice(&without_lone_surrogates(bytes)).ok());
             let id = lax
                 .as_ref()
                 .and_then(|v| v.get("id"))
@@ -207,6 +212,48 @@ pub fn parse_client_message(bytes: &[u8]) -> Result<Map<String, Value>, (Value, 
             refuse(id, code, &format!("{what}: {e}"))
         }
     }
+}
+
+/// `bytes` with every `\uD800`-`\uDFFF` escape that is not half of a valid pair replaced
+/// by `\uFFFD`.
+fn without_lone_surrogates(bytes: &[u8]) -> Vec<u8> {
+    let hex = |b: &[u8]| -> Option<u16> {
+        let s = std::str::from_utf8(b).ok()?;
+        u16::from_str_radix(s, 16).ok()
+    };
+    let at = |i: usize| -> Option<u16> {
+        if bytes.get(i..i + 2)? == b"\\u" {
+            hex(bytes.get(i + 2..i + 6)?)
+        } else {
+            None
+        }
+    };
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        // An escaped backslash is not the start of an escape.
+        if bytes.get(i..i + 2) == Some(b"\\\\") {
+            out.extend_from_slice(b"\\\\");
+            i += 2;
+            continue;
+        }
+        match at(i) {
+            Some(hi @ 0xD800..=0xDBFF) if matches!(at(i + 6), Some(0xDC00..=0xDFFF)) => {
+                let _ = hi;
+                out.extend_from_slice(bytes.get(i..i + 12).unwrap_or_default());
+                i += 12;
+            }
+            Some(0xD800..=0xDFFF) => {
+                out.extend_from_slice(b"\\uFFFD");
+                i += 6;
+            }
+            _ => {
+                out.extend_from_slice(bytes.get(i..i + 1).unwrap_or_default());
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// A call held for a decision.
