@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The project's whole test suite, from a fresh clone: set-up, Solidity checks, Rust checks, the
 # Python client's tests against a real `afr serve`, the signed-approval test vectors
-# (docs/spec/approval-vectors.json) re-checked with independent tools, and one scripted session
-# of each coding-agent CLI (Claude Code, Codex, Gemini CLI) against tests/agents/'s model server.
+# (docs/spec/approval-vectors.json) re-checked with independent tools, and the coding-agent CLIs
+# (Claude Code, Codex, Gemini CLI) against tests/agents/'s model server: one scripted session
+# each, then AFR end to end with each of them (`afr setup`, hooks, gateway, approvals, recovery).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -37,5 +38,9 @@ step "signed-approval test vectors: re-checked with cbor2, eth-account and ssh-k
 AFR_BIN="$target/debug/afr" PYTHONDONTWRITEBYTECODE=1 \
     .venv/bin/python -m pytest -p no:cacheprovider -q tests/approvals
 
-step "coding-agent CLIs: one scripted session each, seen by the capture hook (tests/agents/; about 8 s)"
-PYTHONDONTWRITEBYTECODE=1 .venv/bin/python -m pytest -p no:cacheprovider -q tests/agents
+step "coding-agent CLIs: one scripted session each, seen by the capture hook (tests/agents/test_harness.py; about 10 s)"
+PYTHONDONTWRITEBYTECODE=1 .venv/bin/python -m pytest -p no:cacheprovider -q tests/agents/test_harness.py
+
+step "coding-agent CLIs end to end with AFR: afr setup, hooks through afr serve, the MCP gateway, approvals, a killed CLI recovered, OTLP logs beside the hooks, the paper's DROP SCHEMA anchored and verified (tests/agents/test_afr_e2e.py; about 45 s)"
+AFR_BIN="$target/debug/afr" PYTHONDONTWRITEBYTECODE=1 \
+    .venv/bin/python -m pytest -p no:cacheprovider -q tests/agents/test_afr_e2e.py

@@ -29,7 +29,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -167,6 +167,8 @@ def _base_env(home: Path) -> dict[str, str]:
 
 
 def _setup_claude(d: dict, port: int, hook, hook_timeout, mcp, otlp, traces, model) -> tuple[list[str], dict]:
+    # d["project_mcp"]: the MCP servers go into the project's .mcp.json, which Claude Code reads
+    # itself (enableAllProjectMcpServers: no approval prompt), instead of --mcp-config.
     home, proj = d["home"], d["project"]
     env = _base_env(home)
     env.update(
@@ -194,14 +196,19 @@ def _setup_claude(d: dict, port: int, hook, hook_timeout, mcp, otlp, traces, mod
     settings: dict[str, Any] = {}
     if hook:
         settings["hooks"] = _hooks_block("claude-code", hook, hook_timeout)
+    if mcp and d.get("project_mcp"):
+        settings["enableAllProjectMcpServers"] = True
     (proj / ".claude").mkdir(parents=True, exist_ok=True)
     (proj / ".claude/settings.json").write_text(json.dumps(settings, indent=2))
     args = ["--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions", "--model", model]
     if mcp:
         cfg = {"mcpServers": {n: {"type": "stdio", "command": s.command, "args": s.args, "env": s.env} for n, s in mcp.items()}}
-        path = d["root"] / "mcp.json"
-        path.write_text(json.dumps(cfg, indent=2))
-        args += ["--mcp-config", str(path), "--strict-mcp-config"]
+        if d.get("project_mcp"):
+            (proj / ".mcp.json").write_text(json.dumps(cfg, indent=2))
+        else:
+            path = d["root"] / "mcp.json"
+            path.write_text(json.dumps(cfg, indent=2))
+            args += ["--mcp-config", str(path), "--strict-mcp-config"]
     d["cli_home"] = home / ".claude"
     return args, env
 
@@ -305,6 +312,8 @@ def run_session(
     timeout: float = 90,
     env: dict[str, str] | None = None,
     project_files: dict[str, str] | None = None,
+    project_mcp: bool = False,
+    configure: Callable[[dict[str, Path], dict[str, str]], None] | None = None,
 ) -> Result:
     """Runs one session of `cli` in workdir/{home,project} against a fresh scripted model server.
 
@@ -317,11 +326,16 @@ def run_session(
     traces=True; Gemini CLI sends traces and metrics whenever telemetry is on); env: extra
     variables for the CLI (and so for its hooks); model: instead of MODELS[cli] (Codex offers its
     multi_agent_v1 sub-agent tools with "gpt-5-codex", not with "gpt-5.5", which has apply_patch).
+    project_mcp: Claude Code's servers in the project's .mcp.json (read by the CLI itself, as a
+    user has them) rather than a --mcp-config file. configure(paths, env): called once the
+    CLI's configuration is written and before it starts, with {"root", "home", "project",
+    "cli_home"} and the CLI's environment (HOME, CODEX_HOME, ...), e.g. to run `afr setup` on
+    it; it may change the environment.
     """
     if cli not in SETUP:
         raise ValueError(f"unknown CLI {cli!r}; want one of {CLIS}")
     workdir = Path(workdir).resolve()
-    d = {"root": workdir, "home": workdir / "home", "project": workdir / "project"}
+    d: dict[str, Any] = {"root": workdir, "home": workdir / "home", "project": workdir / "project", "project_mcp": project_mcp}
     d["home"].mkdir(parents=True, exist_ok=True)
     d["project"].mkdir(parents=True, exist_ok=True)
     for rel, content in (project_files or {}).items():
@@ -333,6 +347,8 @@ def run_session(
     try:
         args, cli_env = SETUP[cli](d, server.port, hook, hook_timeout, mcp, otlp, traces, model or MODELS[cli])
         cli_env.update(env or {})
+        if configure:
+            configure({k: d[k] for k in ("root", "home", "project", "cli_home")}, cli_env)
         argv = [str(BINARIES[cli]), *args]
         argv += [prompt] if cli == "codex" else ["-p", prompt]
         t0 = time.monotonic()
