@@ -72,7 +72,7 @@ enum Kind {
     Other,
 }
 
-fn get<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Av> {
+pub(crate) fn get<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Av> {
     attrs
         .iter()
         .find(|kv| kv.key == key)
@@ -80,7 +80,7 @@ fn get<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Av> {
         .and_then(|v| v.value.as_ref())
 }
 
-fn text<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a str> {
+pub(crate) fn text<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a str> {
     match get(attrs, key)? {
         Av::StringValue(s) if !s.is_empty() => Some(s),
         _ => None,
@@ -115,7 +115,7 @@ pub fn json_of(v: &AnyValue) -> Value {
 
 /// A structured value: a string that holds JSON is parsed (frameworks send arguments as JSON
 /// text), anything else kept as it is.
-fn structured(v: &Av) -> Value {
+pub(crate) fn structured(v: &Av) -> Value {
     match v {
         Av::StringValue(s) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
         other => json_of(&AnyValue {
@@ -125,7 +125,7 @@ fn structured(v: &Av) -> Value {
 }
 
 /// `v`, or its size and hash when over [`MAX_RECORDED_VALUE`].
-fn capped(v: Value) -> Value {
+pub(crate) fn capped(v: Value) -> Value {
     let text = v.to_string();
     if text.len() <= MAX_RECORDED_VALUE {
         return v;
@@ -393,7 +393,7 @@ fn lane(conversation: Option<&str>, trace: &str) -> String {
 
 /// `s`, cut to [`MAX_STRING`] bytes (at a character boundary) with its size and hash when
 /// longer: every string of an event but its arguments and result, which are [`capped`].
-fn cap_str(s: &str) -> String {
+pub(crate) fn cap_str(s: &str) -> String {
     if s.len() <= MAX_STRING {
         return s.to_owned();
     }

@@ -1,10 +1,11 @@
-//! `afr otlp`: OTLP/HTTP (`POST /v1/traces`, protobuf or JSON, gzip) and OTLP/gRPC
-//! (`TraceService/Export`, gzip) receivers in one process, recording through `afr serve` when
-//! it runs, else into the store.
+//! `afr otlp`: OTLP/HTTP (`POST /v1/traces` and `POST /v1/logs`, protobuf or JSON, gzip,
+//! chunked or not) and OTLP/gRPC (`TraceService/Export`, `LogsService/Export`, gzip) receivers
+//! in one process, recording through `afr serve` when it runs, else into the store.
 //!
-//! An export is answered only once the events of its tool spans are durable; each event is
-//! recorded under `otlp:<trace id>:<span id>`, so an exporter's retry of the same export
-//! records nothing twice. Limits: a request body over [`ReceiverOptions::max_body`] is refused
+//! An export is answered only once the events of its tool spans or tool log records are
+//! durable; each event is recorded under `otlp:<trace id>:<span id>` (a span) or the call's
+//! key shared with `afr hook` (a log record, [`crate::calls`]), so an exporter's retry of the
+//! same export records nothing twice. Limits: a request body over [`ReceiverOptions::max_body`] is refused
 //! (HTTP 413; gRPC: tonic's own `OUT_OF_RANGE`, or `RESOURCE_EXHAUSTED` for a gzip message);
 //! more than [`ReceiverOptions::max_inflight`] exports
 //! at once are refused with HTTP 429 and `Retry-After: 1` (gRPC `RESOURCE_EXHAUSTED`), which
@@ -29,11 +30,11 @@ use afr_core::{
     EventInput,
     event::{ContextSource, Effects, EventRef},
 };
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::{Request, Response, StatusCode, body::Incoming, header};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use opentelemetry_proto::tonic::{
+    collector::logs::v1::{
+        ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
+        logs_service_server::{LogsService, LogsServiceServer},
+    },
     collector::trace::v1::{
         ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
         trace_service_server::{TraceService, TraceServiceServer},
@@ -41,11 +42,14 @@ use opentelemetry_proto::tonic::{
     resource::v1::Resource,
     trace::v1::{ResourceSpans, ScopeSpans, Span},
 };
-use prost::Message;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-use crate::map::{Summary, ToolEvent, map, span_key};
+use crate::{
+    calls::Calls,
+    logs::{LogSummary, map_logs},
+    map::{Summary, ToolEvent, map, span_key},
+};
 
 /// Settings of `afr otlp`.
 #[derive(Debug)]
@@ -62,10 +66,11 @@ pub struct ReceiverOptions {
     pub max_body: usize,
     /// Most exports handled at once; more are refused with a retry hint.
     pub max_inflight: usize,
-    /// How long a tool span whose parent span has not arrived is held for it.
+    /// How long a tool span whose parent span has not arrived is held for it, and a
+    /// coding-agent CLI's rejection of a call for the call's result.
     pub hold: Duration,
-    /// Most tool spans held at once; an export that would hold more is refused with a retry
-    /// hint.
+    /// Most tool spans held at once, and most tool decisions; an export that would hold more
+    /// is refused with a retry hint.
     pub max_held: usize,
     /// What to do when no `afr serve` answers on `dir`.
     pub no_server: NoServer,
@@ -102,7 +107,7 @@ pub enum ReceiverError {
 
 /// Why an export was refused.
 #[derive(Debug)]
-enum Refused {
+pub(crate) enum Refused {
     /// Not a valid export (the message says what is wrong).
     Malformed(String),
     /// Over the body limit.
@@ -128,17 +133,20 @@ struct HeldSpan {
 /// The held spans, and the journal that keeps them.
 type Holding = (HashMap<String, HeldSpan>, Option<Arc<Journal>>);
 
-struct Ingest {
+pub(crate) struct Ingest {
     dir: PathBuf,
     sink: Mutex<Option<Door>>,
     no_server: NoServer,
     /// Tool spans held for their parents, by idempotency key; with the journal that keeps
     /// them across a crash (created on the first hold).
     held: Mutex<Holding>,
+    /// The coding-agent CLIs' tool decisions waiting for their calls' results, and Gemini
+    /// CLI's call ranks.
+    calls: Mutex<Calls>,
     hold: Duration,
     max_held: usize,
     token: Option<Zeroizing<Vec<u8>>>,
-    max_body: usize,
+    pub(crate) max_body: usize,
     max_inflight: usize,
     inflight: AtomicUsize,
     exports: AtomicU64,
@@ -150,7 +158,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Ingest {
-    fn authorized(&self, header: Option<&[u8]>) -> bool {
+    pub(crate) fn authorized(&self, header: Option<&[u8]>) -> bool {
         let Some(token) = &self.token else {
             return true;
         };
@@ -161,7 +169,10 @@ impl Ingest {
 
     /// Records the tool spans of `req` durably, and holds those whose parent span has not
     /// arrived (journaled, synced); the number of spans rejected, and what the export held.
-    fn record(&self, req: &ExportTraceServiceRequest) -> Result<(u64, Summary), Refused> {
+    pub(crate) fn record(
+        &self,
+        req: &ExportTraceServiceRequest,
+    ) -> Result<(u64, Summary), Refused> {
         let (mut events, summary) = map(req);
         let mut held = lock(&self.held);
         // Spans held earlier for a parent in one of this export's traces are mapped again
@@ -300,7 +311,7 @@ impl Ingest {
             if let Err(err) = event.validate() {
                 // A span the recorder refuses (e.g. over its size cap) is reported, not
                 // retried: the rest of the export is recorded.
-                eprintln!("afr otlp: a tool span was refused: invalid event: {err}");
+                eprintln!("afr otlp: an event was refused: invalid event: {err}");
                 continue;
             }
             match s.submit(&event, &e.key) {
@@ -309,7 +320,7 @@ impl Ingest {
                     tickets.push(t);
                 }
                 Err(err @ (DoorError::Invalid { .. } | DoorError::Server { status: 422, .. })) => {
-                    eprintln!("afr otlp: a tool span was refused: {err}");
+                    eprintln!("afr otlp: an event was refused: {err}");
                 }
                 Err(err) => {
                     *sink = None;
@@ -376,8 +387,70 @@ impl Ingest {
         }
     }
 
+    /// Records the tool calls of the coding-agent CLIs' log records of `req` durably (leaving
+    /// to `afr hook` the calls its journal holds), and holds their decisions for the calls'
+    /// results; the number of records rejected.
+    pub(crate) fn record_logs(&self, req: &ExportLogsServiceRequest) -> Result<u64, Refused> {
+        let (records, summary) = map_logs(req);
+        let mut calls = lock(&self.calls);
+        let plan = calls.plan(records, self.max_held).map_err(|e| match e {
+            None => Refused::Busy,
+            Some(e) => Refused::Unavailable(format!("the Gemini CLI call ranks: {e}")),
+        })?;
+        let ok = self.write(&plan.write)?;
+        let refused = (plan.write.len() as u64).saturating_sub(ok);
+        let (linked, holding) = (plan.linked, plan.holding);
+        calls
+            .commit(plan)
+            .map_err(|e| Refused::Unavailable(format!("the journal: {e}")))?;
+        drop(calls);
+        self.recorded.fetch_add(ok, Ordering::Relaxed);
+        let n = self.exports.fetch_add(1, Ordering::Relaxed) + 1;
+        eprintln!(
+            "afr otlp: logs export {n}: {}",
+            describe_logs(&summary, ok, linked, holding)
+        );
+        Ok(refused + summary.malformed)
+    }
+
+    /// Records the rejections whose call's result did not come within the hold (all of them
+    /// with `all`), and lets go of the allowing decisions that waited long enough.
+    fn release_calls(&self, all: bool) {
+        let mut calls = lock(&self.calls);
+        if calls.held() == 0 {
+            if all {
+                calls.close();
+            }
+            return;
+        }
+        let (due, dropped) = calls.due(self.hold, all);
+        if !due.is_empty() {
+            match self.write(&due) {
+                Ok(n) => {
+                    for e in &due {
+                        calls.forget(&e.key);
+                    }
+                    self.recorded.fetch_add(n, Ordering::Relaxed);
+                    eprintln!(
+                        "afr otlp: {n} rejected tool calls recorded (no result within {} ms)",
+                        self.hold.as_millis()
+                    );
+                }
+                Err(e) => eprintln!("afr otlp: rejected tool calls not recorded yet: {e:?}"),
+            }
+        }
+        if dropped > 0 {
+            eprintln!(
+                "afr otlp: {dropped} tool decisions let go: no result of their call came (the decision was not recorded)"
+            );
+        }
+        if all {
+            calls.close();
+        }
+    }
+
     /// Runs `f` unless too many exports are in flight.
-    fn admitted<T>(&self, f: impl FnOnce() -> Result<T, Refused>) -> Result<T, Refused> {
+    pub(crate) fn admitted<T>(&self, f: impl FnOnce() -> Result<T, Refused>) -> Result<T, Refused> {
         if self.inflight.fetch_add(1, Ordering::AcqRel) >= self.max_inflight {
             self.inflight.fetch_sub(1, Ordering::AcqRel);
             return Err(Refused::Busy);
@@ -483,7 +556,39 @@ pub fn describe(s: &Summary, recorded: u64) -> String {
     )
 }
 
-fn partial(rejected: u64) -> Option<ExportTracePartialSuccess> {
+/// One line on what a logs export held.
+pub fn describe_logs(s: &LogSummary, recorded: u64, linked: u64, holding: u64) -> String {
+    let list = |m: &std::collections::BTreeMap<String, u64>| {
+        m.iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let results: u64 = s.results.values().sum();
+    let other: u64 = s.ignored.values().sum();
+    format!(
+        "{} log records: {results} tool results ({}), {} tool decisions; {recorded} durable under their call keys, {linked} left to the hook that holds them, {holding} decisions held; {other} other records seen, not recorded ({}){}",
+        s.records,
+        list(&s.results),
+        s.decisions,
+        list(&s.ignored),
+        if s.malformed > 0 {
+            format!("; {} malformed, rejected", s.malformed)
+        } else {
+            String::new()
+        }
+    )
+}
+
+pub(crate) fn partial_logs(rejected: u64) -> Option<ExportLogsPartialSuccess> {
+    (rejected > 0).then(|| ExportLogsPartialSuccess {
+        rejected_log_records: i64::try_from(rejected).unwrap_or(i64::MAX),
+        error_message: "tool records without a session or call id, or refused by the recorder"
+            .into(),
+    })
+}
+
+pub(crate) fn partial(rejected: u64) -> Option<ExportTracePartialSuccess> {
     (rejected > 0).then(|| ExportTracePartialSuccess {
         rejected_spans: i64::try_from(rejected).unwrap_or(i64::MAX),
         error_message: "spans without valid trace and span ids, or refused by the recorder".into(),
@@ -509,6 +614,7 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
         exports: AtomicU64::new(0),
         recorded: AtomicU64::new(0),
         held: Mutex::new((HashMap::new(), None)),
+        calls: Mutex::new(Calls::new(&opts.dir)),
         hold: opts.hold,
         max_held: opts.max_held.max(1),
     });
@@ -522,6 +628,7 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
         std::thread::spawn(move || {
             while let Some(i) = ingest.upgrade() {
                 i.release(false);
+                i.release_calls(false);
                 drop(i);
                 std::thread::sleep(Duration::from_millis(200));
             }
@@ -533,19 +640,26 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
         if let Some(addr) = opts.http {
             let (l, bound) = bind(addr).await.map_err(ReceiverError::from)?;
             eprintln!("afr otlp: OTLP/HTTP on http://{bound}/v1/traces");
-            tasks.push(tokio::spawn(http_loop(l, ingest.clone())));
+            eprintln!("afr otlp: OTLP/HTTP logs on http://{bound}/v1/logs");
+            tasks.push(tokio::spawn(crate::http::serve(l, ingest.clone())));
         }
         if let Some(addr) = opts.grpc {
             let (l, bound) = bind(addr).await.map_err(ReceiverError::from)?;
             eprintln!("afr otlp: OTLP/gRPC on grpc://{bound}");
+            let gzip = tonic::codec::CompressionEncoding::Gzip;
             let svc = TraceServiceServer::new(Grpc(ingest.clone()))
-                .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
-                .send_compressed(tonic::codec::CompressionEncoding::Gzip)
+                .accept_compressed(gzip)
+                .send_compressed(gzip)
+                .max_decoding_message_size(ingest.max_body);
+            let logs = LogsServiceServer::new(Grpc(ingest.clone()))
+                .accept_compressed(gzip)
+                .send_compressed(gzip)
                 .max_decoding_message_size(ingest.max_body);
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(l);
             tasks.push(tokio::spawn(async move {
                 if let Err(e) = tonic::transport::Server::builder()
                     .add_service(svc)
+                    .add_service(logs)
                     .serve_with_incoming(incoming)
                     .await
                 {
@@ -569,7 +683,10 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
         for t in tasks {
             t.abort();
         }
-        tokio::task::block_in_place(|| ingest.release(true));
+        tokio::task::block_in_place(|| {
+            ingest.release(true);
+            ingest.release_calls(true);
+        });
         eprintln!(
             "afr otlp: stopped after {} exports, {} events recorded",
             ingest.exports.load(Ordering::Relaxed),
@@ -585,211 +702,6 @@ async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr),
     let l = tokio::net::TcpListener::bind(addr).await.map_err(bad)?;
     let bound = l.local_addr().map_err(bad)?;
     Ok((l, bound))
-}
-
-async fn http_loop(l: tokio::net::TcpListener, ingest: Arc<Ingest>) {
-    loop {
-        let Ok((stream, _)) = l.accept().await else {
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            continue;
-        };
-        let ingest = ingest.clone();
-        tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req| {
-                let ingest = ingest.clone();
-                async move { Ok::<_, std::convert::Infallible>(http_export(ingest, req).await) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(std::time::Duration::from_secs(30))
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
-        });
-    }
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Format {
-    Protobuf,
-    Json,
-}
-
-fn respond(status: StatusCode, format: Format, body: Vec<u8>) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
-    *r.status_mut() = status;
-    let ct = match format {
-        Format::Protobuf => "application/x-protobuf",
-        Format::Json => "application/json",
-    };
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, header::HeaderValue::from_static(ct));
-    r
-}
-
-/// An OTLP `Status` (google.rpc.Status) with a message, in the request's format.
-fn status_body(format: Format, code: i32, message: &str) -> Vec<u8> {
-    match format {
-        Format::Json => serde_json::json!({"code": code, "message": message})
-            .to_string()
-            .into_bytes(),
-        Format::Protobuf => {
-            // google.rpc.Status { int32 code = 1; string message = 2; }
-            let mut b = Vec::new();
-            prost::encoding::int32::encode(1, &code, &mut b);
-            prost::encoding::string::encode(2, &message.to_owned(), &mut b);
-            b
-        }
-    }
-}
-
-fn refusal(format: Format, r: &Refused) -> Response<Full<Bytes>> {
-    let (status, code, msg) = match r {
-        Refused::Malformed(m) => (StatusCode::BAD_REQUEST, 3, m.clone()),
-        Refused::TooLarge => (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            8,
-            "the export is over the size limit".to_owned(),
-        ),
-        Refused::Busy => (
-            StatusCode::TOO_MANY_REQUESTS,
-            8,
-            "too many exports at once; retry".to_owned(),
-        ),
-        Refused::Unavailable(m) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            14,
-            format!("the recorder is unavailable: {m}"),
-        ),
-        Refused::Unauthorized => (
-            StatusCode::UNAUTHORIZED,
-            16,
-            "a bearer token is required".to_owned(),
-        ),
-    };
-    let mut resp = respond(status, format, status_body(format, code, &msg));
-    if matches!(r, Refused::Busy | Refused::Unavailable(_)) {
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-    }
-    resp
-}
-
-async fn http_export(ingest: Arc<Ingest>, req: Request<Incoming>) -> Response<Full<Bytes>> {
-    let ct = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    let format = if ct.starts_with("application/json") {
-        Format::Json
-    } else {
-        Format::Protobuf
-    };
-    if req.uri().path() != "/v1/traces" {
-        return refusal(
-            format,
-            &Refused::Malformed("the OTLP/HTTP traces path is /v1/traces".into()),
-        );
-    }
-    if req.method() != hyper::Method::POST {
-        return refusal(format, &Refused::Malformed("exports are POSTed".into()));
-    }
-    if !ct.starts_with("application/json") && !ct.starts_with("application/x-protobuf") {
-        let mut r = refusal(
-            format,
-            &Refused::Malformed(format!(
-                "unsupported content type `{ct}` (application/x-protobuf or application/json)"
-            )),
-        );
-        *r.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
-        return r;
-    }
-    let auth = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|v| v.as_bytes().to_vec());
-    if !ingest.authorized(auth.as_deref()) {
-        return refusal(format, &Refused::Unauthorized);
-    }
-    let gzip = match req
-        .headers()
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-    {
-        None | Some("identity") => false,
-        Some("gzip") => true,
-        Some(other) => {
-            return refusal(
-                format,
-                &Refused::Malformed(format!("unsupported content encoding `{other}` (gzip)")),
-            );
-        }
-    };
-    let body = match Limited::new(req.into_body(), ingest.max_body)
-        .collect()
-        .await
-    {
-        Ok(b) => b.to_bytes(),
-        Err(_) => return refusal(format, &Refused::TooLarge),
-    };
-    let work = ingest.clone();
-    let r = tokio::task::spawn_blocking(move || {
-        work.admitted(|| {
-            let body = if gzip {
-                gunzip(&body, work.max_body)?
-            } else {
-                body.to_vec()
-            };
-            let req = decode(&body, format)?;
-            work.record(&req)
-        })
-    })
-    .await
-    .unwrap_or_else(|e| Err(Refused::Unavailable(e.to_string())));
-    match r {
-        Ok((rejected, _)) => {
-            let resp = ExportTraceServiceResponse {
-                partial_success: partial(rejected),
-            };
-            let body = match format {
-                Format::Protobuf => resp.encode_to_vec(),
-                // Written by hand: the crate's serializer writes `"partialSuccess": null`.
-                Format::Json => match resp.partial_success {
-                    None => b"{}".to_vec(),
-                    Some(p) => serde_json::json!({"partialSuccess": {
-                        "rejectedSpans": p.rejected_spans.to_string(),
-                        "errorMessage": p.error_message}})
-                    .to_string()
-                    .into_bytes(),
-                },
-            };
-            respond(StatusCode::OK, format, body)
-        }
-        Err(e) => refusal(format, &e),
-    }
-}
-
-fn gunzip(b: &[u8], max: usize) -> Result<Vec<u8>, Refused> {
-    use std::io::Read;
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(b)
-        .take(max as u64 + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| Refused::Malformed(format!("the gzip body cannot be read: {e}")))?;
-    if out.len() > max {
-        return Err(Refused::TooLarge);
-    }
-    Ok(out)
-}
-
-fn decode(b: &[u8], format: Format) -> Result<ExportTraceServiceRequest, Refused> {
-    match format {
-        Format::Protobuf => ExportTraceServiceRequest::decode(b)
-            .map_err(|e| Refused::Malformed(format!("not an OTLP protobuf export: {e}"))),
-        Format::Json => serde_json::from_slice(b)
-            .map_err(|e| Refused::Malformed(format!("not an OTLP/JSON export: {e}"))),
-    }
 }
 
 struct Grpc(Arc<Ingest>);
@@ -816,19 +728,47 @@ impl TraceService for Grpc {
             Ok((rejected, _)) => Ok(tonic::Response::new(ExportTraceServiceResponse {
                 partial_success: partial(rejected),
             })),
-            Err(Refused::Busy) => Err(tonic::Status::resource_exhausted(
-                "too many exports at once; retry",
-            )),
-            Err(Refused::TooLarge) => Err(tonic::Status::resource_exhausted(
-                "the export is over the size limit",
-            )),
-            Err(Refused::Unavailable(m)) => Err(tonic::Status::unavailable(format!(
-                "the recorder is unavailable: {m}"
-            ))),
-            Err(Refused::Malformed(m)) => Err(tonic::Status::invalid_argument(m)),
-            Err(Refused::Unauthorized) => {
-                Err(tonic::Status::unauthenticated("a bearer token is required"))
-            }
+            Err(e) => Err(grpc_status(e)),
         }
+    }
+}
+
+#[tonic::async_trait]
+impl LogsService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportLogsServiceRequest>,
+    ) -> Result<tonic::Response<ExportLogsServiceResponse>, tonic::Status> {
+        let auth = request
+            .metadata()
+            .get("authorization")
+            .map(|v| v.as_bytes().to_vec());
+        if !self.0.authorized(auth.as_deref()) {
+            return Err(tonic::Status::unauthenticated("a bearer token is required"));
+        }
+        let ingest = self.0.clone();
+        let req = request.into_inner();
+        let r = tokio::task::spawn_blocking(move || ingest.admitted(|| ingest.record_logs(&req)))
+            .await
+            .unwrap_or_else(|e| Err(Refused::Unavailable(e.to_string())));
+        match r {
+            Ok(rejected) => Ok(tonic::Response::new(ExportLogsServiceResponse {
+                partial_success: partial_logs(rejected),
+            })),
+            Err(e) => Err(grpc_status(e)),
+        }
+    }
+}
+
+/// A refusal as the gRPC status the exporters act on.
+fn grpc_status(r: Refused) -> tonic::Status {
+    match r {
+        Refused::Busy => tonic::Status::resource_exhausted("too many exports at once; retry"),
+        Refused::TooLarge => tonic::Status::resource_exhausted("the export is over the size limit"),
+        Refused::Unavailable(m) => {
+            tonic::Status::unavailable(format!("the recorder is unavailable: {m}"))
+        }
+        Refused::Malformed(m) => tonic::Status::invalid_argument(m),
+        Refused::Unauthorized => tonic::Status::unauthenticated("a bearer token is required"),
     }
 }

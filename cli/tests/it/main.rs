@@ -26,6 +26,7 @@ mod import;
 mod mcp;
 mod mcp_peers;
 mod otlp;
+mod otlp_logs;
 mod pipes;
 mod proc;
 mod producers;
