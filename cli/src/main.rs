@@ -123,9 +123,10 @@ enum Cmd {
     /// MCP gateway: record every tool call of an MCP client, enforce a policy (docs/gateway.md).
     #[command(subcommand)]
     Mcp(mcp::McpCmd),
-    /// Receive OpenTelemetry traces (OTLP over HTTP and gRPC) and record every tool-execution
-    /// span of an agent framework as an event (docs/otlp.md). Records through `afr serve` when
-    /// it runs, else into the store.
+    /// Receive OpenTelemetry traces and logs (OTLP over HTTP and gRPC): every tool-execution
+    /// span of an agent framework, and every tool record of Claude Code, Codex and Gemini CLI,
+    /// as an event (docs/otlp.md). Records through `afr serve` when it runs, else into the
+    /// store.
     Otlp(mcp::OtlpArgs),
     /// The hook command of a coding-agent CLI (claude-code, codex, gemini): reads the CLI's
     /// hook JSON on standard input; before a tool runs it evaluates the policy, makes the

@@ -91,6 +91,10 @@ pub struct ProxyArgs {
     /// The MCP server's endpoint, e.g. http://127.0.0.1:3001/mcp.
     #[arg(long)]
     upstream: String,
+    /// A PEM file of CA certificates an https --upstream may chain to, besides the system's
+    /// roots (a private CA); the certificate and host name are always verified.
+    #[arg(long, value_name = "PEM")]
+    upstream_ca: Option<PathBuf>,
     /// Where clients connect (the path is the upstream's).
     #[arg(long, default_value = "127.0.0.1:8931")]
     listen: std::net::SocketAddr,
@@ -125,6 +129,7 @@ pub fn run(dir: &Path, cmd: McpCmd) -> Result<ExitCode> {
                 allowed_hosts: p.allowed_hosts,
                 allowed_origins: p.allowed_origins,
                 max_body: afr_gateway::wrap::DEFAULT_MAX_LINE,
+                upstream_ca: p.upstream_ca,
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -236,7 +241,8 @@ pub fn decide(dir: &Path, args: DecideArgs, decision: Decision) -> Result<ExitCo
 /// `afr otlp`: the OTLP receiver.
 #[derive(Args, Debug)]
 pub struct OtlpArgs {
-    /// OTLP/HTTP address (`POST /v1/traces`, protobuf or JSON, gzip).
+    /// OTLP/HTTP address (`POST /v1/traces` and `POST /v1/logs`, protobuf or JSON, gzip,
+    /// chunked).
     #[arg(long, default_value = "127.0.0.1:4318", value_name = "ADDR")]
     http: std::net::SocketAddr,
     /// OTLP/gRPC address.
@@ -260,13 +266,19 @@ pub struct OtlpArgs {
     #[arg(long, default_value_t = afr_otlp::receiver::DEFAULT_MAX_INFLIGHT)]
     max_inflight: usize,
     /// Milliseconds a tool span whose parent span has not arrived is held for it (journaled,
-    /// so the export is answered at once); then it is recorded with what is known.
+    /// so the export is answered at once), and a coding-agent CLI's rejection of a call for
+    /// the call's result; then it is recorded with what is known.
     #[arg(long, default_value_t = 6000, value_name = "MS")]
     hold_ms: u64,
-    /// Most tool spans held at once; an export that would hold more is answered 429 /
+    /// Most tool spans (and tool decisions) held at once; an export that would hold more is answered 429 /
     /// RESOURCE_EXHAUSTED with a retry hint.
     #[arg(long, default_value_t = afr_otlp::receiver::DEFAULT_MAX_HELD)]
     max_held: usize,
+    /// MCP servers (comma-separated, as the coding-agent CLI names them; `*`: all) that run
+    /// behind `afr mcp wrap`: their calls' log records are left to the gateway. `afr setup`
+    /// lists the servers it wraps in <dir>/mcp-wrapped, which the receiver also reads.
+    #[arg(long, value_delimiter = ',', value_name = "SERVERS")]
+    mcp_wrapped: Vec<String>,
 }
 
 /// Runs `afr otlp` until SIGTERM or SIGINT.
@@ -286,6 +298,7 @@ pub fn otlp(dir: &Path, a: OtlpArgs) -> Result<ExitCode> {
         hold: std::time::Duration::from_millis(a.hold_ms),
         max_held: a.max_held,
         no_server: no_server(),
+        mcp_wrapped: a.mcp_wrapped,
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -262,9 +262,11 @@ pub struct Orphan {
     pub event: Value,
 }
 
+/// Whether the process a journal is named after still runs: a killed agent its parent has not
+/// reaped yet (a zombie) has stopped, and its calls are orphans.
 fn alive(pid: &str) -> bool {
     pid.parse::<u32>()
-        .is_ok_and(|p| p == std::process::id() || Path::new(&format!("/proc/{p}")).exists())
+        .is_ok_and(|p| p == std::process::id() || crate::writer::alive(u64::from(p)))
 }
 
 /// The journals `name` of processes that are gone, and the entries each left pending: for the

@@ -230,7 +230,7 @@ pub fn take_over(dir: &Path) -> Result<Takeover, DoorError> {
 }
 
 /// Whether process `pid` runs (a zombie has exited: its locks are released).
-fn alive(pid: u64) -> bool {
+pub(crate) fn alive(pid: u64) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
         // `pid (comm) state ...`: the state follows the last `)`.
         stat.rsplit_once(')')

@@ -75,6 +75,9 @@ pub struct ProxyOptions {
     pub allowed_origins: Vec<String>,
     /// Largest request or JSON response body, in bytes.
     pub max_body: usize,
+    /// A PEM file of CA certificates an `https` upstream's certificate may chain to, besides
+    /// the system's roots (a private CA). The certificate is always verified.
+    pub upstream_ca: Option<std::path::PathBuf>,
 }
 
 /// Errors starting the proxy.
@@ -114,7 +117,7 @@ const HOP_BY_HOP: [&str; 9] = [
 struct Proxy {
     gate: Arc<Gate>,
     upstream: Uri,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
     hosts: Vec<String>,
     origins: Vec<String>,
     max_body: usize,
@@ -155,13 +158,8 @@ fn parse_upstream(url: &str) -> Result<Uri, ProxyError> {
     };
     let u: Uri = url.parse().map_err(|_| bad("not a URL"))?;
     match u.scheme_str() {
-        Some("http") => {}
-        Some("https") => {
-            return Err(bad(
-                "https upstreams are not supported yet; reach the server over http on a private network or loopback",
-            ));
-        }
-        _ => return Err(bad("the scheme must be http")),
+        Some("http" | "https") => {}
+        _ => return Err(bad("the scheme must be http or https")),
     }
     if u.host().is_none_or(str::is_empty) {
         return Err(bad("no host"));
@@ -172,6 +170,53 @@ fn parse_upstream(url: &str) -> Result<Uri, ProxyError> {
         ));
     }
     Ok(u)
+}
+
+/// An error with its causes (`client error (Connect): invalid peer certificate: UnknownIssuer`).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
+}
+
+/// The TLS settings for an https upstream: the system's root certificates, plus those of
+/// `extra` (PEM); certificates and host names always verified.
+fn tls_config(extra: Option<&std::path::Path>) -> Result<rustls::ClientConfig, ProxyError> {
+    use rustls_pki_types::{CertificateDer, pem::PemObject};
+    let bad = |why: String| ProxyError::Upstream {
+        url: "--upstream-ca".into(),
+        why,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    // The system's roots: an unreadable one is skipped (as rustls-native-certs reports).
+    let native = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(native.certs);
+    if let Some(path) = extra {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .map_err(|e| bad(format!("{}: {e}", path.display())))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(format!("{}: {e}", path.display())))?;
+        if certs.is_empty() {
+            return Err(bad(format!("{}: no PEM certificate in it", path.display())));
+        }
+        for c in certs {
+            roots
+                .add(c)
+                .map_err(|e| bad(format!("{}: {e}", path.display())))?;
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(config)
 }
 
 /// Runs the proxy until SIGTERM or SIGINT.
@@ -203,6 +248,13 @@ pub fn serve(opts: ProxyOptions) -> Result<(), ProxyError> {
         hosts.extend(opts.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
+        // https upstreams (http ones pass through): the system's roots and --upstream-ca.
+        connector.enforce_http(false);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(opts.upstream_ca.as_deref())?)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
         let proxy = Arc::new(Proxy {
             gate: opts.gate,
             client: Client::builder(TokioExecutor::new()).build(connector),
@@ -863,11 +915,15 @@ impl Proxy {
                 // Not connected: the call never left. Connected: the request was sent (in part
                 // or whole) and the upstream went away before its answer: the call may have run.
                 Err(e) if e.is_connect() => {
-                    return watch.no_answer(&format!("the upstream could not be reached: {e}"));
+                    return watch.no_answer(&format!(
+                        "the upstream could not be reached: {}",
+                        chain(&e)
+                    ));
                 }
                 Err(e) => {
                     return watch.no_answer(&format!(
-                        "the upstream closed the connection after the call was sent, before its answer (it may have run): {e}"
+                        "the upstream closed the connection after the call was sent, before its answer (it may have run): {}",
+                        chain(&e)
                     ));
                 }
             };
@@ -951,7 +1007,8 @@ mod tests {
     fn upstreams_without_secrets() {
         let u = parse_upstream("http://127.0.0.1:3001/mcp?key=s").unwrap();
         assert_eq!(public_url(&u), "http://127.0.0.1:3001/mcp");
-        assert!(parse_upstream("https://x/mcp").is_err());
+        assert!(parse_upstream("https://x/mcp").is_ok());
+        assert!(parse_upstream("ftp://x/mcp").is_err());
         assert!(parse_upstream("http://user:pw@x/mcp").is_err());
         assert!(parse_upstream("ftp://x/").is_err());
     }

@@ -79,6 +79,11 @@ pub struct Plan {
     /// Why the CLI would ignore the hooks as configured, and what to do; setup refuses to
     /// write while this is not empty.
     pub refusals: Vec<String>,
+    /// The MCP servers now behind `afr mcp wrap`, listed in `<dir>/mcp-wrapped` for the OTLP
+    /// receiver (their calls' log records are the gateway's), and the recorder directory.
+    pub wrapped: Vec<String>,
+    /// The recorder directory.
+    pub dir: PathBuf,
 }
 
 /// Errors of setup.
@@ -461,6 +466,8 @@ pub fn plan(o: &SetupOptions) -> Result<Plan, SetupError> {
     }
     // 2. The hooks.
     let command = o.hook_command(&wrapped);
+    p.wrapped.clone_from(&wrapped);
+    p.dir.clone_from(&o.dir);
     let before = if mcp_change.as_ref().is_some_and(|c| c.path == hooks_path) {
         mcp_change.as_ref().map(|c| c.after.clone())
     } else {
@@ -627,6 +634,28 @@ pub fn apply(p: &Plan) -> Result<(), SetupError> {
         let tmp = c.path.with_extension("afr-tmp");
         std::fs::write(&tmp, &c.after).map_err(io(&tmp))?;
         std::fs::rename(&tmp, &c.path).map_err(io(&c.path))?;
+    }
+    if !p.wrapped.is_empty() {
+        // The servers of every setup, for `afr otlp` (the names only, no commands).
+        let file = p.dir.join("mcp-wrapped");
+        let mut names: Vec<String> = std::fs::read_to_string(&file)
+            .unwrap_or_default()
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_owned)
+            .collect();
+        for w in &p.wrapped {
+            if !names.contains(w) {
+                names.push(w.clone());
+            }
+        }
+        std::fs::create_dir_all(&p.dir).map_err(io(&p.dir))?;
+        let text = format!(
+            "# MCP servers behind `afr mcp wrap` (written by `afr setup`): `afr otlp` leaves their calls to the gateway\n{}\n",
+            names.join("\n")
+        );
+        std::fs::write(&file, text).map_err(io(&file))?;
     }
     Ok(())
 }

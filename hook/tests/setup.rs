@@ -15,7 +15,8 @@ fn options(agent: Agent, scope: Scope, home: &Path) -> SetupOptions {
         scope,
         afr: PathBuf::from("/opt/afr/bin/afr"),
         hook_program: None,
-        dir: PathBuf::from("/var/lib/afr rec"),
+        // Beside the home, with a space to quote.
+        dir: home.with_file_name("afr rec"),
         policy: Some(PathBuf::from("/etc/afr/policy.toml")),
         fail_open: false,
         wrap_mcp: true,
@@ -57,8 +58,14 @@ fn claude_code_project_setup_is_idempotent_keeps_other_hooks_and_undoes() {
     let cmd = pre[0]["hooks"][0]["command"].as_str().unwrap();
     assert_eq!(
         cmd,
-        "/opt/afr/bin/afr --dir '/var/lib/afr rec' hook claude-code --policy /etc/afr/policy.toml --mcp-wrapped fs"
+        format!(
+            "/opt/afr/bin/afr --dir '{}' hook claude-code --policy /etc/afr/policy.toml --mcp-wrapped fs",
+            t.path().join("afr rec").display()
+        )
     );
+    // The wrapped servers, for `afr otlp`.
+    let listed = std::fs::read_to_string(t.path().join("afr rec/mcp-wrapped")).unwrap();
+    assert!(listed.lines().any(|l| l == "fs"), "{listed}");
     assert_eq!(pre[0]["matcher"], "*");
     assert_eq!(pre[0]["hooks"][0]["timeout"], 300);
     assert_eq!(pre[1]["hooks"][0]["command"], "my-linter");
@@ -76,7 +83,7 @@ fn claude_code_project_setup_is_idempotent_keeps_other_hooks_and_undoes() {
         m["mcpServers"]["fs"]["args"],
         json!([
             "--dir",
-            "/var/lib/afr rec",
+            t.path().join("afr rec").to_str().unwrap(),
             "mcp",
             "wrap",
             "--policy",

@@ -71,9 +71,29 @@ pub(crate) struct Plan {
     hold: Vec<(String, String, Decision, bool)>,
 }
 
+/// The file listing the MCP servers (by the coding-agent CLI's name for them, one a line)
+/// that run behind `afr mcp wrap`; `afr setup` writes it. Their calls are the gateway's to
+/// record (in the call's path, with the server's real answer): their log records are not.
+pub const MCP_WRAPPED_FILE: &str = "mcp-wrapped";
+
+/// The servers of [`MCP_WRAPPED_FILE`] under `dir`.
+pub fn mcp_wrapped(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join(MCP_WRAPPED_FILE))
+        .map(|t| {
+            t.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The held decisions and the ranks.
 pub(crate) struct Calls {
     dir: PathBuf,
+    /// `--mcp-wrapped`: MCP servers whose calls the gateway records.
+    pub(crate) mcp_wrapped: Vec<String>,
     held: HashMap<String, Held>,
     journal: Option<Arc<Journal>>,
     ranks: Ranks,
@@ -88,6 +108,7 @@ impl Calls {
     pub(crate) fn new(dir: &Path) -> Calls {
         Calls {
             dir: dir.to_owned(),
+            mcp_wrapped: Vec::new(),
             held: HashMap::new(),
             journal: None,
             ranks: Ranks::new(dir),
@@ -126,6 +147,27 @@ impl Calls {
         }
         self.ranks.save()?;
         let mut plan = Plan::default();
+        // Calls of wrapped MCP servers are the gateway's: neither their results nor their
+        // decisions are recorded from the log (else each would be recorded twice).
+        let mut wrapped = self.mcp_wrapped.clone();
+        wrapped.extend(mcp_wrapped(&self.dir));
+        let gateways = |r: &ToolRecord| {
+            let (agent, tool) = match r {
+                ToolRecord::Decision(d) => (d.agent, d.event.intent.tool.as_str()),
+                ToolRecord::Result(t) => (t.agent, t.event.intent.tool.as_str()),
+            };
+            agent.mcp_tool(tool).is_some_and(|(server, _)| {
+                wrapped.iter().any(|w| {
+                    w == "*"
+                        || w == server
+                        || tool.starts_with(&format!("mcp__{w}__"))
+                        || tool.starts_with(&format!("mcp_{w}_"))
+                })
+            })
+        };
+        let before = named.len();
+        named.retain(|(_, _, r)| !gateways(r));
+        plan.linked += (before - named.len()) as u64;
         let mut decisions: HashMap<String, (String, Decision)> = HashMap::new();
         let mut results = HashSet::new();
         for (k, t, r) in &named {

@@ -74,6 +74,10 @@ pub struct ReceiverOptions {
     pub max_held: usize,
     /// What to do when no `afr serve` answers on `dir`.
     pub no_server: NoServer,
+    /// MCP servers (the coding-agent CLI's names for them; `*`: all) whose calls `afr mcp
+    /// wrap` records: their log records are not recorded again (besides those listed in
+    /// `<dir>/mcp-wrapped`, which `afr setup` writes).
+    pub mcp_wrapped: Vec<String>,
 }
 
 /// Default hold for a tool span's parent: the Python SDK's batch processor exports every 5 s.
@@ -614,7 +618,11 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
         exports: AtomicU64::new(0),
         recorded: AtomicU64::new(0),
         held: Mutex::new((HashMap::new(), None)),
-        calls: Mutex::new(Calls::new(&opts.dir)),
+        calls: Mutex::new({
+            let mut c = Calls::new(&opts.dir);
+            c.mcp_wrapped.clone_from(&opts.mcp_wrapped);
+            c
+        }),
         hold: opts.hold,
         max_held: opts.max_held.max(1),
     });

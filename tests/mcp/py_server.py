@@ -68,7 +68,7 @@ def memo_one() -> str:
     return "first memo"
 
 
-async def serve_http(port: int, stateless: bool) -> None:
+async def serve_http(port: int, stateless: bool, tls: list[str] | None = None) -> None:
     """Streamable HTTP at /mcp on 127.0.0.1:port (0 = any free port); prints
     "listening on http://127.0.0.1:<port>/mcp" on stderr once it accepts connections."""
     import uvicorn
@@ -78,13 +78,15 @@ async def serve_http(port: int, stateless: bool) -> None:
     # they get an Mcp-Session-Id and a back-channel, so elicitation/create can reach them; with
     # stateless each of their POSTs stands alone and confirm_delete fails ("no back-channel").
     app = server.streamable_http_app(stateless_http=stateless)
-    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    ssl = {"ssl_certfile": tls[0], "ssl_keyfile": tls[1]} if tls else {}
+    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **ssl))
 
     async def announce() -> None:
         while not web.started:
             await anyio.sleep(0.02)
         bound = web.servers[0].sockets[0].getsockname()[1]
-        print(f"listening on http://127.0.0.1:{bound}/mcp", file=sys.stderr, flush=True)
+        scheme = "https" if tls else "http"
+        print(f"listening on {scheme}://127.0.0.1:{bound}/mcp", file=sys.stderr, flush=True)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(announce)
@@ -97,11 +99,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0, help="http: port on 127.0.0.1, 0 = any free one")
     parser.add_argument("--stateless", action="store_true",
                         help="http: no 2025-11-25 sessions either (then no elicitation for 2025-11-25)")
+    parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"),
+                        help="http: serve https with this certificate chain and key (PEM)")
     args = parser.parse_args()
     if args.transport == "stdio":
         server.run("stdio")
     else:
-        anyio.run(serve_http, args.port, args.stateless)
+        anyio.run(serve_http, args.port, args.stateless, args.tls)
 
 
 if __name__ == "__main__":

@@ -1143,3 +1143,119 @@ fn stateless_clients_behind_one_proxy_are_told_apart() {
     assert_eq!(lanes["afr-ts-client"].len(), 1, "{lanes:?}");
     assert_ne!(lanes["afr-py-client"], lanes["afr-ts-client"]);
 }
+
+/// A private CA (made by the real `openssl`) and a certificate for `localhost` it signed: the
+/// CA's PEM, the server's chain and key.
+fn private_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .expect("openssl");
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=afr test CA",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    (
+        dir.join("ca.pem"),
+        dir.join("server.pem"),
+        dir.join("server.key"),
+    )
+}
+
+/// #31: TLS upstreams. The Python SDK's server over https with a certificate from a private
+/// CA: with `--upstream-ca` the call goes through (certificate and name verified); without it
+/// the certificate is refused and nothing reaches the server.
+#[test]
+fn an_https_upstream_is_verified_against_the_system_roots_and_upstream_ca() {
+    let (tmp, dir) = initialised();
+    let (ca, cert, key) = private_ca(tmp.path());
+    let mut d = Daemon::spawn(
+        Command::new(python())
+            .arg(mcp_dir().join("py_server.py"))
+            .args(["http", "--port", "0", "--tls"])
+            .args([&cert, &key]),
+    );
+    let url = d
+        .wait_for(|l| {
+            l.split_once("listening on ")
+                .map(|(_, u)| u.trim().replace("127.0.0.1", "localhost"))
+        })
+        .unwrap_or_else(|| panic!("py_server did not start: {}", d.stderr()));
+    assert!(url.starts_with("https://localhost:"), "{url}");
+    let call = |proxy_url: &str| {
+        let mut c = py_client();
+        c.args(["http", proxy_url, "--protocol", "2026-07-28"])
+            .args(["--call", "echo", r#"{"message":"over tls"}"#]);
+        c
+    };
+    {
+        let (_proxy, purl) = start_proxy(&dir, &url, &["--upstream-ca", ca.to_str().unwrap()]);
+        let out = run_client(&mut call(&purl));
+        assert_eq!(out["calls"][0]["content"][0]["text"], "over tls", "{out}");
+    }
+    // Without the CA: the server's certificate is refused (the client's first request fails,
+    // and says why); nothing reaches the server.
+    let (_proxy, purl) = start_proxy(&dir, &url, &[]);
+    let out = call(&purl).output().unwrap();
+    assert!(!out.status.success(), "an unknown CA was trusted: {out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("UnknownIssuer"), "{said}");
+    let evs = exactly_events(&dir, 1);
+    assert_eq!(
+        evs[0]["effects"]["return_value"]["content"][0]["text"],
+        "over tls"
+    );
+}
