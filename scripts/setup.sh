@@ -142,6 +142,12 @@ if [[ -f "$root/tests/approvals/requirements.txt" ]] && ! command -v ssh-keygen 
     apt_install openssh-client "ssh-keygen, for tests/approvals/"
 fi
 
+# The openssl command makes the private CA and certificate of the MCP gateway's TLS-upstream
+# test (cli/tests/it/mcp_peers.rs).
+if ! command -v openssl >/dev/null; then
+    apt_install openssl "openssl, for the gateway's TLS-upstream test"
+fi
+
 # Headless Chromium (Debian's chromium) renders the evidence report in its tests (screenshots,
 # the DOM as a reader sees it) and prints it to PDF (`afr-verify ... --pdf`).
 if ! command -v chromium >/dev/null; then
