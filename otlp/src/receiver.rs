@@ -472,9 +472,17 @@ fn citing(sink: &mut Door, joins: &[&String], gateway_only: bool) -> Option<u64>
     if joins.is_empty() {
         return None;
     }
+    // Matched on trace and span id: the trace flags differ between SDKs (OpenLLMetry under OTel
+    // Python 1.45 sends `-03`, the receiver's own spelling is `-01`); the W3C flags in use are
+    // 00 to 03 (sampled, random trace id), each an exact, indexed match.
     let uris = joins
         .iter()
-        .map(|j| format!("context_provenance.sources[].uri = \"traceparent:{j}\""))
+        .flat_map(|j| {
+            let stem = j.rsplit_once('-').map_or(j.as_str(), |(s, _)| s).to_owned();
+            ["00", "01", "02", "03"].map(move |f| {
+                format!("context_provenance.sources[].uri = \"traceparent:{stem}-{f}\"")
+            })
+        })
         .collect::<Vec<_>>()
         .join(" or ");
     let q = if gateway_only {

@@ -982,6 +982,18 @@ fn children_that_arrive_before_their_parents_are_held_and_completed() {
 
 #[test]
 fn a_span_of_a_call_the_gateway_recorded_is_linked_not_repeated() {
+    linked_whatever_the_trace_flags("01");
+}
+
+/// #31, defect 7: OpenLLMetry under OTel Python 1.45 propagates `-03` (sampled, random trace
+/// id): the receiver matched `-01` only, and the call was recorded twice.
+#[test]
+fn a_call_is_linked_on_trace_and_span_id_whatever_its_flags() {
+    linked_whatever_the_trace_flags("03");
+    linked_whatever_the_trace_flags("00");
+}
+
+fn linked_whatever_the_trace_flags(flags: &str) {
     let (_tmp, dir) = initialised();
     // The gateway and the receiver share the store through `afr serve`.
     let server = super::serve::serve(&dir, &[]);
@@ -1001,7 +1013,7 @@ fn a_span_of_a_call_the_gateway_recorded_is_linked_not_repeated() {
         2,
         "tools/call",
         json!({"name": "echo", "arguments": {"message": "hi"},
-               "_meta": {"traceparent": format!("00-{trace}-{span}-01")}}),
+               "_meta": {"traceparent": format!("00-{trace}-{span}-{flags}")}}),
     );
     assert_eq!(r["result"]["content"][0]["text"], "Echo: hi", "{r}");
     c.finish();
