@@ -116,23 +116,36 @@ pub enum Ticket {
         recorder: Arc<Recorder>,
         /// The event's sequence number.
         seq: u64,
+        /// Its key named an event recorded before (a retry, or the same call from another
+        /// producer): this is that event, nothing new was recorded.
+        known: bool,
     },
+    /// The key named an event recorded before, durable: nothing new was recorded.
+    Known(u64),
 }
 
 impl Ticket {
     /// The event's sequence number, known once it is sequenced (even before it is durable).
     pub fn seq(&self) -> Option<u64> {
         match self {
-            Ticket::Done(Ok(seq)) | Ticket::Pending { seq, .. } => Some(*seq),
+            Ticket::Done(Ok(seq)) | Ticket::Known(seq) | Ticket::Pending { seq, .. } => Some(*seq),
             Ticket::Done(Err(_)) => None,
         }
+    }
+
+    /// Whether the key named an event recorded before (nothing new was recorded).
+    pub fn known(&self) -> bool {
+        matches!(self, Ticket::Known(_) | Ticket::Pending { known: true, .. })
     }
 
     /// Waits until the event is durable; its sequence number.
     pub fn settle(self) -> Result<u64, DoorError> {
         match self {
             Ticket::Done(r) => r,
-            Ticket::Pending { recorder, seq } => Ok(recorder.wait_written(seq).map(|()| seq)?),
+            Ticket::Known(seq) => Ok(seq),
+            Ticket::Pending { recorder, seq, .. } => {
+                Ok(recorder.wait_written(seq).map(|()| seq)?)
+            }
         }
     }
 }
@@ -267,13 +280,11 @@ impl Door {
     ) -> Result<Ticket, DoorError> {
         match &mut self.inner {
             Inner::Writer(r) => {
-                let seq = r
-                    .submit_idempotent(idempotency_key.as_bytes(), event.clone())?
-                    .receipt
-                    .seq;
+                let ir = r.submit_idempotent(idempotency_key.as_bytes(), event.clone())?;
                 Ok(Ticket::Pending {
                     recorder: r.clone(),
-                    seq,
+                    seq: ir.receipt.seq,
+                    known: ir.duplicate,
                 })
             }
             Inner::Served(c) => {
@@ -283,7 +294,11 @@ impl Door {
                     message: e.to_string(),
                 })?;
                 let r = c.request("POST", "/v1/events", Some("application/json"), &bytes)?;
-                match r.json()["receipts"][0]["seq"].as_u64() {
+                let rc = &r.json()["receipts"][0];
+                match rc["seq"].as_u64() {
+                    Some(seq) if r.status == 200 && rc["duplicate"] == true => {
+                        Ok(Ticket::Known(seq))
+                    }
                     Some(seq) if r.status == 200 => Ok(Ticket::Done(Ok(seq))),
                     _ => Err(DoorError::server("POST /v1/events", &r)),
                 }
@@ -492,7 +507,11 @@ fn batch_tickets(answer: Result<Response, ClientError>, n: usize) -> Vec<Ticket>
             if let (Some(i), Some(seq)) = (line(rc), rc["seq"].as_u64())
                 && let Some(t) = tickets.get_mut(i)
             {
-                *t = Some(Ticket::Done(Ok(seq)));
+                *t = Some(if rc["duplicate"] == true {
+                    Ticket::Known(seq)
+                } else {
+                    Ticket::Done(Ok(seq))
+                });
             }
         }
         for e in json["errors"].as_array().into_iter().flatten() {

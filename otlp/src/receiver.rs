@@ -252,7 +252,7 @@ impl Ingest {
                 });
         }
         let keys: Vec<String> = go.iter().map(|e| e.key.clone()).collect();
-        let ok = self.write(&go)?;
+        let (ok, known) = self.write(&go)?;
         // What was held and is now recorded leaves the journal.
         for k in &keys {
             if held.0.remove(k).is_some()
@@ -273,13 +273,23 @@ impl Ingest {
         } else {
             format!("; {} held for a parent span not received yet", wait.len())
         };
-        eprintln!("afr otlp: export {n}: {}{held_now}", describe(&summary, ok));
-        let refused = (go.len() as u64).saturating_sub(ok);
+        let again = if known > 0 {
+            format!("; {known} already recorded (a retry)")
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "afr otlp: export {n}: {}{again}{held_now}",
+            describe(&summary, ok)
+        );
+        let refused = (go.len() as u64).saturating_sub(ok + known);
         Ok((refused + summary.malformed, summary))
     }
 
-    /// Records `events` (parents before the tools under them) durably; how many.
-    fn write(&self, events: &[ToolEvent]) -> Result<u64, Refused> {
+    /// Records `events` (parents before the tools under them) durably: how many are new, and
+    /// how many keys the recorder held already (an exporter's retry, a call a hook recorded:
+    /// durable, nothing new recorded).
+    fn write(&self, events: &[ToolEvent]) -> Result<(u64, u64), Refused> {
         let mut sink = lock(&self.sink);
         if sink.is_none() {
             *sink = Some(
@@ -333,13 +343,20 @@ impl Ingest {
             }
         }
         drop(sink);
-        let mut ok = 0;
+        // Events recorded now; a key the recorder already held (an exporter's retry, a call a
+        // hook recorded) is durable and counted apart.
+        let (mut ok, mut known) = (0, 0);
         for t in tickets {
+            let again = t.known();
             t.settle()
                 .map_err(|e| Refused::Unavailable(e.to_string()))?;
-            ok += 1;
+            if again {
+                known += 1;
+            } else {
+                ok += 1;
+            }
         }
-        Ok(ok)
+        Ok((ok, known))
     }
 
     /// Records the held spans whose time is up (all of them with `all`), with what is known.
@@ -368,7 +385,7 @@ impl Ingest {
             })
             .collect();
         match self.write(&events) {
-            Ok(n) => {
+            Ok((n, _)) => {
                 for k in &due {
                     held.0.remove(k);
                     if let Some(j) = &held.1 {
@@ -401,8 +418,8 @@ impl Ingest {
             None => Refused::Busy,
             Some(e) => Refused::Unavailable(format!("the Gemini CLI call ranks: {e}")),
         })?;
-        let ok = self.write(&plan.write)?;
-        let refused = (plan.write.len() as u64).saturating_sub(ok);
+        let (ok, known) = self.write(&plan.write)?;
+        let refused = (plan.write.len() as u64).saturating_sub(ok + known);
         let (linked, holding) = (plan.linked, plan.holding);
         calls
             .commit(plan)
@@ -412,7 +429,7 @@ impl Ingest {
         let n = self.exports.fetch_add(1, Ordering::Relaxed) + 1;
         eprintln!(
             "afr otlp: logs export {n}: {}",
-            describe_logs(&summary, ok, linked, holding)
+            describe_logs(&summary, ok, known, linked, holding)
         );
         Ok(refused + summary.malformed)
     }
@@ -430,7 +447,7 @@ impl Ingest {
         let (due, dropped) = calls.due(self.hold, all);
         if !due.is_empty() {
             match self.write(&due) {
-                Ok(n) => {
+                Ok((n, _)) => {
                     for e in &due {
                         calls.forget(&e.key);
                     }
@@ -569,7 +586,13 @@ pub fn describe(s: &Summary, recorded: u64) -> String {
 }
 
 /// One line on what a logs export held.
-pub fn describe_logs(s: &LogSummary, recorded: u64, linked: u64, holding: u64) -> String {
+pub fn describe_logs(
+    s: &LogSummary,
+    recorded: u64,
+    known: u64,
+    linked: u64,
+    holding: u64,
+) -> String {
     let list = |m: &std::collections::BTreeMap<String, u64>| {
         m.iter()
             .map(|(k, n)| format!("{k} {n}"))
@@ -579,7 +602,7 @@ pub fn describe_logs(s: &LogSummary, recorded: u64, linked: u64, holding: u64) -
     let results: u64 = s.results.values().sum();
     let other: u64 = s.ignored.values().sum();
     format!(
-        "{} log records: {results} tool results ({}), {} tool decisions; {recorded} durable under their call keys, {linked} left to the hook that holds them, {holding} decisions held; {other} other records seen, not recorded ({}){}",
+        "{} log records: {results} tool results ({}), {} tool decisions; {recorded} recorded, {known} already recorded (a retry, or a call a hook recorded), {linked} left to the hook that holds them or the gateway, {holding} decisions held; {other} other records seen, not recorded ({}){}",
         s.records,
         list(&s.results),
         s.decisions,

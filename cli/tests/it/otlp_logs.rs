@@ -328,7 +328,7 @@ fn claude_code_logs_over_http_json_record_each_call_once() {
     assert_eq!(post_json(&rx, &export), json!({}));
     let line = rx.export_line();
     assert!(
-        line.ends_with(": 15 log records: 6 tool results (claude-code 6), 7 tool decisions; 6 durable under their call keys, 0 left to the hook that holds them, 1 decisions held; 2 other records seen, not recorded (claude_code.api_request 1, claude_code.user_prompt 1)"),
+        line.ends_with(": 15 log records: 6 tool results (claude-code 6), 7 tool decisions; 6 recorded, 0 already recorded (a retry, or a call a hook recorded), 0 left to the hook that holds them or the gateway, 1 decisions held; 2 other records seen, not recorded (claude_code.api_request 1, claude_code.user_prompt 1)"),
         "{line}"
     );
     // The six results at once; the rejected call once its wait for a result is over.
@@ -365,9 +365,11 @@ fn claude_code_logs_over_http_json_record_each_call_once() {
     let mcp = query(&dir, "intent.tool = \"mcp__fs__read_text_file\"");
     assert_eq!(mcp.len(), 1);
     assert_eq!(mcp[0]["execution"]["target"], "mcp server fs");
-    // The exporter's retry of the same export records nothing again.
+    // The exporter's retry of the same export records nothing again, and says so (#31, defect
+    // 9: the summary counted de-duplicated retries as recorded).
     post_json(&rx, &export);
-    rx.export_line();
+    let again = rx.export_line();
+    assert!(again.contains("0 recorded, 6 already recorded"), "{again}");
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(settled(&dir, 7).len(), 7);
     rx.kill();
@@ -396,7 +398,7 @@ fn codex_logs_over_http_protobuf_gzip() {
     assert!(resp.partial_success.is_none());
     let line = rx.export_line();
     assert!(
-        line.contains("6 tool results (codex 6), 4 tool decisions; 6 durable"),
+        line.contains("6 tool results (codex 6), 4 tool decisions; 6 recorded, 0 already"),
         "{line}"
     );
     let events = settled(&dir, 6);
@@ -429,7 +431,7 @@ fn gemini_logs_chunked_without_content_length_and_retried() {
     assert_eq!(a.body, b"{}");
     let line = rx.export_line();
     assert!(
-        line.contains("6 tool results (gemini 6), 0 tool decisions; 6 durable"),
+        line.contains("6 tool results (gemini 6), 0 tool decisions; 6 recorded, 0 already"),
         "{line}"
     );
     let events = settled(&dir, 6);
@@ -635,7 +637,7 @@ fn a_call_the_hook_still_holds_gets_nothing_from_its_log() {
     post_json(&rx, &export);
     let line = rx.export_line();
     assert!(
-        line.contains("1 tool results (claude-code 1), 1 tool decisions; 0 durable under their call keys, 1 left to the hook that holds them"),
+        line.contains("1 tool results (claude-code 1), 1 tool decisions; 0 recorded, 0 already recorded (a retry, or a call a hook recorded), 1 left to the hook that holds them"),
         "{line}"
     );
     // Acknowledged, and nothing recorded: the hook records the call.
@@ -699,7 +701,11 @@ fn gemini_calls_without_ids_are_paired_with_the_hooks_by_rank() {
     let export = logs("gemini", &project);
     post_json(&rx, &export);
     let line = rx.export_line();
-    assert!(line.contains("6 durable under their call keys"), "{line}");
+    // #31, defect 9: the calls the hook recorded are counted as such, not as recorded.
+    assert!(
+        line.contains("0 recorded, 6 already recorded (a retry, or a call a hook recorded)"),
+        "{line}"
+    );
     assert_eq!(settled(&dir, 6), hooked);
     // Two identical calls of a session: the hook names them rank 0 and 1, and so does the
     // receiver; a third identical call the hook never saw is recorded from its log.

@@ -414,7 +414,7 @@ impl Gate {
                 .iter()
                 .map(|r| match first.next() {
                     Some(t @ Ticket::Pending { .. }) => t,
-                    Some(t @ Ticket::Done(Ok(_))) => t,
+                    Some(t @ (Ticket::Done(Ok(_)) | Ticket::Known(_))) => t,
                     _ => self.submit_locked(&mut door, &r.event, &r.key),
                 })
                 .collect()
