@@ -49,6 +49,10 @@ pub struct GateArgs {
     /// every request (fast-agent); the policy's `elicitation = false` does the same.
     #[arg(long)]
     no_elicitation: bool,
+    /// Leave out of `tools/list` answers the tools the policy denies outright, recording what
+    /// was left out (the policy's `filter_tools = true` does the same).
+    #[arg(long)]
+    filter_tools: bool,
 }
 
 /// A producer that finds no `afr serve` starts one on demand with this very binary
@@ -70,6 +74,13 @@ impl GateArgs {
             .map(|p| {
                 if self.no_elicitation {
                     p.without_elicitation()
+                } else {
+                    p
+                }
+            })
+            .map(|p| {
+                if self.filter_tools {
+                    p.with_tool_filter()
                 } else {
                     p
                 }

@@ -115,6 +115,11 @@ struct File {
     /// (fast-agent) turn every escalation into a rejection: set `false` for them.
     #[serde(default = "yes")]
     elicitation: bool,
+    /// Whether `tools/list` answers leave out the tools this policy denies outright (a deny
+    /// rule on the tool's name and server, with no argument condition, that no earlier rule
+    /// could override), so an agent is not offered what it may never call.
+    #[serde(default)]
+    filter_tools: bool,
     #[serde(default)]
     approver: Vec<ApproverFile>,
     #[serde(default)]
@@ -137,6 +142,7 @@ pub struct Policy {
     version: String,
     approvers: Vec<Approver>,
     elicitation: bool,
+    filter_tools: bool,
 }
 
 /// The outcome of evaluating a call.
@@ -251,6 +257,7 @@ impl Policy {
             version: format!("sha256:{}", hex::encode(Sha256::digest(bytes))),
             approvers,
             elicitation: file.elicitation,
+            filter_tools: file.filter_tools,
         })
     }
 
@@ -258,6 +265,46 @@ impl Policy {
     pub fn without_elicitation(mut self) -> Policy {
         self.elicitation = false;
         self
+    }
+
+    /// The policy with `tools/list` filtering turned on (`--filter-tools`).
+    pub fn with_tool_filter(mut self) -> Policy {
+        self.filter_tools = true;
+        self
+    }
+
+    /// Whether `tools/list` answers are filtered ([`Policy::hides`]).
+    pub fn filters_tools(&self) -> bool {
+        self.filter_tools
+    }
+
+    /// The evaluation that denies every call of `tool` whatever its arguments, if there is
+    /// one: the first rule whose tool and server match decides only when it has no argument
+    /// condition (an earlier rule with one might allow some calls, so the tool stays offered);
+    /// with no rule that could match, the default does.
+    pub fn hides(
+        &self,
+        tool: &str,
+        server_name: Option<&str>,
+        command_line: &str,
+    ) -> Option<Evaluation> {
+        let probe = Call {
+            tool,
+            args: &serde_json::Value::Null,
+            server_name,
+            command_line,
+        };
+        let first = self.rules.iter().find(|r| {
+            let mut r = (*r).clone();
+            r.args.clear();
+            matches(&r, &probe)
+        });
+        let e = match first {
+            Some(r) if r.args.is_empty() => self.evaluate(&probe),
+            Some(_) => return None,
+            None => self.evaluate(&probe),
+        };
+        (e.verdict == GuardrailVerdict::Deny).then_some(e)
     }
 
     /// The first matching rule's verdict, else the default.
@@ -318,6 +365,53 @@ fn matches(r: &Rule, c: &Call<'_>) -> bool {
             other => glob(pattern, &other.to_string()),
         }
     })
+}
+
+#[cfg(test)]
+mod hides_tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn only_outright_denies_hide_a_tool() {
+        let p = Policy::parse(
+            br#"
+[[rule]]
+id = "tmp-writes"
+tool = "write_file"
+args = { path = "/tmp/*" }
+verdict = "allow"
+
+[[rule]]
+id = "no-writes"
+tool = "write_file"
+verdict = "deny"
+
+[[rule]]
+id = "no-deletes"
+tool = "delete_*"
+server = "prod-*"
+verdict = "deny"
+"#,
+        )
+        .unwrap();
+        // An earlier rule allows some writes: still offered.
+        assert!(p.hides("write_file", None, "x").is_none());
+        assert_eq!(
+            p.hides("delete_db", Some("prod-db"), "x")
+                .unwrap()
+                .guardrail,
+            "no-deletes"
+        );
+        assert!(p.hides("delete_db", Some("staging"), "x").is_none());
+        assert!(p.hides("read_file", None, "x").is_none());
+        let closed = Policy::parse(b"default = \"deny\"\n").unwrap();
+        assert_eq!(
+            closed.hides("anything", None, "x").unwrap().guardrail,
+            "default"
+        );
+        assert!(!p.filters_tools() && p.with_tool_filter().filters_tools());
+    }
 }
 
 #[cfg(test)]

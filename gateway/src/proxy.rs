@@ -432,6 +432,24 @@ struct Watch {
 impl Watch {
     /// Notes `msg` if it answers the watched request; records a call's outcome (blocking).
     /// Returns whether it was the answer.
+    /// The SSE event to relay instead of `msg`, when it answers this exchange's `tools/list`
+    /// and the policy leaves tools out (recorded).
+    fn filter_tools_list(&self, msg: &Map<String, Value>) -> Option<Bytes> {
+        if msg.get("id") != Some(&self.id) {
+            return None;
+        }
+        let filtered = {
+            let s = lock(&self.session);
+            if !s.awaits_tools_list(&self.key) {
+                return None;
+            }
+            self.proxy.gate.filter_tools_list(&s, msg)?
+        };
+        let (line, ev) = filtered;
+        tokio::task::block_in_place(|| self.proxy.gate.record_filtering(&ev));
+        Some(sse_event(line.trim_ascii_end()))
+    }
+
     fn on_message(&self, msg: &Map<String, Value>) -> bool {
         if msg.contains_key("method") || msg.get("id") != Some(&self.id) {
             return false;
@@ -527,8 +545,12 @@ async fn pump_sse(
                 buf.extend_from_slice(&data);
                 let mut gone = false;
                 while let Some(end) = event_end(&buf) {
-                    let event: Vec<u8> = buf.drain(..end).collect();
+                    let mut event: Vec<u8> = buf.drain(..end).collect();
                     if !answered && let Some(m) = sse_message(&event) {
+                        // A tools/list answer leaves out what the policy denies outright.
+                        if let Some(filtered) = watch.filter_tools_list(&m) {
+                            event = filtered.to_vec();
+                        }
                         answered = watch.on_message(&m);
                     }
                     if tx.send(Ok(Bytes::from(event))).await.is_err() {
@@ -943,7 +965,24 @@ impl Proxy {
                     return watch.no_answer(&format!("the server's answer could not be read: {e}"));
                 }
             };
+            let mut b = b;
             if let Ok(Value::Object(m)) = serde_json::from_slice(&b) {
+                // A tools/list answer leaves out what the policy denies outright (when it
+                // filters; JSON answers only, an SSE one is relayed as it is).
+                let filtered = {
+                    let s = lock(&watch.session);
+                    if m.get("id") == Some(&watch.id) && s.awaits_tools_list(&watch.key) {
+                        self.gate.filter_tools_list(&s, &m)
+                    } else {
+                        None
+                    }
+                };
+                if let Some((line, ev)) = filtered {
+                    tokio::task::block_in_place(|| self.gate.record_filtering(&ev));
+                    b = Bytes::from(line);
+                    head.headers_mut().remove(header::CONTENT_LENGTH);
+                }
+                // (an SSE answer is filtered event by event, in pump_sse)
                 watch.on_message(&m);
             }
             watch.unanswered(&format!(

@@ -195,6 +195,11 @@ impl Session {
         self.pending.insert(key, pending);
     }
 
+    /// Whether the request `key` waits for a `tools/list` answer.
+    pub fn awaits_tools_list(&self, key: &str) -> bool {
+        matches!(self.pending.get(key), Some(Pending::ToolsList))
+    }
+
     /// Notes a forwarded `tools/call`.
     pub fn on_call_forwarded(&mut self, key: String, record: CallRecord) {
         self.pending.insert(key, Pending::ToolCall(record));

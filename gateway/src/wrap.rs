@@ -536,13 +536,20 @@ fn read_server(
             }
             Ok(Line::Eof) | Err(_) => break,
         }
-        let msg = ToClient::Line(buf.clone());
+        let mut msg = ToClient::Line(buf.clone());
         if let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(&buf)
             && !m.contains_key("method")
             && let Some(id) = m.get("id")
         {
             let mut st = lock(state);
             st.ids.remove(&id_key(id));
+            // A tools/list answer leaves out what the policy denies outright (when it filters).
+            if st.session.awaits_tools_list(&id_key(id))
+                && let Some((line, ev)) = gate.filter_tools_list(&st.session, &m)
+            {
+                gate.record_filtering(&ev);
+                msg = ToClient::Line(line);
+            }
             if let Some(record) = st.session.on_response(&id_key(id), &m) {
                 let event = st.session.outcome_event(&record, &m);
                 drop(st);

@@ -1259,3 +1259,70 @@ fn an_https_upstream_is_verified_against_the_system_roots_and_upstream_ca() {
         "over tls"
     );
 }
+
+/// #31: `tools/list` filtered by policy. A tool a rule denies outright is not offered (and the
+/// filtering is recorded); a tool denied only for some arguments still is. The real Python
+/// SDK client over stdio, and the TypeScript one through the HTTP proxy.
+#[test]
+fn tools_the_policy_denies_outright_are_not_offered() {
+    let (tmp, dir) = initialised();
+    let policy = write_policy(
+        &tmp.path().join("policy.toml"),
+        "filter_tools = true\n\n\
+         [[rule]]\nid = \"no-sums\"\ntool = \"get-sum\"\nverdict = \"deny\"\nreason = \"no arithmetic\"\n\n\
+         [[rule]]\nid = \"no-shouting\"\ntool = \"echo\"\nargs = { message = \"*!*\" }\nverdict = \"deny\"\n",
+    );
+    let out = run_client(
+        py_client()
+            .args(["stdio", "--protocol", "2025-11-25"])
+            .args(["--call", "echo", r#"{"message":"hi"}"#])
+            .args(["--", &afr_bin(), "--dir"])
+            .arg(&dir)
+            .args(["mcp", "wrap", "--policy", &policy, "--"])
+            .args([
+                server_bin("mcp-server-everything").display().to_string(),
+                "stdio".into(),
+            ]),
+    );
+    let tools: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        tools.contains(&"echo"),
+        "denied only for some arguments: still offered: {tools:?}"
+    );
+    assert!(!tools.contains(&"get-sum"), "{tools:?}");
+    assert!(tools.len() > 2, "{tools:?}");
+    assert_eq!(out["calls"][0]["content"][0]["text"], "Echo: hi", "{out}");
+    let evs = events(&dir);
+    let listed: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["intent"]["tool"] == "tools/list")
+        .collect();
+    assert_eq!(listed.len(), 1, "{evs:#?}");
+    assert_eq!(listed[0]["intent"]["args"]["hidden"], json!(["get-sum"]));
+    assert_eq!(listed[0]["policy_evaluation"][0]["guardrail"], "no-sums");
+    assert_eq!(listed[0]["policy_evaluation"][0]["verdict"], "deny");
+
+    // Over HTTP, with the flag instead of the policy's setting.
+    let plain = write_policy(
+        &tmp.path().join("plain.toml"),
+        "[[rule]]\nid = \"no-sums\"\ntool = \"get-sum\"\nverdict = \"deny\"\n",
+    );
+    let (_server, upstream) = start_everything();
+    let (_proxy, url) = start_proxy(&dir, &upstream, &["--policy", &plain, "--filter-tools"]);
+    let out = run_client(ts_client().args(["--protocol", "2025-11-25", "http", &url]));
+    let tools: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        tools.contains(&"echo") && !tools.contains(&"get-sum"),
+        "{tools:?}"
+    );
+}

@@ -641,6 +641,74 @@ impl Gate {
     }
 }
 
+impl Gate {
+    /// A `tools/list` answer without the tools the policy denies outright (when it filters),
+    /// and the event recording what was left out: `None` when nothing is left out. The answer
+    /// is re-encoded (the only message the gateway rewrites).
+    pub fn filter_tools_list(
+        &self,
+        session: &Session,
+        msg: &Map<String, Value>,
+    ) -> Option<(Vec<u8>, EventInput)> {
+        let policy = self.policy.as_ref().filter(|p| p.filters_tools())?;
+        let tools = msg.get("result")?.get("tools")?.as_array()?;
+        let mut hidden = Vec::new();
+        let mut kept = Vec::new();
+        for t in tools {
+            let name = t.get("name").and_then(Value::as_str).unwrap_or_default();
+            match policy.hides(name, session.server_name(), &session.server_ref) {
+                Some(e) => hidden.push((name.to_owned(), e)),
+                None => kept.push(t.clone()),
+            }
+        }
+        if hidden.is_empty() {
+            return None;
+        }
+        let mut out = msg.clone();
+        if let Some(Value::Object(r)) = out.get_mut("result") {
+            r.insert("tools".into(), Value::Array(kept));
+        }
+        let names: Vec<&str> = hidden.iter().map(|(n, _)| n.as_str()).collect();
+        let mut ev = EventInput::intent_only(
+            afr_core::Category::Other,
+            "tools/list",
+            json!({"hidden": names, "offered": tools.len() - names.len()}),
+        );
+        ev.lane = Some(session.lane.clone());
+        ev.policy_evaluation = hidden
+            .iter()
+            .map(|(n, e)| afr_core::event::GuardrailEvaluation {
+                guardrail: e.guardrail.clone(),
+                version: Some(e.version.clone()),
+                verdict: GuardrailVerdict::Deny,
+                reason: Some(format!(
+                    "`{n}` not offered: {}",
+                    e.reason.as_deref().unwrap_or("denied by the policy")
+                )),
+            })
+            .collect();
+        ev.execution = Some(afr_core::event::Execution {
+            command: "tools/list".into(),
+            target: Some(session.target()),
+            mutation: json!({"hidden": names}),
+        });
+        ev.set_capture(afr_core::event::Capture::inline("mcp-gateway"));
+        let mut bytes = Value::Object(out).to_string().into_bytes();
+        bytes.push(b'\n');
+        Some((bytes, ev))
+    }
+
+    /// Records a `tools/list` filtering ([`Gate::filter_tools_list`]) under a fresh key.
+    pub fn record_filtering(&self, ev: &EventInput) {
+        let key = self.new_key();
+        if let Err(e) = self.record(&key, ev) {
+            warn(&format!(
+                "the filtering of a tools/list answer was not recorded: {e}"
+            ));
+        }
+    }
+}
+
 /// The action digest of an event's `intent` and `execution` (hex).
 pub fn action_of(event: &EventInput) -> String {
     afr_core::approval::action_digest(&event.intent, event.execution.as_ref()).to_hex()
