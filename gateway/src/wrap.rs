@@ -368,6 +368,34 @@ impl Relay {
                 let _ = tx.send(crate::approvals::cancelled_by_client(reason));
                 return (Action::Done, Value::Null);
             }
+            // The client gave up on a call already forwarded: the server is told (the
+            // notification is relayed), and the call's event is recorded now, its outcome
+            // unknown, not at exit as "the server exited"; no answer to it follows.
+            if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+                && let Some(rid) = msg.get("params").and_then(|p| p.get("requestId"))
+            {
+                let mut st = lock(&self.state);
+                let key = id_key(rid);
+                if let Some(record) = st.session.forget(&key) {
+                    st.ids.remove(&key);
+                    let reason = msg
+                        .get("params")
+                        .and_then(|p| p.get("reason"))
+                        .and_then(Value::as_str)
+                        .map_or(String::new(), |r| format!(": {r}"));
+                    let event = st.session.unknown_outcome_event(
+                        &record,
+                        &format!(
+                            "the client cancelled the call after it was forwarded{reason}; the server was told to stop"
+                        ),
+                    );
+                    drop(st);
+                    self.gate.complete(CallRecord {
+                        key: record.key,
+                        event: Box::new(event),
+                    });
+                }
+            }
             return (Action::Relay, Value::Null); // a notification: relayed untouched
         };
         let Some(method) = msg.get("method").and_then(Value::as_str) else {

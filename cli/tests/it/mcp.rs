@@ -920,3 +920,58 @@ fn ids_in_another_spelling_and_lone_surrogates() {
         );
     }
 }
+
+/// #31, defect 4: a forwarded call the client cancels (`notifications/cancelled`) is recorded
+/// when it is cancelled, as such, not at exit as "the server exited"; and the client gets no
+/// stray error for it when the gateway stops. The real server-everything's minute-long
+/// operation, cancelled after its intent is durable.
+#[test]
+fn a_forwarded_call_the_client_cancels_is_recorded_when_cancelled() {
+    let (_tmp, dir) = initialised();
+    let mut c = long_call_through_wrap(&dir, 5);
+    c.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"the user pressed stop"}}"#);
+    // Recorded while the gateway and the server still run.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let ev = loop {
+        if let Some(e) = events(&dir)
+            .into_iter()
+            .find(|e| e["intent"]["tool"] == "trigger-long-running-operation")
+        {
+            break e;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not recorded when cancelled"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = ev["effects"]["error"].as_str().unwrap();
+    assert!(
+        err.starts_with("outcome unknown: the client cancelled the call after it was forwarded: the user pressed stop"),
+        "{err}"
+    );
+    let echo = c.request(
+        6,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"message": "still here"}}),
+    );
+    assert_eq!(
+        echo["result"]["content"][0]["text"], "Echo: still here",
+        "{echo}"
+    );
+    // (The server may still be busy with the operation it was told to stop; the gateway's exit
+    // status is the server's.)
+    let (received, _, _) = c.finish();
+    for line in received.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let v: Value = serde_json::from_slice(line).unwrap();
+        assert!(
+            !(v["id"] == 5 && v.get("error").is_some()),
+            "a stray answer to the cancelled call: {v}"
+        );
+    }
+    let evs: Vec<Value> = events(&dir)
+        .into_iter()
+        .filter(|e| e["intent"]["tool"] == "trigger-long-running-operation")
+        .collect();
+    assert_eq!(evs.len(), 1, "recorded once: {evs:#?}");
+}
