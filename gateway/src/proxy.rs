@@ -843,7 +843,10 @@ impl Proxy {
                 if elicits && sse && held.elicitable() {
                     return self.hold_streaming(*held, parts, bytes, watch);
                 }
-                match self.decide(*held, &session, None).await {
+                match self
+                    .decide(*held, &session, None, std::future::pending())
+                    .await
+                {
                     Ok(f) => {
                         lock(&session).on_call_forwarded(key, f.record);
                         self.forward(&parts, bytes, watch).await
@@ -856,14 +859,52 @@ impl Proxy {
 
     /// Waits for the decision on a held call (queue, elicitation answer or timeout) and
     /// records it.
+    ///
+    /// A client that goes away during the hold cancels the call: it never runs, even if
+    /// approved afterwards, and is recorded as cancelled. Gone means this future was dropped
+    /// (hyper drops a request's future when its connection closes) or `gone` completed (the
+    /// SSE stream of a streaming hold lost its reader). The wait and the decision's recording
+    /// run on the blocking pool to their end either way.
     async fn decide(
         &self,
         held: Held,
         session: &Shared<Session>,
-        elicited: Option<std_mpsc::Receiver<Ruling>>,
+        elicited: Option<(std_mpsc::Sender<Ruling>, std_mpsc::Receiver<Ruling>)>,
+        gone: impl std::future::Future<Output = ()>,
     ) -> Result<Forward, Refusal> {
-        let ruling = tokio::task::block_in_place(|| self.gate.wait(&held, elicited.as_ref()));
-        tokio::task::block_in_place(|| self.gate.conclude(&lock(session), held, &ruling))
+        /// Sends the client's cancellation into the wait when dropped armed.
+        struct Cancel(Option<std_mpsc::Sender<Ruling>>);
+        impl Drop for Cancel {
+            fn drop(&mut self) {
+                if let Some(tx) = self.0.take() {
+                    let _ = tx.send(crate::approvals::cancelled_by_client(Some(
+                        "the client disconnected during the hold",
+                    )));
+                }
+            }
+        }
+        let (tx, rx) = elicited.unwrap_or_else(std_mpsc::channel);
+        let mut cancel = Cancel(Some(tx));
+        let (gate, session) = (self.gate.clone(), session.clone());
+        let mut decided = tokio::task::spawn_blocking(move || {
+            let ruling = gate.wait(&held, Some(&rx));
+            let s = lock(&session);
+            gate.conclude(&s, held, &ruling)
+        });
+        let failed = |e: tokio::task::JoinError| Refusal {
+            code: code::REJECTED,
+            message: format!("afr gateway: the decision could not be taken: {e}"),
+        };
+        tokio::select! {
+            r = &mut decided => {
+                cancel.0 = None;
+                r.map_err(failed)?
+            }
+            () = gone => {
+                drop(cancel);
+                decided.await.map_err(failed)?
+            }
+        }
     }
 
     /// Holds a call whose client can be asked: answers with an SSE stream at once, asks
@@ -879,11 +920,16 @@ impl Proxy {
         let ask = elicitation_request(&held);
         let ask_id = ask["id"].as_str().unwrap_or_default().to_owned();
         let (etx, erx) = std_mpsc::channel();
-        lock(&self.elicitations).insert(ask_id.clone(), etx);
+        lock(&self.elicitations).insert(ask_id.clone(), etx.clone());
         lock(&self.asked).insert(ask_id.clone());
         tokio::spawn(async move {
             let _ = tx.send(Ok(sse_event(ask.to_string().as_bytes()))).await;
-            let decided = self.decide(held, &watch.session, Some(erx)).await;
+            let reader = tx.clone();
+            let decided = self
+                .decide(held, &watch.session, Some((etx, erx)), async move {
+                    reader.closed().await;
+                })
+                .await;
             lock(&self.elicitations).remove(&ask_id);
             let f = match decided {
                 Ok(f) => f,

@@ -19,6 +19,8 @@ Options:
   --meta JSON                  extra `_meta` keys on every tools/call, e.g.
                                '{"traceparent": "00-<32 hex>-<16 hex>-01"}' (the SDK itself adds
                                traceparent only when an OpenTelemetry SDK tracer is active)
+  --timeout SECONDS            each call's read timeout (the SDK gives up on it, as an agent
+                               framework's own timeout does)
 
 Prints ONE JSON object on stdout at the end:
   {"protocol", "server": {name, version}, "tools": [names],
@@ -59,6 +61,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--elicitation", default="none", choices=["none", "accept", "decline", "cancel"])
     p.add_argument("--header", action="append", default=[], metavar="K:V")
     p.add_argument("--meta", type=json.loads, default=None, metavar="JSON")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="each call's read timeout (the SDK gives up on the call after it)")
     args = p.parse_args(argv)
     args.command = command
     if args.transport == "stdio" and not command:
@@ -157,7 +161,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             call: dict[str, Any] = {"tool": tool, "isError": None, "content": None,
                                     "structuredContent": None, "error": None}
             try:
-                result = await client.call_tool(tool, json.loads(raw), meta=args.meta)
+                result = await client.call_tool(tool, json.loads(raw), meta=args.meta,
+                                                read_timeout_seconds=args.timeout)
                 call.update(isError=result.is_error, content=dump(result.content),
                             structuredContent=result.structured_content)
             except MCPError as e:  # a JSON-RPC error response

@@ -1326,3 +1326,48 @@ fn tools_the_policy_denies_outright_are_not_offered() {
         "{tools:?}"
     );
 }
+
+/// #31, defect 2 (HTTP): a held call whose client gave up (the Python SDK's read timeout, as
+/// openai-agents' 5 s one) must not run when a person approves it afterwards; it is recorded
+/// as cancelled.
+#[test]
+fn an_abandoned_held_call_over_http_never_runs() {
+    let (tmp, dir) = initialised();
+    let policy = write_policy(
+        &tmp.path().join("policy.toml"),
+        "[[rule]]\nid = \"deletes-reviewed\"\ntool = \"delete_record\"\nverdict = \"escalate\"\n",
+    );
+    let (_server, upstream) = start_py_server();
+    let (_proxy, url) = start_proxy(
+        &dir,
+        &upstream,
+        &["--policy", &policy, "--approval-timeout", "60"],
+    );
+    let mut c = py_client();
+    c.args(["http", &url, "--protocol", "2026-07-28", "--timeout", "1.5"])
+        .args(["--call", "delete_record", r#"{"id":"9"}"#]);
+    let client = spawn_client(&mut c);
+    let id = held_calls(&dir, 1)[0]["id"].as_str().unwrap().to_owned();
+    let out = finish_client(client);
+    assert!(
+        out["calls"][0]["content"].is_null(),
+        "the client gave up: {out}"
+    );
+    // Approved after the client gave up: too late.
+    let _ = afr(&dir)
+        .args(["approve", &id, "--as", "late@example.org"])
+        .output();
+    let evs = exactly_events(&dir, 1);
+    let ev = &evs[0];
+    assert_eq!(ev["intent"]["tool"], "delete_record");
+    assert!(
+        ev["execution"].is_null(),
+        "a call its client abandoned ran: {ev}"
+    );
+    assert!(ev["human_approval"].is_null(), "{ev}");
+    let e = ev["effects"]["error"].as_str().unwrap();
+    assert!(
+        e.starts_with("cancelled by the client before a decision"),
+        "{e}"
+    );
+}
