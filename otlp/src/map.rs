@@ -182,18 +182,114 @@ fn tool_name(s: &Span, dialect: &str) -> String {
 
 fn arguments(s: &Span, dialect: &str) -> Option<Value> {
     let a = &s.attributes;
-    match dialect {
+    let v = match dialect {
         "openinference" => get(a, "input.value").map(structured),
-        "openllmetry" => get(a, "traceloop.entity.input").map(|v| {
-            // `{"args": [], "kwargs": {...}}`: the keyword arguments are the call's arguments.
-            let v = structured(v);
-            match (&v["args"], &v["kwargs"]) {
-                (Value::Array(args), kw @ Value::Object(_)) if args.is_empty() => kw.clone(),
-                _ => v,
-            }
-        }),
+        "openllmetry" => get(a, "traceloop.entity.input").map(structured),
         _ => get(a, "gen_ai.tool.call.arguments").map(structured),
+    }?;
+    Some(unwrap_arguments(v))
+}
+
+/// The call's own arguments out of the wrappers instrumentations put around them:
+/// `{"args": [], "kwargs": {…}}` (OpenInference for smolagents, OpenLLMetry) gives the keyword
+/// arguments; LangChain's `{"input_str": …, "inputs": {…}, "kwargs": …, …}` (OpenLLMetry) gives
+/// `inputs`; `{"input_str": "<JSON or Python dict>"}` (OpenInference for LangGraph) gives the
+/// parsed string. Anything else is kept as it is.
+pub fn unwrap_arguments(v: Value) -> Value {
+    let Value::Object(m) = &v else { return v };
+    if let (Some(Value::Array(args)), Some(kw @ Value::Object(_))) =
+        (m.get("args"), m.get("kwargs"))
+        && args.is_empty()
+    {
+        return kw.clone();
     }
+    if let Some(s) = m.get("input_str").and_then(Value::as_str) {
+        if let Some(inputs @ Value::Object(_)) = m.get("inputs") {
+            return inputs.clone();
+        }
+        if let Some(parsed) = python_literal(s) {
+            return parsed;
+        }
+        if m.len() == 1 {
+            return json!({ "input": s });
+        }
+    }
+    v
+}
+
+/// `s` as JSON, or as a Python literal dict or list of the simple kind LangChain prints
+/// (`{'query': 'x', 'n': 2, 'ok': True, 'none': None}`): quotes and constants translated
+/// outside strings. `None` when it is neither an object nor an array.
+fn python_literal(s: &str) -> Option<Value> {
+    let t = s.trim();
+    if !(t.starts_with('{') || t.starts_with('[')) {
+        return None;
+    }
+    if let Ok(v @ (Value::Object(_) | Value::Array(_))) = serde_json::from_str::<Value>(t) {
+        return Some(v);
+    }
+    let mut out = String::with_capacity(t.len());
+    let mut chars = t.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                // A string: re-quoted as JSON.
+                let mut body = String::new();
+                while let Some(d) = chars.next() {
+                    match d {
+                        '\\' => {
+                            if let Some(e) = chars.next() {
+                                if e != c {
+                                    body.push('\\');
+                                }
+                                body.push(e);
+                            }
+                        }
+                        d if d == c => break,
+                        d => body.push(d),
+                    }
+                }
+                out.push_str(&serde_json::to_string(&body.replace("\\'", "'")).ok()?);
+            }
+            c if c.is_ascii_alphabetic() => {
+                let mut word = String::from(c);
+                while let Some(&d) = chars.peek() {
+                    if d.is_ascii_alphanumeric() || d == '_' {
+                        word.push(d);
+                        chars.next();
+                    } else {
+                        break;
+                    }
+                }
+                out.push_str(match word.as_str() {
+                    "True" => "true",
+                    "False" => "false",
+                    "None" => "null",
+                    _ => return None,
+                });
+            }
+            c => out.push(c),
+        }
+    }
+    match serde_json::from_str(&out).ok()? {
+        v @ (Value::Object(_) | Value::Array(_)) => Some(v),
+        _ => None,
+    }
+}
+
+/// The error a LangChain `ToolMessage` result reports (a handled `ToolException`: the span's
+/// status stays OK, the message says `status: error`).
+fn tool_message_error(result: &Value) -> Option<String> {
+    let m = result.as_object()?;
+    if m.get("status").and_then(Value::as_str) != Some("error") {
+        return None;
+    }
+    let content = match m.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => String::new(),
+    };
+    Some(format!("the tool reported an error: {content}"))
 }
 
 fn result(s: &Span, dialect: &str) -> Option<Value> {
@@ -428,6 +524,12 @@ fn agent_name(s: &Span) -> Option<&str> {
             text(a, "traceloop.entity.name")
                 .filter(|_| text(a, "traceloop.span.kind") == Some("agent"))
         })
+        // LangGraph: the node's metadata names the agent (OpenInference `metadata` JSON, or
+        // OpenLLMetry's association properties).
+        .or_else(|| text(a, "traceloop.association.properties.lc_agent_name"))
+        .or_else(|| text(a, "metadata.lc_agent_name"))
+        // A LangGraph subgraph's nodes name the agent node that holds them.
+        .or_else(|| text(a, "graph.node.parent_id").filter(|n| !n.starts_with("__")))
 }
 
 fn model_of(s: &Span) -> Option<&str> {
@@ -450,14 +552,19 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
         .filter(|c| kind(c.span) == Kind::Agent && agent_name(c.span).is_some())
         .collect();
     let agent = agent_name(s).or_else(|| agents.first().and_then(|c| agent_name(c.span)));
-    // A sub-agent's tools were delegated by the agent above it.
-    let delegating = agents.get(1).and_then(|c| agent_name(c.span));
+    // A sub-agent's tools were delegated by the agent above it: the first ancestor agent with
+    // another name (consecutive spans of one agent are one agent, never its own delegator).
+    let delegating = agents
+        .iter()
+        .filter_map(|c| agent_name(c.span))
+        .find(|n| Some(*n) != agent);
     let conversation = [s]
         .into_iter()
         .chain(agents.iter().map(|c| c.span))
         .find_map(|x| {
             text(&x.attributes, "gen_ai.conversation.id")
                 .or_else(|| text(&x.attributes, "session.id"))
+                .or_else(|| text(&x.attributes, "traceloop.association.properties.session_id"))
         });
     // The model: the chat span just before this call under the same parent, else the agent's.
     let model = by_id
@@ -489,9 +596,13 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
         target: Some(cap_str(service)),
         mutation: Value::Null,
     });
+    let returned = result(s, dialect);
     let effects = Effects {
-        return_value: result(s, dialect).map_or(Value::Null, capped),
-        error: error(s).as_deref().map(cap_str),
+        error: error(s)
+            .or_else(|| returned.as_ref().and_then(tool_message_error))
+            .as_deref()
+            .map(cap_str),
+        return_value: returned.map_or(Value::Null, capped),
         ..Effects::default()
     };
     if effects != Effects::default() {
@@ -623,6 +734,96 @@ mod tests {
                 ..Default::default()
             }],
         }
+    }
+
+    #[test]
+    fn wrapped_arguments_are_unwrapped() {
+        // smolagents under OpenInference, OpenLLMetry: positional args empty, keywords.
+        assert_eq!(
+            unwrap_arguments(json!({"args": [], "kwargs": {"query": "x"}})),
+            json!({"query": "x"})
+        );
+        // OpenLLMetry-langchain's wrapper.
+        assert_eq!(
+            unwrap_arguments(
+                json!({"input_str": "{'query': 'x'}", "inputs": {"query": "x"}, "kwargs": {}, "tags": []})
+            ),
+            json!({"query": "x"})
+        );
+        // LangGraph under OpenInference: a Python dict printed as a string.
+        assert_eq!(
+            unwrap_arguments(
+                json!({"input_str": "{'query': 'it\\'s', 'n': 2, 'ok': True, 'none': None}"})
+            ),
+            json!({"query": "it's", "n": 2, "ok": true, "none": null})
+        );
+        assert_eq!(
+            unwrap_arguments(json!({"input_str": "plain words"})),
+            json!({"input": "plain words"})
+        );
+        // Left as they are.
+        assert_eq!(
+            unwrap_arguments(json!({"args": [1], "kwargs": {}})),
+            json!({"args": [1], "kwargs": {}})
+        );
+        assert_eq!(unwrap_arguments(json!({"a": 1})), json!({"a": 1}));
+        assert_eq!(python_literal("{'a': os.system}"), None);
+    }
+
+    #[test]
+    fn a_handled_tool_exception_is_an_error_and_agents_never_delegate_to_themselves() {
+        let outer = span(
+            1,
+            None,
+            "researcher",
+            vec![
+                kv("openinference.span.kind", "AGENT"),
+                kv("agent.name", "researcher"),
+            ],
+        );
+        let inner = span(
+            2,
+            Some(1),
+            "researcher",
+            vec![
+                kv("openinference.span.kind", "AGENT"),
+                kv("agent.name", "researcher"),
+                kv("traceloop.association.properties.session_id", "sess-9"),
+            ],
+        );
+        let tool = span(
+            3,
+            Some(2),
+            "search",
+            vec![
+                kv("openinference.span.kind", "TOOL"),
+                kv("tool.name", "search"),
+                kv(
+                    "input.value",
+                    "{\"args\": [], \"kwargs\": {\"q\": \"rust\"}}",
+                ),
+                kv(
+                    "output.value",
+                    "{\"content\": \"rate limited\", \"status\": \"error\", \"type\": \"tool\"}",
+                ),
+            ],
+        );
+        let (events, _) = map(&export(vec![outer, inner, tool]));
+        assert_eq!(events.len(), 1);
+        let ev = &events[0].event;
+        assert_eq!(ev.intent.args, json!({"q": "rust"}));
+        assert_eq!(
+            ev.effects.as_ref().unwrap().error.as_deref(),
+            Some("the tool reported an error: rate limited")
+        );
+        assert_eq!(ev.lane.as_deref(), Some("conv-sess-9"));
+        assert!(
+            ev.delegation_provenance
+                .as_ref()
+                .is_none_or(|d| d.delegating_agent.as_deref() != Some("researcher")),
+            "{:?}",
+            ev.delegation_provenance
+        );
     }
 
     #[test]
