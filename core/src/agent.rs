@@ -123,6 +123,27 @@ pub fn category(agent: Agent, tool: &str) -> Category {
     }
 }
 
+/// The shell command of a shell tool's arguments, as the CLIs send it: `command` (or Codex's
+/// `cmd`) as a string, or an argv array joined with spaces; a `bash -lc <script>` argv gives
+/// the script. The hooks and the OTLP receiver both record it as `execution.command`.
+pub fn shell_command(args: &Value) -> Option<String> {
+    match args.get("command").or_else(|| args.get("cmd"))? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(a) => {
+            let argv: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
+            match argv.as_slice() {
+                [sh, flag, script]
+                    if flag.starts_with('-') && flag.ends_with('c') && sh.ends_with("sh") =>
+                {
+                    Some((*script).to_owned())
+                }
+                _ => Some(argv.join(" ")),
+            }
+        }
+        _ => None,
+    }
+}
+
 /// A lane from a session (and subagent) id: as it is when it fits the 64-byte limit, else
 /// `h:` and 40 hex digits of its SHA-256.
 pub fn lane(session: &str, subagent: Option<&str>) -> String {

@@ -42,26 +42,6 @@ fn str_at<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {
     keys.iter().find_map(|k| v.get(*k).and_then(Value::as_str))
 }
 
-/// The shell command of a shell tool's arguments: `command` as a string, or an argv array
-/// (Codex) joined with spaces; a `bash -lc <script>` argv gives the script.
-fn shell_command(input: &Value) -> Option<String> {
-    match input.get("command").or_else(|| input.get("cmd"))? {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(a) => {
-            let argv: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
-            match argv.as_slice() {
-                [sh, flag, script]
-                    if flag.starts_with('-') && flag.ends_with('c') && sh.ends_with("sh") =>
-                {
-                    Some((*script).to_owned())
-                }
-                _ => Some(argv.join(" ")),
-            }
-        }
-        _ => None,
-    }
-}
-
 fn resolve(cwd: Option<&str>, path: &str) -> PathBuf {
     let p = Path::new(path);
     match cwd {
@@ -148,7 +128,7 @@ pub fn execution(agent: Agent, tool: &str, input: &Value, cwd: Option<&str>) -> 
     }
     match category(agent, tool) {
         Category::Shell => {
-            if let Some(c) = shell_command(input) {
+            if let Some(c) = afr_core::agent::shell_command(input) {
                 let dir = str_at(input, &["workdir", "dir_path", "directory", "cwd"])
                     .map(|d| resolve(cwd, d).display().to_string());
                 return Execution {

@@ -299,27 +299,6 @@ fn with_type(kind: Option<&str>, message: Option<&str>) -> Option<String> {
     }
 }
 
-/// The shell command of a shell tool's arguments: `command` (or Codex's `cmd`) as a string,
-/// or an argv array joined with spaces; a `bash -lc <script>` argv gives the script. As
-/// `afr hook` reads it.
-fn shell_command(args: &Value) -> Option<String> {
-    match args.get("command").or_else(|| args.get("cmd"))? {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(a) => {
-            let argv: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
-            match argv.as_slice() {
-                [sh, flag, script]
-                    if flag.starts_with('-') && flag.ends_with('c') && sh.ends_with("sh") =>
-                {
-                    Some((*script).to_owned())
-                }
-                _ => Some(argv.join(" ")),
-            }
-        }
-        _ => None,
-    }
-}
-
 fn str_at<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {
     keys.iter().find_map(|k| v.get(*k).and_then(Value::as_str))
 }
@@ -338,7 +317,7 @@ pub fn execution(agent: Agent, tool: &str, args: &Value) -> Execution {
     }
     match category(agent, tool) {
         afr_core::Category::Shell => {
-            if let Some(c) = shell_command(args) {
+            if let Some(c) = afr_core::agent::shell_command(args) {
                 return Execution {
                     command: cap_str(&c),
                     target: str_at(args, &["workdir", "dir_path", "directory", "cwd"]).map(cap_str),
