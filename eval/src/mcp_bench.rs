@@ -37,6 +37,10 @@ use serde_json::{Value, json};
 
 /// Largest P99 latency the gateway may add to a call, in microseconds.
 pub const TARGET_P99_ADDED_US: f64 = 1_000.0;
+/// Largest median latency the gateway may add to a real SDK client's call on stdio (µs).
+pub const TARGET_SDK_MEDIAN_ADDED_US: f64 = 500.0;
+/// Largest P99 latency the gateway may add to a real SDK client's call on stdio (µs).
+pub const TARGET_SDK_P99_ADDED_US: f64 = 1_000.0;
 /// Smallest throughput through the gateway, as a fraction of direct.
 pub const TARGET_THROUGHPUT_RATIO: f64 = 0.90;
 
@@ -65,6 +69,11 @@ pub struct McpBench {
     /// The `afr` program (default: the one beside this program).
     #[arg(long)]
     afr: Option<PathBuf>,
+    /// Also measure with the real Python MCP SDK as the client (tests/mcp/sdk_latency.py, run
+    /// with this Python; scripts/setup.sh installs the SDK in .venv/): `--calls` sequential
+    /// echo calls, direct and through `afr mcp wrap`.
+    #[arg(long, value_name = "PYTHON")]
+    sdk: Option<PathBuf>,
     /// One JSON object.
     #[arg(long)]
     json: bool,
@@ -533,6 +542,66 @@ pub fn run(b: &McpBench) -> Result<ExitCode> {
     );
     pairs.push(pair("stdio", direct, gateway));
 
+    // The same calls from a real SDK client: what an agent sees (its own client's cost is on
+    // both sides; the difference is the gateway's).
+    let mut sdk = None;
+    if let Some(python) = &b.sdk {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/sdk_latency.py");
+        let run = |command: &[&std::ffi::OsStr]| -> Result<Latency> {
+            let out = Command::new(python)
+                .arg(&script)
+                .args([
+                    "--calls",
+                    &b.calls.to_string(),
+                    "--warmup",
+                    &b.warmup.to_string(),
+                    "--",
+                ])
+                .args(command)
+                .stderr(Stdio::null())
+                .output()
+                .with_context(|| format!("cannot run {}", python.display()))?;
+            ensure!(
+                out.status.success(),
+                "sdk_latency.py failed: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            let v: Value =
+                serde_json::from_slice(&out.stdout).context("sdk_latency.py's answer")?;
+            Ok(Latency {
+                calls: v["calls"].as_u64().unwrap_or(0),
+                median_us: v["median_us"].as_f64().unwrap_or(f64::NAN),
+                p99_us: v["p99_us"].as_f64().unwrap_or(f64::NAN),
+            })
+        };
+        progress("stdio, Python SDK client, direct");
+        let node_os = std::ffi::OsStr::new("node");
+        let stdio_os = std::ffi::OsStr::new("stdio");
+        let direct = run(&[node_os, server.as_os_str(), stdio_os])?;
+        progress("stdio, Python SDK client, through afr mcp wrap");
+        let sdk_dir = init("sdk")?;
+        let args: Vec<&std::ffi::OsStr> = vec![
+            afr.as_os_str(),
+            "--dir".as_ref(),
+            sdk_dir.as_os_str(),
+            "mcp".as_ref(),
+            "wrap".as_ref(),
+            "--".as_ref(),
+            node_os,
+            server.as_os_str(),
+            stdio_os,
+        ];
+        let gateway = run(&args)?;
+        sdk = Some(json!({
+            "client": "mcp (Python SDK)",
+            "direct": direct,
+            "gateway": gateway,
+            "added_median_us": round1(gateway.median_us - direct.median_us),
+            "added_p99_us": round1(gateway.p99_us - direct.p99_us),
+            "targets": {"added_median_us_at_most": TARGET_SDK_MEDIAN_ADDED_US, "added_p99_us_at_most": TARGET_SDK_P99_ADDED_US},
+        }));
+    }
+
     if !b.no_http {
         progress("Streamable HTTP, direct");
         let port = free_port()?;
@@ -568,6 +637,7 @@ pub fn run(b: &McpBench) -> Result<ExitCode> {
         "durability": "group",
         "in_flight": b.in_flight,
         "pairs": pairs,
+        "sdk_client": sdk,
         "targets": {"added_p99_us_at_most": TARGET_P99_ADDED_US,
                     "throughput_ratio_at_least": TARGET_THROUGHPUT_RATIO},
     });
@@ -613,6 +683,29 @@ pub fn run(b: &McpBench) -> Result<ExitCode> {
             b.in_flight,
             TARGET_THROUGHPUT_RATIO * 100.0,
             if p.throughput_ratio >= TARGET_THROUGHPUT_RATIO {
+                "met"
+            } else {
+                "missed"
+            },
+        );
+    }
+    if let Some(s) = &sdk {
+        let (m, p) = (
+            s["added_median_us"].as_f64().unwrap_or(f64::NAN),
+            s["added_p99_us"].as_f64().unwrap_or(f64::NAN),
+        );
+        println!(
+            "stdio with the Python SDK client: direct median {} µs P99 {} µs; through the gateway median {} µs P99 {} µs; added {m} µs median (target ≤ {TARGET_SDK_MEDIAN_ADDED_US}: {}), {p} µs P99 (target ≤ {TARGET_SDK_P99_ADDED_US}: {})",
+            s["direct"]["median_us"],
+            s["direct"]["p99_us"],
+            s["gateway"]["median_us"],
+            s["gateway"]["p99_us"],
+            if m <= TARGET_SDK_MEDIAN_ADDED_US {
+                "met"
+            } else {
+                "missed"
+            },
+            if p <= TARGET_SDK_P99_ADDED_US {
                 "met"
             } else {
                 "missed"
