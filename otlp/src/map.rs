@@ -579,17 +579,34 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
         .and_then(|c| model_of(c.span))
         .or_else(|| agents.first().and_then(|c| model_of(c.span)));
 
-    let category = if text(&s.attributes, "gen_ai.tool.type") == Some("datastore") {
+    // openai-agents: a handoff is a tool span named `handoff to <agent>` (or a
+    // `transfer_to_<agent>` function): the work goes to another agent.
+    let handoff = tool
+        .strip_prefix("handoff to ")
+        .or_else(|| tool.strip_prefix("transfer_to_"))
+        .filter(|to| !to.is_empty())
+        .map(str::to_owned);
+    let category = if handoff.is_some() {
+        Category::Delegation
+    } else if text(&s.attributes, "gen_ai.tool.type") == Some("datastore") {
         Category::Retrieval
     } else {
         Category::Other
     };
     let service = text(r, "service.name").unwrap_or("unknown_service");
-    let mut ev = EventInput::intent_only(
-        category,
-        cap_str(&tool),
-        arguments(s, dialect).map_or(Value::Null, capped),
-    );
+    let mut ev = match &handoff {
+        // The handoff itself, named as what it is: the agent it goes to, and what it passed.
+        Some(to) => EventInput::intent_only(
+            category,
+            "handoff",
+            json!({"to": cap_str(to), "input": arguments(s, dialect).map_or(Value::Null, capped)}),
+        ),
+        None => EventInput::intent_only(
+            category,
+            cap_str(&tool),
+            arguments(s, dialect).map_or(Value::Null, capped),
+        ),
+    };
     ev.lane = Some(lane(conversation, &trace));
     ev.execution = Some(Execution {
         command: cap_str(&s.name),
@@ -667,7 +684,12 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
             .map(cap_str),
     });
     let delegation = DelegationProvenance {
-        delegating_agent: delegating.map(cap_str),
+        // A handoff is this agent delegating; any other tool was delegated by the agent above.
+        delegating_agent: if handoff.is_some() {
+            agent.map(cap_str)
+        } else {
+            delegating.map(cap_str)
+        },
         organisation: text(r, "service.namespace").map(cap_str),
         ..DelegationProvenance::default()
     };
@@ -734,6 +756,42 @@ mod tests {
                 ..Default::default()
             }],
         }
+    }
+
+    #[test]
+    fn an_openai_agents_handoff_is_a_delegation() {
+        let agent = span(
+            1,
+            None,
+            "triage",
+            vec![
+                kv("gen_ai.operation.name", "invoke_agent"),
+                kv("gen_ai.agent.name", "triage"),
+            ],
+        );
+        let tool = span(
+            2,
+            Some(1),
+            "execute_tool handoff to billing",
+            vec![
+                kv("gen_ai.operation.name", "execute_tool"),
+                kv("gen_ai.tool.name", "transfer_to_billing"),
+                kv("gen_ai.tool.call.arguments", "{}"),
+            ],
+        );
+        let (events, _) = map(&export(vec![agent, tool]));
+        let ev = &events[0].event;
+        assert_eq!(ev.category, Category::Delegation);
+        assert_eq!(ev.intent.tool, "handoff");
+        assert_eq!(ev.intent.args["to"], "billing");
+        assert_eq!(
+            ev.delegation_provenance
+                .as_ref()
+                .unwrap()
+                .delegating_agent
+                .as_deref(),
+            Some("triage")
+        );
     }
 
     #[test]
