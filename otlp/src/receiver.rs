@@ -134,6 +134,25 @@ struct HeldSpan {
     event: ToolEvent,
 }
 
+/// A tool span recorded without its parent (not received within the hold): kept for
+/// [`RELEASED_FOR`], so that a parent arriving later still gives it its agent.
+struct Released {
+    resource: Option<Resource>,
+    span: Span,
+    /// Its event's sequence number.
+    seq: u64,
+    /// The agent it was recorded with (the service, without its parent).
+    agent: Option<String>,
+    since: Instant,
+}
+
+/// How long a span recorded without its parent waits for the parent to come after all.
+const RELEASED_FOR: Duration = Duration::from_secs(600);
+
+fn agent_of(e: &EventInput) -> Option<String> {
+    e.code_provenance.as_ref()?.agent.clone()
+}
+
 /// The held spans, and the journal that keeps them.
 type Holding = (HashMap<String, HeldSpan>, Option<Arc<Journal>>);
 
@@ -144,6 +163,7 @@ pub(crate) struct Ingest {
     /// Tool spans held for their parents, by idempotency key; with the journal that keeps
     /// them across a crash (created on the first hold).
     held: Mutex<Holding>,
+    released: Mutex<HashMap<String, Released>>,
     /// The coding-agent CLIs' tool decisions waiting for their calls' results, and Gemini
     /// CLI's call ranks.
     calls: Mutex<Calls>,
@@ -181,7 +201,8 @@ impl Ingest {
         let mut held = lock(&self.held);
         // Spans held earlier for a parent in one of this export's traces are mapped again
         // with it (the export alone is mapped once when nothing is held for it).
-        let extra: Vec<ResourceSpans> = if held.0.is_empty() {
+        let released = lock(&self.released);
+        let extra: Vec<ResourceSpans> = if held.0.is_empty() && released.is_empty() {
             Vec::new()
         } else {
             let traces: HashSet<&[u8]> = spans(req).map(|(_, s)| &s.trace_id[..]).collect();
@@ -189,8 +210,15 @@ impl Ingest {
                 .values()
                 .filter(|h| traces.contains(&h.span.trace_id[..]))
                 .map(|h| single(h.resource.clone(), h.span.clone()))
+                .chain(
+                    released
+                        .values()
+                        .filter(|r| traces.contains(&r.span.trace_id[..]))
+                        .map(|r| single(r.resource.clone(), r.span.clone())),
+                )
                 .collect()
         };
+        drop(released);
         let merged;
         let source = if extra.is_empty() {
             req
@@ -202,6 +230,44 @@ impl Ingest {
             &merged
         };
         let now = Instant::now();
+        // A span recorded earlier without its parent, mapped again with the parent now here:
+        // not recorded again; if the parent names its agent, an event saying so, linked to it.
+        let events = {
+            let mut late = lock(&self.released);
+            let mut out = Vec::with_capacity(events.len());
+            for mut e in events {
+                let Some(r) = late.get(&e.key) else {
+                    out.push(e);
+                    continue;
+                };
+                if e.missing_parent.is_some() {
+                    continue; // still no parent: nothing new
+                }
+                let (seq, before) = (r.seq, r.agent.clone());
+                late.remove(&e.key);
+                if agent_of(&e.event) == before {
+                    continue;
+                }
+                e.key = format!("{}:attributed", e.key);
+                e.event.intent.args = serde_json::Value::Null;
+                e.event.effects = None;
+                e.event
+                    .context_provenance
+                    .get_or_insert_with(|| afr_core::event::ContextProvenance {
+                        sources: Vec::new(),
+                        environment: None,
+                    })
+                    .sources
+                    .push(ContextSource {
+                        uri: format!("afr:event/{seq}"),
+                        content_hash: None,
+                        kind: Some("attribution_of".into()),
+                    });
+                e.parent = None;
+                out.push(e);
+            }
+            out
+        };
         let (wait, go): (Vec<_>, Vec<_>) = events.into_iter().partition(|e| {
             e.missing_parent.is_some()
                 && held
@@ -252,7 +318,7 @@ impl Ingest {
                 });
         }
         let keys: Vec<String> = go.iter().map(|e| e.key.clone()).collect();
-        let (ok, known) = self.write(&go)?;
+        let (ok, known, _) = self.write(&go)?;
         // What was held and is now recorded leaves the journal.
         for k in &keys {
             if held.0.remove(k).is_some()
@@ -289,7 +355,7 @@ impl Ingest {
     /// Records `events` (parents before the tools under them) durably: how many are new, and
     /// how many keys the recorder held already (an exporter's retry, a call a hook recorded:
     /// durable, nothing new recorded).
-    fn write(&self, events: &[ToolEvent]) -> Result<(u64, u64), Refused> {
+    fn write(&self, events: &[ToolEvent]) -> Result<(u64, u64, Vec<Option<u64>>), Refused> {
         let mut sink = lock(&self.sink);
         if sink.is_none() {
             *sink = Some(
@@ -356,7 +422,7 @@ impl Ingest {
                 ok += 1;
             }
         }
-        Ok((ok, known))
+        Ok((ok, known, seqs))
     }
 
     /// Records the held spans whose time is up (all of them with `all`), with what is known.
@@ -385,7 +451,28 @@ impl Ingest {
             })
             .collect();
         match self.write(&events) {
-            Ok((n, _)) => {
+            Ok((n, _, seqs)) => {
+                // Kept a while: should their parent arrive later (a run longer than the hold),
+                // their agent is recorded then, in an event linked to them.
+                let mut late = lock(&self.released);
+                late.retain(|_, r| now.duration_since(r.since) < RELEASED_FOR);
+                for (e, seq) in events.iter().zip(&seqs) {
+                    if let (Some(seq), Some(h)) = (seq, held.0.get(&e.key))
+                        && late.len() < self.max_held
+                    {
+                        late.insert(
+                            e.key.clone(),
+                            Released {
+                                resource: h.resource.clone(),
+                                span: h.span.clone(),
+                                seq: *seq,
+                                agent: agent_of(&e.event),
+                                since: now,
+                            },
+                        );
+                    }
+                }
+                drop(late);
                 for k in &due {
                     held.0.remove(k);
                     if let Some(j) = &held.1 {
@@ -418,7 +505,7 @@ impl Ingest {
             None => Refused::Busy,
             Some(e) => Refused::Unavailable(format!("the Gemini CLI call ranks: {e}")),
         })?;
-        let (ok, known) = self.write(&plan.write)?;
+        let (ok, known, _) = self.write(&plan.write)?;
         let refused = (plan.write.len() as u64).saturating_sub(ok + known);
         let (linked, holding) = (plan.linked, plan.holding);
         calls
@@ -447,7 +534,7 @@ impl Ingest {
         let (due, dropped) = calls.due(self.hold, all);
         if !due.is_empty() {
             match self.write(&due) {
-                Ok((n, _)) => {
+                Ok((n, _, _)) => {
                     for e in &due {
                         calls.forget(&e.key);
                     }
@@ -649,6 +736,7 @@ pub fn serve(opts: ReceiverOptions) -> Result<(), ReceiverError> {
         exports: AtomicU64::new(0),
         recorded: AtomicU64::new(0),
         held: Mutex::new((HashMap::new(), None)),
+        released: Mutex::new(HashMap::new()),
         calls: Mutex::new({
             let mut c = Calls::new(&opts.dir);
             c.mcp_wrapped.clone_from(&opts.mcp_wrapped);

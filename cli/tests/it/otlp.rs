@@ -1059,3 +1059,72 @@ fn linked_whatever_the_trace_flags(flags: &str) {
     let (st, err) = super::serve::terminate(server);
     assert_eq!(st, Some(0), "{err}");
 }
+
+/// #31, defect 8: a tool span exported more than `--hold-ms` before its agent span ends (a run
+/// longer than the hold) is recorded without its agent; when the agent span arrives, an event
+/// linked to it records the agent (the first is never rewritten).
+#[test]
+fn a_tool_span_whose_agent_span_comes_late_still_gets_its_agent() {
+    let (_tmp, dir) = initialised();
+    let rx = Otlp::start(&dir, &["--no-grpc", "--hold-ms", "200"]);
+    let trace = "5bf92f3577b34da6a3ce929d0e0e4736";
+    let (agent_id, tool_id) = ("10f067aa0ba902b7", "20f067aa0ba902b7");
+    let resource =
+        json!({"attributes": [{"key": "service.name", "value": {"stringValue": "agent-app"}}]});
+    let tool = json!({"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": [{
+    "traceId": trace, "spanId": tool_id, "parentSpanId": agent_id, "name": "execute_tool search",
+    "kind": 1, "startTimeUnixNano": "1796000000000000000", "endTimeUnixNano": "1796000000000500000",
+    "attributes": [
+        {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+        {"key": "gen_ai.tool.name", "value": {"stringValue": "search"}},
+        {"key": "gen_ai.tool.call.arguments", "value": {"stringValue": "{\"q\":\"rust\"}"}}
+    ]}]}]}]});
+    let r = post(
+        rx.http.as_ref().unwrap(),
+        "application/json",
+        &[],
+        tool.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.head);
+    // The hold passes: recorded with what is known (the service, no agent span).
+    let first = exactly(&dir, 1);
+    let seq = first[0]["seq"].as_u64().unwrap();
+    assert_eq!(first[0]["event"]["code_provenance"]["agent"], "agent-app");
+    // Seconds later, the agent span ends and is exported.
+    let agent = json!({"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": [{
+    "traceId": trace, "spanId": agent_id, "name": "invoke_agent researcher", "kind": 1,
+    "startTimeUnixNano": "1795999999000000000", "endTimeUnixNano": "1796000009000000000",
+    "attributes": [
+        {"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}},
+        {"key": "gen_ai.agent.name", "value": {"stringValue": "researcher"}}
+    ]}]}]}]});
+    let r = post(
+        rx.http.as_ref().unwrap(),
+        "application/json",
+        &[],
+        agent.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.head);
+    let both = exactly(&dir, 2);
+    let late = &both[1]["event"];
+    assert_eq!(late["intent"]["tool"], "search");
+    assert_eq!(late["code_provenance"]["agent"], "researcher", "{late}");
+    assert!(late["intent"].get("args").is_none(), "{late}");
+    let sources = late["context_provenance"]["sources"].as_array().unwrap();
+    assert!(
+        sources
+            .iter()
+            .any(|s| s["uri"] == format!("afr:event/{seq}") && s["kind"] == "attribution_of"),
+        "{late}"
+    );
+    // The same export again: nothing new.
+    let r = post(
+        rx.http.as_ref().unwrap(),
+        "application/json",
+        &[],
+        agent.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200);
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(super::mcp::query_lines(&dir).len(), 2);
+}
