@@ -128,6 +128,9 @@ struct Proxy {
     exchanges: AtomicU64,
     /// The gateway's own elicitations still waited for, by JSON-RPC id.
     elicitations: Mutex<HashMap<String, std_mpsc::Sender<Ruling>>>,
+    /// Held calls by session lane and request id: where a POSTed `notifications/cancelled`
+    /// for one goes.
+    held_calls: Mutex<HashMap<String, std_mpsc::Sender<Ruling>>>,
     /// Every elicitation id the gateway sent (answers to them are never forwarded).
     asked: Mutex<std::collections::HashSet<String>>,
 }
@@ -269,6 +272,7 @@ pub fn serve(opts: ProxyOptions) -> Result<(), ProxyError> {
             stateless: Mutex::new(HashMap::new()),
             exchanges: AtomicU64::new(0),
             elicitations: Mutex::new(HashMap::new()),
+            held_calls: Mutex::new(HashMap::new()),
             asked: Mutex::new(std::collections::HashSet::new()),
             upstream,
         });
@@ -574,6 +578,11 @@ async fn pump_sse(
     }
 }
 
+/// The key of a held call in [`Proxy::held_calls`]: its session's lane and its request id.
+fn held_key(session: &Shared<Session>, id: &Value) -> String {
+    format!("{}\n{}", lock(session).lane, crate::session::id_key(id))
+}
+
 /// Who a stateless request comes from: the client named in its own `_meta` (name and
 /// version) and, when it sends one, a digest of its `Authorization` header (two users of one
 /// client program are two clients). Never the token itself.
@@ -778,6 +787,32 @@ impl Proxy {
                     "afr gateway: tools/call without an id; not forwarded",
                 );
             }
+            // The client gave up on a held call: it never runs (the server never saw it).
+            if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+                && let Some(rid) = msg.get("params").and_then(|p| p.get("requestId"))
+            {
+                let params = msg.get("params").cloned().unwrap_or(Value::Null);
+                let (session, _) = self.session(&parts.headers, "", &params);
+                let key = held_key(&session, rid);
+                let mut held = lock(&self.held_calls);
+                // A stateless client's notification may not name its client: then the one
+                // held call with that id, if there is exactly one.
+                let key = if held.contains_key(&key) {
+                    Some(key)
+                } else {
+                    let suffix = format!("\n{}", crate::session::id_key(rid));
+                    let mut m = held.keys().filter(|k| k.ends_with(&suffix));
+                    match (m.next(), m.next()) {
+                        (Some(k), None) => Some(k.clone()),
+                        _ => None,
+                    }
+                };
+                if let Some(tx) = key.and_then(|k| held.remove(&k)) {
+                    let reason = params.get("reason").and_then(Value::as_str);
+                    let _ = tx.send(crate::approvals::cancelled_by_client(reason));
+                    return plain(StatusCode::ACCEPTED, "");
+                }
+            }
             if let Some(id) = msg.get("id").and_then(Value::as_str)
                 && lock(&self.asked).contains(id)
             {
@@ -844,7 +879,13 @@ impl Proxy {
                     return self.hold_streaming(*held, parts, bytes, watch);
                 }
                 match self
-                    .decide(*held, &session, None, std::future::pending())
+                    .decide(
+                        *held,
+                        &session,
+                        None,
+                        std::future::pending(),
+                        held_key(&session, &id),
+                    )
                     .await
                 {
                     Ok(f) => {
@@ -871,6 +912,7 @@ impl Proxy {
         session: &Shared<Session>,
         elicited: Option<(std_mpsc::Sender<Ruling>, std_mpsc::Receiver<Ruling>)>,
         gone: impl std::future::Future<Output = ()>,
+        cancel_key: String,
     ) -> Result<Forward, Refusal> {
         /// Sends the client's cancellation into the wait when dropped armed.
         struct Cancel(Option<std_mpsc::Sender<Ruling>>);
@@ -884,6 +926,15 @@ impl Proxy {
             }
         }
         let (tx, rx) = elicited.unwrap_or_else(std_mpsc::channel);
+        lock(&self.held_calls).insert(cancel_key.clone(), tx.clone());
+        /// Forgets the held call's cancellation channel when the hold ends, however it ends.
+        struct Forget<'a>(&'a Mutex<HashMap<String, std_mpsc::Sender<Ruling>>>, String);
+        impl Drop for Forget<'_> {
+            fn drop(&mut self) {
+                lock(self.0).remove(&self.1);
+            }
+        }
+        let _forget = Forget(&self.held_calls, cancel_key);
         let mut cancel = Cancel(Some(tx));
         let (gate, session) = (self.gate.clone(), session.clone());
         let mut decided = tokio::task::spawn_blocking(move || {
@@ -926,9 +977,15 @@ impl Proxy {
             let _ = tx.send(Ok(sse_event(ask.to_string().as_bytes()))).await;
             let reader = tx.clone();
             let decided = self
-                .decide(held, &watch.session, Some((etx, erx)), async move {
-                    reader.closed().await;
-                })
+                .decide(
+                    held,
+                    &watch.session,
+                    Some((etx, erx)),
+                    async move {
+                        reader.closed().await;
+                    },
+                    held_key(&watch.session, &watch.id),
+                )
                 .await;
             lock(&self.elicitations).remove(&ask_id);
             let f = match decided {

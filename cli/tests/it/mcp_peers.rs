@@ -1371,3 +1371,45 @@ fn an_abandoned_held_call_over_http_never_runs() {
         "{e}"
     );
 }
+
+/// #31, defect 2 (HTTP, the client's cancellation): the TypeScript SDK's request timeout POSTs
+/// `notifications/cancelled` for the held call: it never runs, even when approved afterwards.
+#[test]
+fn a_held_call_cancelled_over_http_never_runs() {
+    let (tmp, dir) = initialised();
+    let policy = write_policy(
+        &tmp.path().join("policy.toml"),
+        "[[rule]]\nid = \"deletes-reviewed\"\ntool = \"delete_record\"\nverdict = \"escalate\"\n",
+    );
+    let (_server, upstream) = start_py_server();
+    let (_proxy, url) = start_proxy(
+        &dir,
+        &upstream,
+        &["--policy", &policy, "--approval-timeout", "60"],
+    );
+    let mut c = ts_client();
+    c.args(["--protocol", "2025-11-25", "--timeout-ms", "1500"])
+        .args(["--call", "delete_record", r#"{"id":"11"}"#])
+        .args(["http", &url]);
+    let client = spawn_client(&mut c);
+    let id = held_calls(&dir, 1)[0]["id"].as_str().unwrap().to_owned();
+    let out = finish_client(client);
+    assert!(
+        out["calls"][0]["content"].is_null(),
+        "the client gave up: {out}"
+    );
+    let _ = afr(&dir)
+        .args(["approve", &id, "--as", "late@example.org"])
+        .output();
+    let evs = exactly_events(&dir, 1);
+    assert!(
+        evs[0]["execution"].is_null(),
+        "a call its client cancelled ran: {}",
+        evs[0]
+    );
+    let e = evs[0]["effects"]["error"].as_str().unwrap();
+    assert!(
+        e.starts_with("cancelled by the client before a decision"),
+        "{e}"
+    );
+}
