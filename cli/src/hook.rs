@@ -70,8 +70,13 @@ pub fn hook(dir: &Path, a: &HookArgs) -> ExitCode {
             .transpose(),
     ) {
         (Err(e), _) => block_or_warn(a, &format!("afr hook: standard input: {e}")),
-        // A policy that cannot be read blocks every call (never silently allows).
-        (_, Err(e)) => block_or_warn(a, &format!("afr hook: {e}")),
+        // A policy that cannot be read blocks every call, --fail-open or not: failing open is
+        // for calls that cannot be recorded, never for rules that cannot be applied.
+        (_, Err(e)) => afr_hook::Answer {
+            code: 2,
+            stdout: String::new(),
+            stderr: format!("afr hook: {e}; blocked (the policy cannot be applied)"),
+        },
         // A hook that crashes lets the call run in all three CLIs (only exit 2 blocks): a panic
         // is answered like any other failure to record, blocked unless failing open.
         (Ok(_), Ok(policy)) => std::panic::catch_unwind(|| {

@@ -799,6 +799,9 @@ impl Proxy {
                 // held call with that id, if there is exactly one.
                 let key = if held.contains_key(&key) {
                     Some(key)
+                } else if parts.headers.contains_key("mcp-session-id") {
+                    // A session's notification names its session: nothing else to look for.
+                    None
                 } else {
                     let suffix = format!("\n{}", crate::session::id_key(rid));
                     let mut m = held.keys().filter(|k| k.ends_with(&suffix));

@@ -95,6 +95,25 @@ pub fn diff(path: &str, old: &str, new: &str) -> String {
     s
 }
 
+/// `file` with `old` replaced by `new` (every occurrence with `all`), if the edit can be
+/// replayed within bounds: `old` not empty and present, and the result no larger than
+/// [`MAX_DIFFED_FILE`] (a hostile edit must not make the hook, or `afr serve`, build gigabytes).
+fn replaced(file: &str, old: &str, new: &str, all: bool) -> Option<String> {
+    if old.is_empty() || !file.contains(old) {
+        return None;
+    }
+    let n = if all { file.matches(old).count() } else { 1 };
+    let size = file.len() - n * old.len() + n.checked_mul(new.len())?;
+    if u64::try_from(size).ok()? > MAX_DIFFED_FILE {
+        return None;
+    }
+    Some(if all {
+        file.replace(old, new)
+    } else {
+        file.replacen(old, new, 1)
+    })
+}
+
 /// A file change's mutation: its path and diff (capped), or its size and hash when the file
 /// could not be read.
 fn file_mutation(path: &str, before: Option<&str>, after: Option<String>) -> Value {
@@ -155,17 +174,13 @@ pub fn execution(agent: Agent, tool: &str, input: &Value, cwd: Option<&str>) -> 
                                 .is_some_and(|n| n > 1);
                         match (before.as_deref(), old, new) {
                             (Some(b), Some(o), Some(n)) if !o.is_empty() && b.contains(o) => {
-                                Some(if all {
-                                    b.replace(o, n)
-                                } else {
-                                    b.replacen(o, n, 1)
-                                })
+                                replaced(b, o, n, all)
                             }
                             (Some(""), Some(""), Some(n)) => Some(n.to_owned()),
                             _ => None,
                         }
                     }
-                    "MultiEdit" => before.as_deref().map(|b| {
+                    "MultiEdit" => before.as_deref().and_then(|b| {
                         let mut s = b.to_owned();
                         for e in input
                             .get("edits")
@@ -173,17 +188,15 @@ pub fn execution(agent: Agent, tool: &str, input: &Value, cwd: Option<&str>) -> 
                             .into_iter()
                             .flatten()
                         {
-                            if let (Some(o), Some(n)) =
+                            let (Some(o), Some(n)) =
                                 (str_at(e, &["old_string"]), str_at(e, &["new_string"]))
-                            {
-                                s = if e.get("replace_all").and_then(Value::as_bool) == Some(true) {
-                                    s.replace(o, n)
-                                } else {
-                                    s.replacen(o, n, 1)
-                                };
-                            }
+                            else {
+                                return None;
+                            };
+                            let all = e.get("replace_all").and_then(Value::as_bool) == Some(true);
+                            s = replaced(&s, o, n, all)?;
                         }
-                        s
+                        Some(s)
                     }),
                     _ => None,
                 };
@@ -348,12 +361,12 @@ pub fn call_event(
         ev.policy_evaluation = vec![evaluation(e)];
     }
     if runs {
-        ev.execution = Some(execution(
-            agent,
-            &tool,
-            &input.tool_input,
-            input.cwd.as_deref(),
-        ));
+        let mut x = execution(agent, &tool, &input.tool_input, input.cwd.as_deref());
+        // The payload's own name for an MCP tool's server, where it gives one.
+        if let (Some(server), Some(_)) = (&input.mcp_server, agent.mcp_tool(&tool)) {
+            x.target = Some(format!("mcp server {server}"));
+        }
+        ev.execution = Some(x);
     }
     provenance(agent, input, state, &mut ev, capture);
     ev
@@ -492,6 +505,30 @@ mod tests {
             workspace(&sub).1.as_deref(),
             Some("fedcba9876543210fedcba9876543210fedcba98")
         );
+    }
+
+    #[test]
+    fn a_hostile_edit_is_not_replayed() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("src.rs");
+        std::fs::write(&f, "e".repeat(100_000)).unwrap();
+        let path = f.to_str().unwrap();
+        // 100,000 matches times 100 KB: 10 GB if replayed.
+        let e = execution(
+            Agent::ClaudeCode,
+            "Edit",
+            &json!({"file_path": path, "old_string": "e", "new_string": "x".repeat(100_000), "replace_all": true}),
+            None,
+        );
+        assert!(e.mutation.get("diff").is_none() && e.mutation.get("requested").is_some());
+        let e = execution(
+            Agent::ClaudeCode,
+            "MultiEdit",
+            &json!({"file_path": path, "edits": [{"old_string": "", "new_string": "y", "replace_all": true}]}),
+            None,
+        );
+        assert!(e.mutation.get("requested").is_some(), "{}", e.mutation);
+        assert_eq!(replaced("abc", "b", "B", false).as_deref(), Some("aBc"));
     }
 
     #[test]

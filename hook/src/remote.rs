@@ -67,17 +67,12 @@ pub fn serve(dir: &Path, recorder: Arc<Recorder>, body: &[u8]) -> Result<Vec<u8>
         .map(afr_gateway::Policy::load)
         .transpose()
     {
+        // Never failing open: that is for calls that cannot be recorded, not for rules that
+        // cannot be applied.
         Err(e) => Answer {
-            code: if r.fail_open { 0 } else { 2 },
+            code: 2,
             stdout: String::new(),
-            stderr: format!(
-                "afr hook: {e}; {}",
-                if r.fail_open {
-                    "allowed (--fail-open)"
-                } else {
-                    "blocked"
-                }
-            ),
+            stderr: format!("afr hook: {e}; blocked (the policy cannot be applied)"),
         },
         Ok(policy) => crate::run(
             &HookOptions {

@@ -170,10 +170,16 @@ impl Hook<'_> {
         let tool = self.tool();
         self.o.mcp_wrapped.iter().any(|w| {
             w == "*"
-                || self.input.mcp_server.as_deref() == Some(w.as_str())
-                || w == parsed
-                || tool.starts_with(&format!("mcp__{w}__"))
-                || (self.agent() == Agent::Gemini && tool.starts_with(&format!("mcp_{w}_")))
+                || match self.input.mcp_server.as_deref() {
+                    // The payload names the server: only that counts.
+                    Some(server) => server == w,
+                    None => {
+                        w == parsed
+                            || tool.starts_with(&format!("mcp__{w}__"))
+                            || (self.agent() == Agent::Gemini
+                                && tool.starts_with(&format!("mcp_{w}_")))
+                    }
+                }
         })
     }
 
@@ -183,7 +189,14 @@ impl Hook<'_> {
             p.evaluate(&Call {
                 tool: self.tool(),
                 args: &self.input.tool_input,
-                server_name: Some(mcp.map_or(self.agent().name(), |(s, _)| s)),
+                // The payload's own server name where it gives one (Gemini's `mcp_S_T` cannot
+                // be split when S holds `_`).
+                server_name: Some(
+                    self.input
+                        .mcp_server
+                        .as_deref()
+                        .unwrap_or_else(|| mcp.map_or(self.agent().name(), |(s, _)| s)),
+                ),
                 command_line: self.agent().name(),
             })
         })
@@ -197,8 +210,10 @@ impl Hook<'_> {
     }
 
     /// A call that cannot be recorded: blocked, or allowed with a warning under `--fail-open`.
-    fn unrecorded(&self, why: &str) -> Answer {
-        if self.o.fail_open {
+    /// `may_open`: whether `--fail-open` may let it run (never an escalated call: it runs only
+    /// once its approval is journaled).
+    fn unrecorded(&self, why: &str, may_open: bool) -> Answer {
+        if self.o.fail_open && may_open {
             Answer::warn(format!(
                 "afr hook: the call of `{}` runs unrecorded (--fail-open): {why}",
                 self.tool()
@@ -227,12 +242,20 @@ impl Hook<'_> {
                 if verdict == GuardrailVerdict::Deny {
                     return self.denied_answer(eval.as_ref());
                 }
-                return self.unrecorded(&format!("the recorder cannot be reached: {e}"));
+                return self.unrecorded(
+                    &format!("the recorder cannot be reached: {e}"),
+                    verdict != GuardrailVerdict::Escalate,
+                );
             }
         };
         let names = match self.claim_names() {
             Ok(n) => n,
-            Err(e) => return self.unrecorded(&format!("the session file: {e}")),
+            Err(e) => {
+                return self.unrecorded(
+                    &format!("the session file: {e}"),
+                    verdict != GuardrailVerdict::Escalate,
+                );
+            }
         };
         // A call that starts a subagent: the subagent's calls name it.
         if afr_core::agent::category(self.agent(), self.tool()) == afr_core::Category::Delegation
@@ -257,7 +280,7 @@ impl Hook<'_> {
                     inline,
                 );
                 if let Err(e) = self.journal(&names, &ev, false) {
-                    return self.unrecorded(&format!("the hook journal: {e}"));
+                    return self.unrecorded(&format!("the hook journal: {e}"), true);
                 }
                 match eval.filter(|e| e.verdict == GuardrailVerdict::Warn) {
                     Some(e) => Answer::warn(format!(
@@ -435,7 +458,7 @@ impl Hook<'_> {
         let held = event::call_event(self.agent(), self.input, state, Some(&e), false, inline());
         // Journaled while it waits: a hook killed meanwhile leaves it recorded as not run.
         if let Err(err) = self.journal(names, &held, false) {
-            return self.unrecorded(&format!("the hook journal: {err}"));
+            return self.unrecorded(&format!("the hook journal: {err}"), false);
         }
         let recorder = door
             .recorder_id()
@@ -506,7 +529,7 @@ impl Hook<'_> {
                     ev.timestamp_us = Some(now_us());
                     match self.journal(names, &ev, false) {
                         Ok(_) => Answer::go_on(),
-                        Err(err) => self.unrecorded(&format!("the hook journal: {err}")),
+                        Err(err) => self.unrecorded(&format!("the hook journal: {err}"), false),
                     }
                 }
                 Err(why) => {
@@ -522,12 +545,12 @@ impl Hook<'_> {
                         "afr: the approval's signature was refused ({why}); the call did not run"
                     );
                     ev.effects = Some(error_effects(&message));
-                    let _ = self.record(door, &ev, &names.key);
-                    if let Some((p, ..)) = journal::find_one(&self.o.dir, journal::HOOK, &names.tag)
-                    {
-                        journal::remove_one(&p);
+                    match self.settle_refusal(door, names, &ev) {
+                        Ok(()) => Answer::block(message),
+                        Err(err) => Answer::block(format!(
+                            "{message} (the refusal waits in the hook journal: {err})"
+                        )),
                     }
-                    Answer::block(message)
                 }
             };
         }
@@ -541,16 +564,33 @@ impl Hook<'_> {
         let mut ev = held;
         ev.human_approval = Some(approval);
         ev.effects = Some(error_effects(&why));
-        match self.record(door, &ev, &names.key) {
+        match self.settle_refusal(door, names, &ev) {
+            Ok(()) => Answer::block(why),
+            Err(err) => Answer::block(format!(
+                "{why} (the rejection waits in the hook journal: {err})"
+            )),
+        }
+    }
+
+    /// Records the final event of a call that will not run, and removes its journal entry;
+    /// if it cannot be recorded now, the journal keeps it whole (recovered as it is).
+    fn settle_refusal(
+        &self,
+        door: &mut Door,
+        names: &Names,
+        ev: &EventInput,
+    ) -> Result<(), DoorError> {
+        match self.record(door, ev, &names.key) {
             Ok(_) => {
                 if let Some((p, ..)) = journal::find_one(&self.o.dir, journal::HOOK, &names.tag) {
                     journal::remove_one(&p);
                 }
-                Answer::block(why)
+                Ok(())
             }
-            Err(err) => Answer::block(format!(
-                "{why} (the rejection waits in the hook journal: {err})"
-            )),
+            Err(e) => {
+                let _ = self.journal(names, ev, true);
+                Err(e)
+            }
         }
     }
 

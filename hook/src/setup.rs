@@ -551,7 +551,10 @@ fn trust(o: &SetupOptions, p: &mut Plan) -> Result<(), SetupError> {
         }
         (Agent::Codex, scope) => {
             if let Scope::Project(dir) = scope {
-                let cfg = o.home.join(".codex/config.toml");
+                // Codex reads its user configuration from $CODEX_HOME (else ~/.codex).
+                let cfg = std::env::var_os("CODEX_HOME")
+                    .map_or_else(|| o.home.join(".codex"), PathBuf::from)
+                    .join("config.toml");
                 let text = read(&cfg)?.unwrap_or_default();
                 let trusted = text
                     .parse::<toml_edit::DocumentMut>()
@@ -620,20 +623,26 @@ fn backup_paths(path: &Path) -> (PathBuf, PathBuf) {
 
 /// Writes the plan's files, each after a backup of the original (kept from the first setup).
 pub fn apply(p: &Plan) -> Result<(), SetupError> {
+    use std::os::unix::fs::PermissionsExt;
     for c in &p.changes {
+        // A symlinked configuration (dotfiles) is written through its link.
+        let path = std::fs::canonicalize(&c.path).unwrap_or_else(|_| c.path.clone());
         let (backup, absent) = backup_paths(&c.path);
-        if let Some(dir) = c.path.parent() {
+        if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io(dir))?;
         }
+        // The file's own mode, kept (these files hold tokens: `~/.claude.json`, MCP `env`);
+        // a new one is private.
+        let mode = std::fs::metadata(&path).map_or(0o600, |m| m.permissions().mode() & 0o777);
         if !backup.exists() && !absent.exists() {
             match &c.before {
-                Some(b) => std::fs::write(&backup, b).map_err(io(&backup))?,
-                None => std::fs::write(&absent, "").map_err(io(&absent))?,
+                Some(b) => write_private(&backup, b.as_bytes(), mode)?,
+                None => write_private(&absent, b"", 0o600)?,
             }
         }
-        let tmp = c.path.with_extension("afr-tmp");
-        std::fs::write(&tmp, &c.after).map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &c.path).map_err(io(&c.path))?;
+        let tmp = path.with_extension("afr-tmp");
+        write_private(&tmp, c.after.as_bytes(), mode)?;
+        std::fs::rename(&tmp, &path).map_err(io(&path))?;
     }
     if !p.wrapped.is_empty() {
         // The servers of every setup, for `afr otlp` (the names only, no commands).
@@ -658,6 +667,23 @@ pub fn apply(p: &Plan) -> Result<(), SetupError> {
         std::fs::write(&file, text).map_err(io(&file))?;
     }
     Ok(())
+}
+
+/// Writes `bytes` to a new `path` with `mode` (whatever the umask), synced.
+fn write_private(path: &Path, bytes: &[u8], mode: u32) -> Result<(), SetupError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .map_err(io(path))?;
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(io(path))?;
+    f.write_all(bytes).map_err(io(path))?;
+    f.sync_all().map_err(io(path))
 }
 
 /// Puts back what setup changed for `o`'s files; the files restored.

@@ -429,3 +429,38 @@ fn wrapped_mcp_servers_are_left_to_the_gateway_even_with_underscores() {
     assert_eq!(ev.len(), 1, "{ev:#?}");
     assert_eq!(ev[0]["intent"]["tool"], "mcp_web_fetch_page");
 }
+
+#[test]
+fn failing_open_never_lets_an_escalated_call_run_unapproved() {
+    let d = tempfile::tempdir().unwrap(); // never initialised: nothing can be recorded
+    let mut o = options(d.path(), Agent::ClaudeCode);
+    o.policy = Some(
+        afr_gateway::Policy::parse(
+            b"[[rule]]\nid = \"sql\"\ntool = \"Bash\"\nverdict = \"escalate\"\n",
+        )
+        .unwrap(),
+    );
+    o.fail_open = true;
+    let pre = r#"{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"psql"},"tool_use_id":"t"}"#;
+    assert_eq!(run(&o, pre.as_bytes()).code, 2);
+}
+
+#[test]
+fn a_server_the_payload_names_decides_what_is_left_to_the_gateway() {
+    let d = store();
+    let mut o = options(d.path(), Agent::Gemini);
+    o.mcp_wrapped = vec!["fs".into()];
+    // `mcp_fs_admin_delete` starts like a tool of `fs`, but the payload says `fs_admin`.
+    let call = |event: &str| {
+        serde_json::json!({"session_id": "m2", "cwd": "/tmp", "hook_event_name": event,
+            "tool_name": "mcp_fs_admin_delete", "tool_input": {"path": "/x"},
+            "mcp_context": {"server_name": "fs_admin", "tool_name": "delete"}})
+        .to_string()
+    };
+    for e in ["BeforeTool", "AfterTool"] {
+        assert_eq!(run(&o, call(e).as_bytes()).code, 0);
+    }
+    let ev = events(d.path());
+    assert_eq!(ev.len(), 1, "{ev:#?}");
+    assert_eq!(ev[0]["execution"]["target"], "mcp server fs_admin");
+}

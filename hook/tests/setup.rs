@@ -39,6 +39,10 @@ fn claude_code_project_setup_is_idempotent_keeps_other_hooks_and_undoes() {
     let mcp = proj.join(".mcp.json");
     let mcp_original = r#"{"mcpServers":{"fs":{"command":"npx","args":["-y","server-filesystem","/srv"],"env":{"A":"1"}},"web":{"type":"http","url":"https://x.example/mcp"}}}"#;
     std::fs::write(&mcp, mcp_original).unwrap();
+    // It holds tokens (`env`): its mode is kept, and so is its backup's.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&mcp, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     let o = options(Agent::ClaudeCode, Scope::Project(proj.clone()), &home);
 
     let p = plan(&o).unwrap();
@@ -78,6 +82,8 @@ fn claude_code_project_setup_is_idempotent_keeps_other_hooks_and_undoes() {
         assert_eq!(s["hooks"][e][0]["hooks"][0]["command"], cmd, "{e}");
     }
     let m = json_at(&mcp);
+    assert_eq!(mode(&mcp), 0o600);
+    assert_eq!(mode(&proj.join(".mcp.json.afr-backup")), 0o600);
     assert_eq!(m["mcpServers"]["fs"]["command"], "/opt/afr/bin/afr");
     assert_eq!(
         m["mcpServers"]["fs"]["args"],

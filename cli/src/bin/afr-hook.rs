@@ -46,8 +46,15 @@ fn parse(argv: &[String]) -> Args {
         };
         let mut value = || inline.clone().or_else(|| it.next().cloned());
         match name {
-            "--dir" => a.dir = value().map(PathBuf::from),
-            "--policy" => a.policy = value().map(PathBuf::from),
+            // An option without its value is `afr`'s to refuse (it exits 2, blocking).
+            "--dir" => match value() {
+                Some(v) => a.dir = Some(PathBuf::from(v)),
+                None => a.other = true,
+            },
+            "--policy" => match value() {
+                Some(v) => a.policy = Some(PathBuf::from(v)),
+                None => a.other = true,
+            },
             "--fail-open" => a.fail_open = true,
             "--approval-timeout" => match value().and_then(|v| v.parse().ok()) {
                 Some(s) => a.approval_timeout = Some(s),
@@ -122,29 +129,56 @@ fn env(names: &[&str], max: usize) -> Value {
         .map_or(Value::Null, Value::String)
 }
 
-/// POSTs the request to the server: its answer, or None to fall back to `afr`.
-fn ask(socket: &Path, body: &[u8]) -> Option<Value> {
-    let mut s = UnixStream::connect(socket).ok()?;
-    s.set_write_timeout(Some(Duration::from_secs(30))).ok()?;
+/// What asking the server came to.
+enum Asked {
+    /// Its answer.
+    Answer(Value),
+    /// No server took the request: `afr` may run the hook itself.
+    NoServer,
+    /// The request reached the server, which may have acted on it (recorded it, held it for a
+    /// decision, claimed a Gemini rank): running the hook again could record it twice or give
+    /// an escalated call a fresh wait, so the call is blocked, with why.
+    Failed(String),
+}
+
+/// POSTs the request to the server (`wait` bounds how long it may take: an escalated call
+/// waits for a person).
+fn ask(socket: &Path, body: &[u8], wait: Duration) -> Asked {
+    let Ok(mut s) = UnixStream::connect(socket) else {
+        return Asked::NoServer;
+    };
+    match exchange(&mut s, body, wait) {
+        Ok(Some(v)) => Asked::Answer(v),
+        // A server that runs no hooks (404) has done nothing with the call.
+        Ok(None) => Asked::NoServer,
+        Err(e) => Asked::Failed(e),
+    }
+}
+
+fn exchange(s: &mut UnixStream, body: &[u8], wait: Duration) -> Result<Option<Value>, String> {
+    let io = |e: std::io::Error| format!("afr serve: {e}");
+    s.set_write_timeout(Some(Duration::from_secs(30)))
+        .map_err(io)?;
+    s.set_read_timeout(Some(wait)).map_err(io)?;
     let head = format!(
         "POST /v1/hook HTTP/1.1\r\nHost: afr\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
-    s.write_all(head.as_bytes()).ok()?;
-    s.write_all(body).ok()?;
-    // No read timeout: an escalated call waits for a person, bounded by the hook's own
-    // --approval-timeout on the server and by the CLI's hook timeout.
+    s.write_all(head.as_bytes()).map_err(io)?;
+    s.write_all(body).map_err(io)?;
     let mut r = BufReader::new(s);
     let mut status = String::new();
-    r.read_line(&mut status).ok()?;
-    if status.split_whitespace().nth(1) != Some("200") {
-        return None;
+    r.read_line(&mut status).map_err(io)?;
+    match status.split_whitespace().nth(1) {
+        Some("200") => {}
+        Some("404") => return Ok(None),
+        other => return Err(format!("afr serve answered {}", other.unwrap_or("nothing"))),
     }
     let mut len = None;
     loop {
         let mut line = String::new();
-        if r.read_line(&mut line).ok()? == 0 {
-            return None;
+        if r.read_line(&mut line).map_err(io)? == 0 {
+            return Err("afr serve closed the connection".into());
         }
         let line = line.trim_end();
         if line.is_empty() {
@@ -156,9 +190,11 @@ fn ask(socket: &Path, body: &[u8]) -> Option<Value> {
             len = v.trim().parse::<usize>().ok();
         }
     }
-    let mut b = vec![0; len?];
-    r.read_exact(&mut b).ok()?;
-    serde_json::from_slice(&b).ok()
+    let mut b = vec![0; len.ok_or("afr serve sent no Content-Length")?];
+    r.read_exact(&mut b).map_err(io)?;
+    serde_json::from_slice(&b)
+        .map(Some)
+        .map_err(|e| format!("afr serve's answer: {e}"))
 }
 
 /// Runs `afr` (beside this binary, else on PATH) with the same arguments and input.
@@ -237,8 +273,16 @@ fn main() -> ExitCode {
         "input": text,
     })
     .to_string();
-    let Some(answer) = ask(&dir.join("afr.sock"), body.as_bytes()) else {
-        return fall_back(&argv, &input);
+    // Longer than the server's own wait for a decision, shorter than the CLIs' hook timeout
+    // that `afr setup` writes (300 s).
+    let wait = Duration::from_secs(a.approval_timeout.unwrap_or(240) + 30);
+    let answer = match ask(&dir.join("afr.sock"), body.as_bytes(), wait) {
+        Asked::Answer(v) => v,
+        Asked::NoServer => return fall_back(&argv, &input),
+        Asked::Failed(why) => {
+            eprintln!("afr-hook: blocked: {why} (the call's hook did not finish)");
+            return ExitCode::from(2);
+        }
     };
     let field = |k: &str| {
         answer
