@@ -233,6 +233,19 @@ impl SetupOptions {
         a
     }
 
+    /// The server's own command and arguments, when `command args` runs it behind `afr mcp
+    /// wrap` (everything after the `--` that follows `wrap`).
+    fn unwrapped(&self, command: &str, args: &[String]) -> Option<(String, Vec<String>)> {
+        if !self.is_wrapped(command, args) {
+            return None;
+        }
+        let wrap = args.iter().position(|a| a == "wrap")?;
+        let dash = wrap + args.get(wrap..)?.iter().position(|a| a == "--")?;
+        let inner = args.get(dash + 1..)?;
+        let (c, rest) = inner.split_first()?;
+        Some((c.clone(), rest.to_vec()))
+    }
+
     fn is_wrapped(&self, command: &str, args: &[String]) -> bool {
         let afr = self.afr.display().to_string();
         (command == afr || command.ends_with("/afr") || command == "afr")
@@ -354,15 +367,20 @@ fn wrap_json_servers(
                     .collect()
             })
             .unwrap_or_default();
-        if o.is_wrapped(&command, &args) {
-            wrapped.push(name.clone());
-            continue;
+        // Wrapped by an earlier setup: wrapped again around the server's own command, so a
+        // changed --policy, --fail-open or --dir reaches the gateway too.
+        let (command, args, again) = match o.unwrapped(&command, &args) {
+            Some((c, a)) => (c, a, true),
+            None => (command, args, false),
+        };
+        let new_args = o.wrap_args(&command, &args);
+        if !(again && obj.get("args") == Some(&json!(new_args))) {
+            obj.insert("command".into(), json!(o.afr.display().to_string()));
+            obj.insert("args".into(), json!(new_args));
+            summary.push(format!(
+                "MCP server `{name}` now runs behind `afr mcp wrap`"
+            ));
         }
-        obj.insert("command".into(), json!(o.afr.display().to_string()));
-        obj.insert("args".into(), json!(o.wrap_args(&command, &args)));
-        summary.push(format!(
-            "MCP server `{name}` now runs behind `afr mcp wrap`"
-        ));
         wrapped.push(name.clone());
     }
     wrapped
@@ -431,9 +449,24 @@ pub fn plan(o: &SetupOptions) -> Result<Plan, SetupError> {
                                 .collect()
                         })
                         .unwrap_or_default();
-                    if !o.is_wrapped(&command, &args) {
+                    let (command, args, again) = match o.unwrapped(&command, &args) {
+                        Some((c, a)) => (c, a, true),
+                        None => (command, args, false),
+                    };
+                    let new_args = o.wrap_args(&command, &args);
+                    let current: Vec<String> = t
+                        .get("args")
+                        .and_then(|a| a.as_array())
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|v| v.as_str())
+                                .map(str::to_owned)
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    if !(again && current == new_args) {
                         let mut arr = toml_edit::Array::new();
-                        for a in o.wrap_args(&command, &args) {
+                        for a in new_args {
                             arr.push(a);
                         }
                         set_keeping_comments(t, "command", o.afr.display().to_string().into());

@@ -119,10 +119,16 @@ fn claude_code_project_setup_is_idempotent_keeps_other_hooks_and_undoes() {
             .unwrap()
             .contains("--fail-open")
     );
+    // The wrapped server follows the new options, and is not wrapped twice.
+    let args: Vec<String> =
+        serde_json::from_value(json_at(&mcp)["mcpServers"]["fs"]["args"].clone()).unwrap();
+    assert_eq!(args.iter().filter(|a| *a == "wrap").count(), 1, "{args:?}");
+    assert!(args.contains(&"--fail-open".to_owned()), "{args:?}");
+    let dash = args.iter().position(|a| a == "--").unwrap();
     assert_eq!(
-        json_at(&mcp)["mcpServers"]["fs"]["args"][7],
-        "npx",
-        "a wrapped server is not wrapped twice"
+        args[dash + 1..],
+        ["npx", "-y", "server-filesystem", "/srv"],
+        "{args:?}"
     );
 
     let done = undo(&o).unwrap();
