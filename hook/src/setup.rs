@@ -233,6 +233,18 @@ impl SetupOptions {
         a
     }
 
+    /// The arguments of `afr` that run the server `command args` behind `afr mcp wrap` with
+    /// these options, or `None` when it already runs so. A server wrapped by an earlier setup is
+    /// wrapped again around its own command, so a changed `--policy`, `--fail-open` or `--dir`
+    /// reaches the gateway too, and no server is wrapped twice.
+    fn rewrap(&self, command: &str, args: &[String]) -> Option<Vec<String>> {
+        let new = match self.unwrapped(command, args) {
+            Some((c, a)) => self.wrap_args(&c, &a),
+            None => self.wrap_args(command, args),
+        };
+        (!(self.is_wrapped(command, args) && args == new.as_slice())).then_some(new)
+    }
+
     /// The server's own command and arguments, when `command args` runs it behind `afr mcp
     /// wrap` (everything after the `--` that follows `wrap`).
     fn unwrapped(&self, command: &str, args: &[String]) -> Option<(String, Vec<String>)> {
@@ -367,14 +379,7 @@ fn wrap_json_servers(
                     .collect()
             })
             .unwrap_or_default();
-        // Wrapped by an earlier setup: wrapped again around the server's own command, so a
-        // changed --policy, --fail-open or --dir reaches the gateway too.
-        let (command, args, again) = match o.unwrapped(&command, &args) {
-            Some((c, a)) => (c, a, true),
-            None => (command, args, false),
-        };
-        let new_args = o.wrap_args(&command, &args);
-        if !(again && obj.get("args") == Some(&json!(new_args))) {
+        if let Some(new_args) = o.rewrap(&command, &args) {
             obj.insert("command".into(), json!(o.afr.display().to_string()));
             obj.insert("args".into(), json!(new_args));
             summary.push(format!(
@@ -449,22 +454,7 @@ pub fn plan(o: &SetupOptions) -> Result<Plan, SetupError> {
                                 .collect()
                         })
                         .unwrap_or_default();
-                    let (command, args, again) = match o.unwrapped(&command, &args) {
-                        Some((c, a)) => (c, a, true),
-                        None => (command, args, false),
-                    };
-                    let new_args = o.wrap_args(&command, &args);
-                    let current: Vec<String> = t
-                        .get("args")
-                        .and_then(|a| a.as_array())
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|v| v.as_str())
-                                .map(str::to_owned)
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    if !(again && current == new_args) {
+                    if let Some(new_args) = o.rewrap(&command, &args) {
                         let mut arr = toml_edit::Array::new();
                         for a in new_args {
                             arr.push(a);
