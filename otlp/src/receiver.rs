@@ -833,12 +833,14 @@ async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr),
 
 struct Grpc(Arc<Ingest>);
 
-#[tonic::async_trait]
-impl TraceService for Grpc {
-    async fn export(
+impl Grpc {
+    /// Checks the request's bearer token, then runs `f` on its export on the blocking pool,
+    /// within the in-flight bound: what both gRPC services do.
+    async fn run<R: Send + 'static, T: Send + 'static>(
         &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        request: tonic::Request<R>,
+        f: fn(&Ingest, &R) -> Result<T, Refused>,
+    ) -> Result<T, tonic::Status> {
         let auth = request
             .metadata()
             .get("authorization")
@@ -848,15 +850,23 @@ impl TraceService for Grpc {
         }
         let ingest = self.0.clone();
         let req = request.into_inner();
-        let r = tokio::task::spawn_blocking(move || ingest.admitted(|| ingest.record(&req)))
+        tokio::task::spawn_blocking(move || ingest.admitted(|| f(&ingest, &req)))
             .await
-            .unwrap_or_else(|e| Err(Refused::Unavailable(e.to_string())));
-        match r {
-            Ok((rejected, _)) => Ok(tonic::Response::new(ExportTraceServiceResponse {
-                partial_success: partial(rejected),
-            })),
-            Err(e) => Err(grpc_status(e)),
-        }
+            .unwrap_or_else(|e| Err(Refused::Unavailable(e.to_string())))
+            .map_err(grpc_status)
+    }
+}
+
+#[tonic::async_trait]
+impl TraceService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let (rejected, _) = self.run(request, Ingest::record).await?;
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: partial(rejected),
+        }))
     }
 }
 
@@ -866,24 +876,10 @@ impl LogsService for Grpc {
         &self,
         request: tonic::Request<ExportLogsServiceRequest>,
     ) -> Result<tonic::Response<ExportLogsServiceResponse>, tonic::Status> {
-        let auth = request
-            .metadata()
-            .get("authorization")
-            .map(|v| v.as_bytes().to_vec());
-        if !self.0.authorized(auth.as_deref()) {
-            return Err(tonic::Status::unauthenticated("a bearer token is required"));
-        }
-        let ingest = self.0.clone();
-        let req = request.into_inner();
-        let r = tokio::task::spawn_blocking(move || ingest.admitted(|| ingest.record_logs(&req)))
-            .await
-            .unwrap_or_else(|e| Err(Refused::Unavailable(e.to_string())));
-        match r {
-            Ok(rejected) => Ok(tonic::Response::new(ExportLogsServiceResponse {
-                partial_success: partial_logs(rejected),
-            })),
-            Err(e) => Err(grpc_status(e)),
-        }
+        let rejected = self.run(request, Ingest::record_logs).await?;
+        Ok(tonic::Response::new(ExportLogsServiceResponse {
+            partial_success: partial_logs(rejected),
+        }))
     }
 }
 
