@@ -144,6 +144,16 @@ pub fn shell_command(args: &Value) -> Option<String> {
     }
 }
 
+/// The number after the first of `prefixes` that starts a line of `text` (trimmed): how the
+/// CLIs report a command's exit status inside its output (`Exit code: 1`).
+pub fn exit_status_line(text: &str, prefixes: &[&str]) -> Option<i64> {
+    text.lines().find_map(|l| {
+        let l = l.trim();
+        let rest = prefixes.iter().find_map(|p| l.strip_prefix(p))?;
+        rest.trim().parse().ok()
+    })
+}
+
 /// A lane from a session (and subagent) id: as it is when it fits the 64-byte limit, else
 /// `h:` and 40 hex digits of its SHA-256.
 pub fn lane(session: &str, subagent: Option<&str>) -> String {

@@ -319,13 +319,7 @@ fn exit_status_in_text(r: &Value) -> Option<i64> {
         Value::String(s) => s.as_str(),
         v => v.get("llmContent").and_then(Value::as_str)?,
     };
-    text.lines().find_map(|l| {
-        let l = l.trim();
-        let rest = l
-            .strip_prefix("Exit code:")
-            .or_else(|| l.strip_prefix("Exit Code:"))?;
-        rest.trim().parse().ok()
-    })
+    afr_core::agent::exit_status_line(text, &["Exit code:", "Exit Code:"])
 }
 
 /// The policy's evaluation as recorded.

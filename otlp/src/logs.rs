@@ -363,16 +363,12 @@ pub fn execution(agent: Agent, tool: &str, args: &Value) -> Execution {
 }
 
 /// The exit status a CLI wrote into a result's text: `Process exited with code N` (Codex's
-/// shell output), `Exit code: N` (Codex's patches), `Exit Code: N` (Gemini CLI).
+/// shell output in its logs), `Exit code: N` (Codex's patches), `Exit Code: N` (Gemini CLI).
 fn exit_status_in_text(text: &str) -> Option<i64> {
-    text.lines().find_map(|l| {
-        let l = l.trim();
-        let rest = l
-            .strip_prefix("Process exited with code")
-            .or_else(|| l.strip_prefix("Exit code:"))
-            .or_else(|| l.strip_prefix("Exit Code:"))?;
-        rest.trim().parse().ok()
-    })
+    afr_core::agent::exit_status_line(
+        text,
+        &["Process exited with code", "Exit code:", "Exit Code:"],
+    )
 }
 
 /// The files a successful call changed, as `afr hook` says it.
