@@ -32,6 +32,7 @@
 
 pub mod event;
 pub mod input;
+mod pid;
 pub mod remote;
 pub mod run;
 pub mod session;

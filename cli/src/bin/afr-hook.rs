@@ -88,38 +88,11 @@ fn absolute(p: &Path) -> PathBuf {
     }
 }
 
-/// The agent CLI's process. Mirrors `afr_hook::input::agent_pid` (the two must agree: a
-/// call's journal entry is named after it).
-fn agent_pid() -> u32 {
-    if let Some(p) = std::env::var("CLAUDE_PID")
-        .ok()
-        .and_then(|p| p.parse::<u32>().ok())
-        && Path::new(&format!("/proc/{p}")).exists()
-    {
-        return p;
-    }
-    const WRAPPERS: [&str; 10] = [
-        "sh", "bash", "dash", "zsh", "fish", "env", "timeout", "nice", "afr", "afr-hook",
-    ];
-    let mut pid = std::os::unix::process::parent_id();
-    for _ in 0..8 {
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if !WRAPPERS.contains(&comm.trim()) {
-            return pid;
-        }
-        let parent = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                let rest = s.get(s.rfind(')')? + 1..)?.to_owned();
-                rest.split_whitespace().nth(1)?.parse::<u32>().ok()
-            });
-        match parent {
-            Some(p) if p > 1 => pid = p,
-            _ => return pid,
-        }
-    }
-    pid
-}
+/// The agent CLI's process: the same code as `afr hook`'s (a call's journal entry is named
+/// after it), without linking the hook crate.
+#[path = "../../../hook/src/pid.rs"]
+mod pid;
+use pid::agent_pid;
 
 fn env(names: &[&str], max: usize) -> Value {
     names
