@@ -355,46 +355,10 @@ impl Relay {
                 );
                 return (Action::Done, Value::Null);
             }
-            // The client gave up on a call held for a decision: it must never run. The server
-            // never saw that request, so the notification stops here.
             if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
-                && let Some(rid) = msg.get("params").and_then(|p| p.get("requestId"))
-                && let Some(tx) = lock(&self.state).held.remove(&id_key(rid))
+                && self.on_cancelled(&msg)
             {
-                let reason = msg
-                    .get("params")
-                    .and_then(|p| p.get("reason"))
-                    .and_then(Value::as_str);
-                let _ = tx.send(crate::approvals::cancelled_by_client(reason));
                 return (Action::Done, Value::Null);
-            }
-            // The client gave up on a call already forwarded: the server is told (the
-            // notification is relayed), and the call's event is recorded now, its outcome
-            // unknown, not at exit as "the server exited"; no answer to it follows.
-            if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
-                && let Some(rid) = msg.get("params").and_then(|p| p.get("requestId"))
-            {
-                let mut st = lock(&self.state);
-                let key = id_key(rid);
-                if let Some(record) = st.session.forget(&key) {
-                    st.ids.remove(&key);
-                    let reason = msg
-                        .get("params")
-                        .and_then(|p| p.get("reason"))
-                        .and_then(Value::as_str)
-                        .map_or(String::new(), |r| format!(": {r}"));
-                    let event = st.session.unknown_outcome_event(
-                        &record,
-                        &format!(
-                            "the client cancelled the call after it was forwarded{reason}; the server was told to stop"
-                        ),
-                    );
-                    drop(st);
-                    self.gate.complete(CallRecord {
-                        key: record.key,
-                        event: Box::new(event),
-                    });
-                }
             }
             return (Action::Relay, Value::Null); // a notification: relayed untouched
         };
@@ -434,6 +398,41 @@ impl Relay {
                 (Action::Done, id)
             }
         }
+    }
+
+    /// The client's `notifications/cancelled`: whether it stops here. For a call held for a
+    /// decision it does: the call must never run, and the server never saw that request. For a
+    /// call already forwarded it is relayed (the server is told to stop), and the call's event
+    /// is recorded now, its outcome unknown, not at exit as "the server exited"; no answer to
+    /// it follows.
+    fn on_cancelled(&self, msg: &Map<String, Value>) -> bool {
+        let params = msg.get("params");
+        let Some(rid) = params.and_then(|p| p.get("requestId")) else {
+            return false;
+        };
+        let reason = params.and_then(|p| p.get("reason")).and_then(Value::as_str);
+        let key = id_key(rid);
+        let mut st = lock(&self.state);
+        if let Some(tx) = st.held.remove(&key) {
+            let _ = tx.send(crate::approvals::cancelled_by_client(reason));
+            return true;
+        }
+        if let Some(record) = st.session.forget(&key) {
+            st.ids.remove(&key);
+            let reason = reason.map_or(String::new(), |r| format!(": {r}"));
+            let event = st.session.unknown_outcome_event(
+                &record,
+                &format!(
+                    "the client cancelled the call after it was forwarded{reason}; the server was told to stop"
+                ),
+            );
+            drop(st);
+            self.gate.complete(CallRecord {
+                key: record.key,
+                event: Box::new(event),
+            });
+        }
+        false
     }
 
     /// Whether `msg` answered one of the gateway's elicitations (then it is not forwarded).
