@@ -20,6 +20,7 @@ pub mod http;
 pub mod journal;
 pub mod runtime;
 pub mod socket;
+pub mod wrapped;
 pub mod writer;
 
 mod door;

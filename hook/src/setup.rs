@@ -669,25 +669,8 @@ pub fn apply(p: &Plan) -> Result<(), SetupError> {
     }
     if !p.wrapped.is_empty() {
         // The servers of every setup, for `afr otlp` (the names only, no commands).
-        let file = p.dir.join("mcp-wrapped");
-        let mut names: Vec<String> = std::fs::read_to_string(&file)
-            .unwrap_or_default()
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(str::to_owned)
-            .collect();
-        for w in &p.wrapped {
-            if !names.contains(w) {
-                names.push(w.clone());
-            }
-        }
-        std::fs::create_dir_all(&p.dir).map_err(io(&p.dir))?;
-        let text = format!(
-            "# MCP servers behind `afr mcp wrap` (written by `afr setup`): `afr otlp` leaves their calls to the gateway\n{}\n",
-            names.join("\n")
-        );
-        std::fs::write(&file, text).map_err(io(&file))?;
+        afr_client::wrapped::add(&p.dir, &p.wrapped)
+            .map_err(io(&p.dir.join(afr_client::wrapped::FILE)))?;
     }
     Ok(())
 }

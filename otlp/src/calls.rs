@@ -71,24 +71,6 @@ pub(crate) struct Plan {
     hold: Vec<(String, String, Decision, bool)>,
 }
 
-/// The file listing the MCP servers (by the coding-agent CLI's name for them, one a line)
-/// that run behind `afr mcp wrap`; `afr setup` writes it. Their calls are the gateway's to
-/// record (in the call's path, with the server's real answer): their log records are not.
-pub const MCP_WRAPPED_FILE: &str = "mcp-wrapped";
-
-/// The servers of [`MCP_WRAPPED_FILE`] under `dir`.
-pub fn mcp_wrapped(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join(MCP_WRAPPED_FILE))
-        .map(|t| {
-            t.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The held decisions and the ranks.
 pub(crate) struct Calls {
     dir: PathBuf,
@@ -150,7 +132,7 @@ impl Calls {
         // Calls of wrapped MCP servers are the gateway's: neither their results nor their
         // decisions are recorded from the log (else each would be recorded twice).
         let mut wrapped = self.mcp_wrapped.clone();
-        wrapped.extend(mcp_wrapped(&self.dir));
+        wrapped.extend(afr_client::wrapped::read(&self.dir));
         let gateways = |r: &ToolRecord| {
             let (agent, tool) = match r {
                 ToolRecord::Decision(d) => (d.agent, d.event.intent.tool.as_str()),
