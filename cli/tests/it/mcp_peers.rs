@@ -1327,11 +1327,10 @@ fn tools_the_policy_denies_outright_are_not_offered() {
     );
 }
 
-/// #31, defect 2 (HTTP): a held call whose client gave up (the Python SDK's read timeout, as
-/// openai-agents' 5 s one) must not run when a person approves it afterwards; it is recorded
-/// as cancelled.
-#[test]
-fn an_abandoned_held_call_over_http_never_runs() {
+/// A held `delete_record` call through the proxy whose client gives up on it (`client` makes
+/// the command, given the proxy's URL): approved afterwards, it must never run, and it is
+/// recorded as cancelled, with nobody's approval.
+fn a_held_call_given_up_over_http_never_runs(client: impl FnOnce(&str) -> Command) {
     let (tmp, dir) = initialised();
     let policy = write_policy(
         &tmp.path().join("policy.toml"),
@@ -1343,10 +1342,7 @@ fn an_abandoned_held_call_over_http_never_runs() {
         &upstream,
         &["--policy", &policy, "--approval-timeout", "60"],
     );
-    let mut c = py_client();
-    c.args(["http", &url, "--protocol", "2026-07-28", "--timeout", "1.5"])
-        .args(["--call", "delete_record", r#"{"id":"9"}"#]);
-    let client = spawn_client(&mut c);
+    let client = spawn_client(&mut client(&url));
     let id = held_calls(&dir, 1)[0]["id"].as_str().unwrap().to_owned();
     let out = finish_client(client);
     assert!(
@@ -1362,7 +1358,7 @@ fn an_abandoned_held_call_over_http_never_runs() {
     assert_eq!(ev["intent"]["tool"], "delete_record");
     assert!(
         ev["execution"].is_null(),
-        "a call its client abandoned ran: {ev}"
+        "a call its client gave up on ran: {ev}"
     );
     assert!(ev["human_approval"].is_null(), "{ev}");
     let e = ev["effects"]["error"].as_str().unwrap();
@@ -1372,44 +1368,28 @@ fn an_abandoned_held_call_over_http_never_runs() {
     );
 }
 
+/// #31, defect 2 (HTTP): a held call whose client gave up (the Python SDK's read timeout, as
+/// openai-agents' 5 s one, closes the request) must not run when a person approves it
+/// afterwards.
+#[test]
+fn an_abandoned_held_call_over_http_never_runs() {
+    a_held_call_given_up_over_http_never_runs(|url| {
+        let mut c = py_client();
+        c.args(["http", url, "--protocol", "2026-07-28", "--timeout", "1.5"])
+            .args(["--call", "delete_record", r#"{"id":"9"}"#]);
+        c
+    });
+}
+
 /// #31, defect 2 (HTTP, the client's cancellation): the TypeScript SDK's request timeout POSTs
-/// `notifications/cancelled` for the held call: it never runs, even when approved afterwards.
+/// `notifications/cancelled` for the held call.
 #[test]
 fn a_held_call_cancelled_over_http_never_runs() {
-    let (tmp, dir) = initialised();
-    let policy = write_policy(
-        &tmp.path().join("policy.toml"),
-        "[[rule]]\nid = \"deletes-reviewed\"\ntool = \"delete_record\"\nverdict = \"escalate\"\n",
-    );
-    let (_server, upstream) = start_py_server();
-    let (_proxy, url) = start_proxy(
-        &dir,
-        &upstream,
-        &["--policy", &policy, "--approval-timeout", "60"],
-    );
-    let mut c = ts_client();
-    c.args(["--protocol", "2025-11-25", "--timeout-ms", "1500"])
-        .args(["--call", "delete_record", r#"{"id":"11"}"#])
-        .args(["http", &url]);
-    let client = spawn_client(&mut c);
-    let id = held_calls(&dir, 1)[0]["id"].as_str().unwrap().to_owned();
-    let out = finish_client(client);
-    assert!(
-        out["calls"][0]["content"].is_null(),
-        "the client gave up: {out}"
-    );
-    let _ = afr(&dir)
-        .args(["approve", &id, "--as", "late@example.org"])
-        .output();
-    let evs = exactly_events(&dir, 1);
-    assert!(
-        evs[0]["execution"].is_null(),
-        "a call its client cancelled ran: {}",
-        evs[0]
-    );
-    let e = evs[0]["effects"]["error"].as_str().unwrap();
-    assert!(
-        e.starts_with("cancelled by the client before a decision"),
-        "{e}"
-    );
+    a_held_call_given_up_over_http_never_runs(|url| {
+        let mut c = ts_client();
+        c.args(["--protocol", "2025-11-25", "--timeout-ms", "1500"])
+            .args(["--call", "delete_record", r#"{"id":"11"}"#])
+            .args(["http", url]);
+        c
+    });
 }
