@@ -277,19 +277,92 @@ fn python_literal(s: &str) -> Option<Value> {
     }
 }
 
-/// The error a LangChain `ToolMessage` result reports (a handled `ToolException`: the span's
-/// status stays OK, the message says `status: error`).
-fn tool_message_error(result: &Value) -> Option<String> {
-    let m = result.as_object()?;
-    if m.get("status").and_then(Value::as_str) != Some("error") {
+/// What a LangChain `ToolMessage` result says, out of its serialisations.
+#[derive(Debug, Clone, PartialEq)]
+struct ToolMessage {
+    /// What the tool returned.
+    content: Value,
+    /// A handled `ToolException` (the span's status stays OK; the message says `status:
+    /// error`): `the tool reported an error: <content>`.
+    error: Option<String>,
+    /// The model's tool call it answers.
+    call_id: Option<String>,
+}
+
+/// The `ToolMessage` in a tool span's result, as the instrumentations serialise it: OpenLLMetry
+/// `{"output": {"lc": 1, "type": "constructor", "id": [..., "ToolMessage"], "kwargs": {…}}, "kwargs": {…}}`,
+/// OpenInference `{"type": "tool", "data": {…}}`, or the message's fields themselves
+/// (`{"type": "tool", "content": …, "status": …}`). `None` for any other result.
+fn tool_message(result: &Value) -> Option<ToolMessage> {
+    if let Some(m) = result.get("output").and_then(tool_message) {
+        return Some(m);
+    }
+    let v = result;
+    let fields =
+        if v.get("lc").is_some() && v.get("type").and_then(Value::as_str) == Some("constructor") {
+            let id = v.get("id")?.as_array()?;
+            (id.last()?.as_str()? == "ToolMessage").then_some(())?;
+            v.get("kwargs")?
+        } else if v.get("type").and_then(Value::as_str) == Some("tool") {
+            match v.get("data") {
+                Some(d @ Value::Object(_)) => d,
+                _ => v,
+            }
+        } else {
+            return None;
+        };
+    let m = fields.as_object()?;
+    if m.get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| t != "tool")
+    {
         return None;
     }
-    let content = match m.get("content") {
-        Some(Value::String(s)) => s.clone(),
-        Some(v) => v.to_string(),
-        None => String::new(),
-    };
-    Some(format!("the tool reported an error: {content}"))
+    let content = m.get("content")?.clone();
+    let error = (m.get("status").and_then(Value::as_str) == Some("error")).then(|| {
+        let text = match &content {
+            Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        format!("the tool reported an error: {text}")
+    });
+    Some(ToolMessage {
+        content,
+        error,
+        call_id: m
+            .get("tool_call_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    })
+}
+
+/// LangGraph's ToolNode runs each tool call in a node task whose input is
+/// `{"__type": "tool_call_with_context", "tool_call": {"name", "args", "id"}, "state": …}`
+/// (OpenLLMetry wraps it in `{"inputs": …}`): the arguments and call id of `tool`'s call, from
+/// the nearest span above it that has one.
+fn langgraph_tool_call(
+    s: &Span,
+    tool: &str,
+    by_id: &HashMap<(&[u8], &[u8]), Ctx<'_>>,
+) -> Option<(Value, Option<String>)> {
+    ancestors(s, by_id).into_iter().take(2).find_map(|c| {
+        let a = &c.span.attributes;
+        let input = get(a, "input.value")
+            .or_else(|| get(a, "traceloop.entity.input"))
+            .map(structured)?;
+        let input = input.get("inputs").unwrap_or(&input);
+        if input.get("__type").and_then(Value::as_str) != Some("tool_call_with_context") {
+            return None;
+        }
+        let call = input.get("tool_call")?;
+        if call.get("name").and_then(Value::as_str) != Some(tool) {
+            return None;
+        }
+        Some((
+            call.get("args")?.clone(),
+            call.get("id").and_then(Value::as_str).map(str::to_owned),
+        ))
+    })
 }
 
 fn result(s: &Span, dialect: &str) -> Option<Value> {
@@ -516,20 +589,68 @@ fn ancestors<'a>(s: &'a Span, by_id: &'a HashMap<(&[u8], &[u8]), Ctx<'a>>) -> Ve
     out
 }
 
-fn agent_name(s: &Span) -> Option<&str> {
+/// The agent a span names, in the places the instrumentations put it (docs/otlp.md's framework
+/// table says which sends which).
+fn agent_name(s: &Span) -> Option<String> {
     let a = &s.attributes;
-    text(a, "gen_ai.agent.name")
+    let named = text(a, "gen_ai.agent.name")
         .or_else(|| text(a, "agent.name"))
         .or_else(|| {
             text(a, "traceloop.entity.name")
                 .filter(|_| text(a, "traceloop.span.kind") == Some("agent"))
         })
-        // LangGraph: the node's metadata names the agent (OpenInference `metadata` JSON, or
-        // OpenLLMetry's association properties).
-        .or_else(|| text(a, "traceloop.association.properties.lc_agent_name"))
-        .or_else(|| text(a, "metadata.lc_agent_name"))
-        // A LangGraph subgraph's nodes name the agent node that holds them.
-        .or_else(|| text(a, "graph.node.parent_id").filter(|n| !n.starts_with("__")))
+        // OpenInference for openai-agents: the agent's node in the agent graph.
+        .or_else(|| text(a, "graph.node.id"))
+        // LangChain's `create_agent` tags its runs `lc_agent_name` (OpenLLMetry: an association
+        // property).
+        .or_else(|| text(a, "traceloop.association.properties.lc_agent_name"));
+    if let Some(n) = named {
+        return Some(n.to_owned());
+    }
+    // OpenInference for LangChain sends the run's metadata as one JSON text.
+    let metadata = text(a, "metadata").and_then(|m| serde_json::from_str::<Value>(m).ok());
+    if let Some(n) = metadata
+        .as_ref()
+        .and_then(|m| m.get("lc_agent_name"))
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+    {
+        return Some(n.to_owned());
+    }
+    // A LangGraph subgraph's nodes run in the checkpoint namespace of the graph node that holds
+    // them (`researcher:<id>|tools:<id>`): that node is the agent (a prebuilt ReAct agent run as
+    // a node says its name nowhere else).
+    let ns = text(
+        a,
+        "traceloop.association.properties.langgraph_checkpoint_ns",
+    )
+    .or_else(|| {
+        metadata
+            .as_ref()
+            .and_then(|m| m.get("langgraph_checkpoint_ns"))
+            .and_then(Value::as_str)
+    });
+    if let Some(holder) = ns.and_then(checkpoint_holder) {
+        return Some(holder.to_owned());
+    }
+    // smolagents under OpenInference names its agent span `<agent name>.run` and nothing else.
+    if text(a, "openinference.span.kind") == Some("AGENT") {
+        return s
+            .name
+            .strip_suffix(".run")
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned);
+    }
+    None
+}
+
+/// The graph node holding the innermost node of a LangGraph checkpoint namespace
+/// (`outer:<id>|inner:<id>` gives `outer`); none at the top level.
+fn checkpoint_holder(ns: &str) -> Option<&str> {
+    let parts: Vec<&str> = ns.split('|').collect();
+    let holder = parts.len().checked_sub(2).map(|i| parts[i])?;
+    let name = holder.split(':').next().unwrap_or(holder);
+    (!name.is_empty() && !name.starts_with("__")).then_some(name)
 }
 
 fn model_of(s: &Span) -> Option<&str> {
@@ -553,11 +674,21 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
         .collect();
     let agent = agent_name(s).or_else(|| agents.first().and_then(|c| agent_name(c.span)));
     // A sub-agent's tools were delegated by the agent above it: the first ancestor agent with
-    // another name (consecutive spans of one agent are one agent, never its own delegator).
+    // another name (consecutive spans of one agent are one agent, never its own delegator);
+    // else, for an agent that took over by a handoff (openai-agents: a sibling of the agent
+    // that handed off), the agent its span names as its parent in the agent graph.
     let delegating = agents
         .iter()
         .filter_map(|c| agent_name(c.span))
-        .find(|n| Some(*n) != agent);
+        .find(|n| Some(n) != agent.as_ref())
+        .or_else(|| {
+            agents
+                .iter()
+                .find(|c| agent_name(c.span) == agent)
+                .and_then(|c| text(&c.span.attributes, "graph.node.parent_id"))
+                .filter(|p| Some(*p) != agent.as_deref() && !p.starts_with("__"))
+                .map(str::to_owned)
+        });
     let conversation = [s]
         .into_iter()
         .chain(agents.iter().map(|c| c.span))
@@ -594,18 +725,31 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
         Category::Other
     };
     let service = text(r, "service.name").unwrap_or("unknown_service");
+    // LangGraph's ToolNode: a tool span without its arguments (OpenLLMetry), or with only the
+    // bare string of a one-argument tool (OpenInference), runs under the node task whose input
+    // is the model's whole tool call.
+    let sent = arguments(s, dialect);
+    let call = match &sent {
+        None | Some(Value::String(_)) => langgraph_tool_call(s, &tool, by_id),
+        Some(_) => None,
+    };
+    let args = match (&call, sent) {
+        (Some((a, _)), _) => Some(a.clone()),
+        (None, a) => a,
+    };
     let mut ev = match &handoff {
-        // The handoff itself, named as what it is: the agent it goes to, and what it passed.
-        Some(to) => EventInput::intent_only(
-            category,
-            "handoff",
-            json!({"to": cap_str(to), "input": arguments(s, dialect).map_or(Value::Null, capped)}),
-        ),
-        None => EventInput::intent_only(
-            category,
-            cap_str(&tool),
-            arguments(s, dialect).map_or(Value::Null, capped),
-        ),
+        // The handoff itself, named as what it is: the agent it goes to, and what it passed
+        // (openai-agents under OpenInference sends the name of the agent handing off: left out).
+        Some(to) => {
+            let mut a = json!({"to": cap_str(to)});
+            match args {
+                Some(Value::String(from)) if Some(&from) == agent.as_ref() => {}
+                Some(v) => a["input"] = capped(v),
+                None => {}
+            }
+            EventInput::intent_only(category, "handoff", a)
+        }
+        None => EventInput::intent_only(category, cap_str(&tool), args.map_or(Value::Null, capped)),
     };
     ev.lane = Some(lane(conversation, &trace));
     ev.execution = Some(Execution {
@@ -614,12 +758,18 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
         mutation: Value::Null,
     });
     let returned = result(s, dialect);
+    // A LangChain ToolMessage (the ToolNode's answer, in whichever serialisation): its content
+    // is what the tool returned, its status whether it failed.
+    let message = returned.as_ref().and_then(tool_message);
     let effects = Effects {
         error: error(s)
-            .or_else(|| returned.as_ref().and_then(tool_message_error))
+            .or_else(|| message.as_ref().and_then(|m| m.error.clone()))
             .as_deref()
             .map(cap_str),
-        return_value: returned.map_or(Value::Null, capped),
+        return_value: match &message {
+            Some(m) => capped(m.content.clone()),
+            None => returned.map_or(Value::Null, capped),
+        },
         ..Effects::default()
     };
     if effects != Effects::default() {
@@ -633,7 +783,10 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
         })
         .or_else(|| text(r, "service.version"));
     ev.code_provenance = Some(CodeProvenance {
-        agent: agent.or_else(|| text(r, "service.name")).map(cap_str),
+        agent: agent
+            .as_deref()
+            .or_else(|| text(r, "service.name"))
+            .map(cap_str),
         agent_version: version.map(cap_str),
         model: model.map(cap_str),
         capture: Some(afr_core::event::Capture::self_reported("otlp:traces")),
@@ -672,8 +825,10 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
             "otel_span",
         ),
     ];
-    if let Some(id) =
-        text(&s.attributes, "gen_ai.tool.call.id").or_else(|| text(&s.attributes, "tool.id"))
+    if let Some(id) = text(&s.attributes, "gen_ai.tool.call.id")
+        .or_else(|| text(&s.attributes, "tool.id"))
+        .or_else(|| message.as_ref().and_then(|m| m.call_id.as_deref()))
+        .or_else(|| call.as_ref().and_then(|(_, id)| id.as_deref()))
     {
         sources.push(source(format!("tool_call:{id}"), "tool_call_id"));
     }
@@ -686,9 +841,9 @@ fn tool_event(ctx: &Ctx<'_>, dialect: &str, by_id: &HashMap<(&[u8], &[u8]), Ctx<
     let delegation = DelegationProvenance {
         // A handoff is this agent delegating; any other tool was delegated by the agent above.
         delegating_agent: if handoff.is_some() {
-            agent.map(cap_str)
+            agent.as_deref().map(cap_str)
         } else {
-            delegating.map(cap_str)
+            delegating.as_deref().map(cap_str)
         },
         organisation: text(r, "service.namespace").map(cap_str),
         ..DelegationProvenance::default()
@@ -721,6 +876,10 @@ pub fn string_attr(key: &str, value: &str) -> KeyValue {
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+#[path = "map_frameworks_tests.rs"]
+mod frameworks_tests;
 
 #[cfg(test)]
 mod tests {
