@@ -6,7 +6,9 @@
 # tests/mcp/ (the MCP gateway's tests), and the pinned OpenTelemetry JS SDK and OTLP/HTTP exporter
 # from npm in tests/otlp/ (the OTLP receiver's tests), the pinned coding-agent CLIs (Claude Code,
 # Codex, Gemini CLI; about 900 MB) from npm in tests/agents/ (their hooks and OTel logs, run offline
-# against a scripted model server), and pinned eth-account and cbor2 from PyPI
+# against a scripted model server), the pinned agent frameworks and their OTel instrumentations
+# from PyPI in tests/frameworks/.venv/ (the OTLP receiver's framework tests), and pinned
+# eth-account and cbor2 from PyPI
 # in .venv/ with OpenSSH's ssh-keygen from Debian (tests/approvals/: the signed-approval test
 # vectors), and Debian's headless Chromium (the evidence report's tests). Idempotent and quick
 # when done.
@@ -124,6 +126,24 @@ if [[ -d "$root/clients/python" || -f "$mcp_reqs" || -f "$otlp_reqs" || -f "$roo
     fi
     "$venv/bin/python" -m pip install --disable-pip-version-check --no-input -q "${pip_args[@]}"
     echo "$python_want" >"$venv/.installed"
+fi
+
+# The agent frameworks of the OTLP receiver's framework tests (LangGraph with both LangChain
+# instrumentations, smolagents, openai-agents; tests/frameworks/requirements.txt, every
+# dependency pinned) in their own virtualenv, tests/frameworks/.venv (about 260 MB, 30 s cold):
+# their pins are not the project venv's. Reinstalled when the requirements file changes.
+fw_reqs="$root/tests/frameworks/requirements.txt"
+fw_venv="$root/tests/frameworks/.venv"
+if [[ -f "$fw_reqs" ]]; then
+    fw_want="frameworks-requirements-sha256=$(sha256sum "$fw_reqs" | cut -d' ' -f1)"
+    fw_check='import pytest, langgraph, langchain, smolagents, agents, openinference.instrumentation.langchain, opentelemetry.instrumentation.langchain, openinference.instrumentation.smolagents, openinference.instrumentation.openai_agents, opentelemetry.exporter.otlp.proto.http'
+    if ! { [[ -f "$fw_venv/.installed" && "$(cat "$fw_venv/.installed")" == "$fw_want" ]] &&
+        "$fw_venv/bin/python" -c "$fw_check" 2>/dev/null; }; then
+        echo "setup: installing tests/frameworks/requirements.txt (LangGraph, smolagents, openai-agents and their instrumentations) into tests/frameworks/.venv/ from PyPI" >&2
+        python3 -m venv --clear "$fw_venv"
+        "$fw_venv/bin/python" -m pip install --disable-pip-version-check --no-input -q -r "$fw_reqs"
+        echo "$fw_want" >"$fw_venv/.installed"
+    fi
 fi
 
 # Installs Debian package $1 (what it is for: $2) with apt-get, as root or through sudo.

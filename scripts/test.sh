@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's whole test suite, from a fresh clone: set-up, Solidity checks, Rust checks, the
 # Python client's tests against a real `afr serve`, the signed-approval test vectors
-# (docs/spec/approval-vectors.json) re-checked with independent tools, and the coding-agent CLIs
+# (docs/spec/approval-vectors.json) re-checked with independent tools, the OTLP receiver under
+# real agent frameworks (tests/frameworks/), and the coding-agent CLIs
 # (Claude Code, Codex, Gemini CLI) against tests/agents/'s model server: one scripted session
 # each, then AFR end to end with each of them (`afr setup`, hooks, gateway, approvals, recovery).
 set -euo pipefail
@@ -37,6 +38,10 @@ AFR_BIN="$target/debug/afr" PYTHONDONTWRITEBYTECODE=1 \
 step "signed-approval test vectors: re-checked with cbor2, eth-account and ssh-keygen (tests/approvals/)"
 AFR_BIN="$target/debug/afr" PYTHONDONTWRITEBYTECODE=1 \
     .venv/bin/python -m pytest -p no:cacheprovider -q tests/approvals
+
+step "OTLP receiver under real agent frameworks: LangGraph (OpenInference, OpenLLMetry), smolagents, openai-agents with a handoff, on a scripted model (tests/frameworks/; about 30 s)"
+AFR_BIN="$target/debug/afr" PYTHONDONTWRITEBYTECODE=1 \
+    tests/frameworks/.venv/bin/python -m pytest -p no:cacheprovider -q tests/frameworks
 
 step "coding-agent CLIs: one scripted session each, seen by the capture hook (tests/agents/test_harness.py; about 10 s)"
 PYTHONDONTWRITEBYTECODE=1 .venv/bin/python -m pytest -p no:cacheprovider -q tests/agents/test_harness.py
