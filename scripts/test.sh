@@ -39,7 +39,7 @@ step "signed-approval test vectors: re-checked with cbor2, eth-account and ssh-k
 AFR_BIN="$target/debug/afr" PYTHONDONTWRITEBYTECODE=1 \
     .venv/bin/python -m pytest -p no:cacheprovider -q tests/approvals
 
-step "OTLP receiver under real agent frameworks: LangGraph (OpenInference, OpenLLMetry), smolagents, openai-agents with a handoff, on a scripted model (tests/frameworks/; about 30 s)"
+step "OTLP receiver under real agent frameworks: LangGraph (OpenInference, OpenLLMetry), smolagents, openai-agents with a handoff, on a scripted model (tests/frameworks/; about 10 s)"
 AFR_BIN="$target/debug/afr" PYTHONDONTWRITEBYTECODE=1 \
     tests/frameworks/.venv/bin/python -m pytest -p no:cacheprovider -q tests/frameworks
 

@@ -193,8 +193,8 @@ fn arguments(s: &Span, dialect: &str) -> Option<Value> {
 /// The call's own arguments out of the wrappers instrumentations put around them:
 /// `{"args": [], "kwargs": {…}}` (OpenInference for smolagents, OpenLLMetry) gives the keyword
 /// arguments; LangChain's `{"input_str": …, "inputs": {…}, "kwargs": …, …}` (OpenLLMetry) gives
-/// `inputs`; `{"input_str": "<JSON or Python dict>"}` (OpenInference for LangGraph) gives the
-/// parsed string. Anything else is kept as it is.
+/// `inputs`; `{"input_str": "<JSON or Python dict>"}` (as #31 saw from OpenInference for
+/// LangGraph; 0.1.80 sends the arguments themselves) gives the parsed string. Anything else is kept as it is.
 pub fn unwrap_arguments(v: Value) -> Value {
     let Value::Object(m) = &v else { return v };
     if let (Some(Value::Array(args)), Some(kw @ Value::Object(_))) =
