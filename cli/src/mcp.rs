@@ -99,9 +99,11 @@ impl GateArgs {
 pub struct ProxyArgs {
     #[command(flatten)]
     gate: GateArgs,
-    /// The MCP server's endpoint, e.g. http://127.0.0.1:3001/mcp.
-    #[arg(long)]
-    upstream: String,
+    /// The MCP server's endpoint, e.g. http://127.0.0.1:3001/mcp, relayed byte for byte. Or,
+    /// repeated, NAME=URL: several servers behind one endpoint (/mcp), their tools named
+    /// NAME_tool (NAME: letters, digits and `-`).
+    #[arg(long, required = true, value_name = "[NAME=]URL")]
+    upstream: Vec<String>,
     /// A PEM file of CA certificates an https --upstream may chain to, besides the system's
     /// roots (a private CA); the certificate and host name are always verified.
     #[arg(long, value_name = "PEM")]
@@ -109,9 +111,19 @@ pub struct ProxyArgs {
     /// Where clients connect (the path is the upstream's).
     #[arg(long, default_value = "127.0.0.1:8931")]
     listen: std::net::SocketAddr,
-    /// Allow a --listen address that is not loopback.
+    /// Allow a --listen address that is not loopback without --client-token (nobody is
+    /// authenticated).
     #[arg(long)]
     allow_remote: bool,
+    /// A client's name and a file (mode 0600) whose first line is its bearer token
+    /// (repeatable): every request must then carry one of the tokens (`Authorization: Bearer
+    /// ...`) or is refused 401, and the name is recorded with the client's calls.
+    #[arg(long = "client-token", value_name = "NAME=FILE")]
+    client_tokens: Vec<String>,
+    /// With --client-token: still pass the client's Authorization header on to the upstream
+    /// (by default it is the gateway's credential, and removed).
+    #[arg(long)]
+    pass_authorization: bool,
     /// Also accept this Host (name or name:port; repeatable); loopback names are accepted.
     #[arg(long = "allowed-host", value_name = "HOST")]
     allowed_hosts: Vec<String>,
@@ -132,9 +144,21 @@ pub fn run(dir: &Path, cmd: McpCmd) -> Result<ExitCode> {
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
         }
         McpCmd::Proxy(p) => {
+            let mut client_tokens = Vec::new();
+            for t in &p.client_tokens {
+                let Some((name, file)) = t.split_once('=') else {
+                    anyhow::bail!("--client-token {t}: expected NAME=FILE");
+                };
+                client_tokens.push(afr_gateway::proxy::ClientToken {
+                    name: name.to_owned(),
+                    token: afr_server::read_token_file(Path::new(file))?,
+                });
+            }
             afr_gateway::proxy::serve(afr_gateway::proxy::ProxyOptions {
                 gate: p.gate.gate(dir)?,
-                upstream: p.upstream,
+                upstreams: p.upstream,
+                client_tokens,
+                pass_authorization: p.pass_authorization,
                 listen: p.listen,
                 allow_remote: p.allow_remote,
                 allowed_hosts: p.allowed_hosts,

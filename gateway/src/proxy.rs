@@ -49,7 +49,7 @@ use tokio::sync::mpsc;
 use crate::{
     approvals::Ruling,
     gate::{
-        Admission, CallRecord, Forward, Gate, Held, Refusal, ToolCall, code, elicitation_request,
+        Admission, Forward, Gate, Held, Refusal, ToolCall, code, elicitation_request,
         elicitation_ruling, error_message, parse_client_message,
     },
     session::Session,
@@ -63,8 +63,9 @@ type Shared<T> = Arc<Mutex<T>>;
 pub struct ProxyOptions {
     /// The recorder, policy and approval settings.
     pub gate: Arc<Gate>,
-    /// The MCP server's endpoint (`http://host:port/path`).
-    pub upstream: String,
+    /// The MCP servers: one endpoint (`http://host:port/path`), relayed byte for byte, or
+    /// several `NAME=URL`, behind one MCP endpoint of the proxy's own ([`multi`]).
+    pub upstreams: Vec<String>,
     /// Where clients connect.
     pub listen: SocketAddr,
     /// Whether a non-loopback `listen` is allowed.
@@ -78,6 +79,13 @@ pub struct ProxyOptions {
     /// A PEM file of CA certificates an `https` upstream's certificate may chain to, besides
     /// the system's roots (a private CA). The certificate is always verified.
     pub upstream_ca: Option<std::path::PathBuf>,
+    /// Bearer tokens clients must present, each with the name recorded for its calls; none:
+    /// the proxy authenticates nobody.
+    pub client_tokens: Vec<ClientToken>,
+    /// Pass a client's `Authorization` header on to the upstreams even when it authenticated
+    /// the client to the proxy (by default such a header is the proxy's credential, and is
+    /// stripped). Without client tokens the header always passes through.
+    pub pass_authorization: bool,
 }
 
 /// Errors starting the proxy.
@@ -91,11 +99,14 @@ pub enum ProxyError {
         /// What is wrong.
         why: String,
     },
-    /// A non-loopback address without `--allow-remote`.
+    /// A non-loopback address with neither client tokens nor `--allow-remote`.
     #[error(
-        "--listen {0} is not a loopback address; the proxy authenticates nobody, so add --allow-remote to serve other hosts"
+        "--listen {0} is not a loopback address and no --client-token is configured, so the proxy would authenticate nobody: add --client-token NAME=FILE (one per client), or --allow-remote to serve other hosts unauthenticated"
     )]
     Remote(SocketAddr),
+    /// The client tokens are not usable.
+    #[error("{0}")]
+    Tokens(String),
     /// The listener or the runtime could not start.
     #[error(transparent)]
     Start(#[from] StartError),
@@ -116,7 +127,16 @@ const HOP_BY_HOP: [&str; 9] = [
 
 struct Proxy {
     gate: Arc<Gate>,
+    /// The one upstream of a relay (the first one, unused, behind [`Proxy::multi`]).
     upstream: Uri,
+    /// Several named upstreams behind the proxy's own MCP endpoint.
+    multi: Option<multi::Multi>,
+    /// The path clients POST to: the upstream's, or [`multi::ENDPOINT`].
+    endpoint: String,
+    tokens: auth::Tokens,
+    /// Whether a client's `Authorization` header is removed before forwarding (it
+    /// authenticated the client to the proxy, and `--pass-authorization` was not given).
+    strip_authorization: bool,
     client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
     hosts: Vec<String>,
     origins: Vec<String>,
@@ -143,90 +163,26 @@ fn warn(m: &str) {
     eprintln!("afr mcp proxy: {m}");
 }
 
-/// The upstream as events name it: no credentials, no query (either may hold a secret).
-fn public_url(u: &Uri) -> String {
-    let host = u.host().unwrap_or("");
-    let port = u.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
-    format!(
-        "{}://{host}{port}{}",
-        u.scheme_str().unwrap_or("http"),
-        u.path()
-    )
-}
+mod auth;
+mod multi;
+mod sse;
+mod upstream;
+mod watch;
 
-fn parse_upstream(url: &str) -> Result<Uri, ProxyError> {
-    let bad = |why: &str| ProxyError::Upstream {
-        url: afr_core::redact_urls_in(url),
-        why: why.to_owned(),
-    };
-    let u: Uri = url.parse().map_err(|_| bad("not a URL"))?;
-    match u.scheme_str() {
-        Some("http" | "https") => {}
-        _ => return Err(bad("the scheme must be http or https")),
-    }
-    if u.host().is_none_or(str::is_empty) {
-        return Err(bad("no host"));
-    }
-    if u.authority().is_some_and(|a| a.as_str().contains('@')) {
-        return Err(bad(
-            "credentials in the URL are not forwarded; send them in a header from the client",
-        ));
-    }
-    Ok(u)
-}
-
-/// An error with its causes (`client error (Connect): invalid peer certificate: UnknownIssuer`).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
-}
-
-/// The TLS settings for an https upstream: the system's root certificates, plus those of
-/// `extra` (PEM); certificates and host names always verified.
-fn tls_config(extra: Option<&std::path::Path>) -> Result<rustls::ClientConfig, ProxyError> {
-    use rustls_pki_types::{CertificateDer, pem::PemObject};
-    let bad = |why: String| ProxyError::Upstream {
-        url: "--upstream-ca".into(),
-        why,
-    };
-    let mut roots = rustls::RootCertStore::empty();
-    // The system's roots: an unreadable one is skipped (as rustls-native-certs reports).
-    let native = rustls_native_certs::load_native_certs();
-    roots.add_parsable_certificates(native.certs);
-    if let Some(path) = extra {
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-            .map_err(|e| bad(format!("{}: {e}", path.display())))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| bad(format!("{}: {e}", path.display())))?;
-        if certs.is_empty() {
-            return Err(bad(format!("{}: no PEM certificate in it", path.display())));
-        }
-        for c in certs {
-            roots
-                .add(c)
-                .map_err(|e| bad(format!("{}: {e}", path.display())))?;
-        }
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| bad(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(config)
-}
+pub use auth::ClientToken;
+use sse::{is_sse, sse_event};
+use upstream::{chain, parse_upstream, public_url, tls_config};
+use watch::{CancelGuard, Watch, pump_sse};
 
 /// Runs the proxy until SIGTERM or SIGINT.
 pub fn serve(opts: ProxyOptions) -> Result<(), ProxyError> {
-    let upstream = parse_upstream(&opts.upstream)?;
-    if !opts.listen.ip().is_loopback() && !opts.allow_remote {
+    let (upstream, named) = multi::parse_upstreams(&opts.upstreams)?;
+    let tokens = auth::Tokens::new(opts.client_tokens).map_err(ProxyError::Tokens)?;
+    if !opts.listen.ip().is_loopback() && !opts.allow_remote && !tokens.configured() {
         return Err(ProxyError::Remote(opts.listen));
+    }
+    if !opts.listen.ip().is_loopback() && !tokens.configured() {
+        warn("serving other hosts, and authenticating nobody (no --client-token)");
     }
     let rt = runtime()?;
     rt.block_on(async move {
@@ -258,8 +214,24 @@ pub fn serve(opts: ProxyOptions) -> Result<(), ProxyError> {
             .https_or_http()
             .enable_http1()
             .wrap_connector(connector);
+        let endpoint = match &named {
+            Some(_) => multi::ENDPOINT.to_owned(),
+            None => upstream.path().to_owned(),
+        };
+        let shown = match &named {
+            Some(n) => n
+                .iter()
+                .map(|u| u.public.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            None => public_url(&upstream),
+        };
         let proxy = Arc::new(Proxy {
             gate: opts.gate,
+            multi: named.map(multi::Multi::new),
+            endpoint,
+            strip_authorization: tokens.configured() && !opts.pass_authorization,
+            tokens,
             client: Client::builder(TokioExecutor::new()).build(connector),
             hosts,
             origins: opts
@@ -277,9 +249,8 @@ pub fn serve(opts: ProxyOptions) -> Result<(), ProxyError> {
             upstream,
         });
         eprintln!(
-            "afr mcp proxy: listening on http://{addr}{} -> {}",
-            proxy.upstream.path(),
-            public_url(&proxy.upstream)
+            "afr mcp proxy: listening on http://{addr}{} -> {shown}",
+            proxy.endpoint
         );
         let signo = accept_loop(&listener, &proxy).await;
         tokio::task::block_in_place(|| {
@@ -353,6 +324,38 @@ fn rpc_error(status: StatusCode, id: &Value, code: i64, message: &str) -> Respon
     r
 }
 
+/// The name of the client token a request carried (`None`: no tokens are configured),
+/// kept in the request's extensions once [`auth::Tokens::identify`] let it in.
+#[derive(Clone)]
+struct Principal(Option<String>);
+
+fn principal_of(parts: &hyper::http::request::Parts) -> Option<String> {
+    parts
+        .extensions
+        .get::<Principal>()
+        .and_then(|p| p.0.clone())
+}
+
+/// The answer to a request without a configured client token (nothing was forwarded).
+fn unauthorized() -> Response<Body> {
+    let mut r = plain(
+        StatusCode::UNAUTHORIZED,
+        "a client token is required (Authorization: Bearer ...)",
+    );
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"afr mcp proxy\""),
+    );
+    r
+}
+
+/// Whether the client takes an SSE answer (a held call can then ask it to approve).
+fn accepts_sse(h: &HeaderMap) -> bool {
+    h.get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("text/event-stream"))
+}
+
 fn refusal(id: &Value, r: &Refusal) -> Response<Body> {
     rpc_error(StatusCode::OK, id, r.code, &r.message)
 }
@@ -364,217 +367,6 @@ fn copy_headers(from: &HeaderMap, to: &mut HeaderMap) {
             continue;
         }
         to.append(k.clone(), v.clone());
-    }
-}
-
-/// One SSE event's data, as JSON, if it is a JSON object.
-fn sse_message(event: &[u8]) -> Option<Map<String, Value>> {
-    let text = std::str::from_utf8(event).ok()?;
-    let mut data = String::new();
-    for line in text.lines() {
-        if let Some(d) = line.strip_prefix("data:") {
-            if !data.is_empty() {
-                data.push('\n');
-            }
-            data.push_str(d.strip_prefix(' ').unwrap_or(d));
-        }
-    }
-    match serde_json::from_str(&data).ok()? {
-        Value::Object(m) => Some(m),
-        _ => None,
-    }
-}
-
-/// The end (exclusive) of the first complete SSE event in `buf`, blank line included.
-fn event_end(buf: &[u8]) -> Option<usize> {
-    let mut i = 0;
-    while i < buf.len() {
-        // A line ends with \n, \r\n or \r; an empty line ends the event.
-        let rest = &buf[i..];
-        let (line_end, next) = match rest.iter().position(|b| *b == b'\n' || *b == b'\r') {
-            Some(p) if rest[p] == b'\r' && rest.get(p + 1) == Some(&b'\n') => (p, p + 2),
-            Some(p) if rest[p] == b'\r' && p + 1 == rest.len() => return None, // maybe \r\n
-            Some(p) => (p, p + 1),
-            None => return None,
-        };
-        if line_end == 0 && i > 0 {
-            return Some(i + next);
-        }
-        if line_end == 0 {
-            // A leading blank line: an empty event; pass it on alone.
-            return Some(next);
-        }
-        i += next;
-    }
-    None
-}
-
-/// An SSE event carrying `msg` (multi-line JSON gets one `data:` per line).
-fn sse_event(msg: &[u8]) -> Bytes {
-    let text = String::from_utf8_lossy(msg);
-    let mut out = String::from("event: message\n");
-    for line in text.lines() {
-        out.push_str("data: ");
-        out.push_str(line);
-        out.push('\n');
-    }
-    out.push('\n');
-    Bytes::from(out)
-}
-
-/// The request whose answer a response is watched for.
-#[derive(Clone)]
-struct Watch {
-    proxy: Arc<Proxy>,
-    session: Shared<Session>,
-    /// The session's key of the request.
-    key: String,
-    /// Its JSON-RPC id.
-    id: Value,
-}
-
-impl Watch {
-    /// Notes `msg` if it answers the watched request; records a call's outcome (blocking).
-    /// Returns whether it was the answer.
-    /// The SSE event to relay instead of `msg`, when it answers this exchange's `tools/list`
-    /// and the policy leaves tools out (recorded).
-    fn filter_tools_list(&self, msg: &Map<String, Value>) -> Option<Bytes> {
-        if msg.get("id") != Some(&self.id) {
-            return None;
-        }
-        let filtered = {
-            let s = lock(&self.session);
-            if !s.awaits_tools_list(&self.key) {
-                return None;
-            }
-            self.proxy.gate.filter_tools_list(&s, msg)?
-        };
-        let (line, ev) = filtered;
-        tokio::task::block_in_place(|| self.proxy.gate.record_filtering(&ev));
-        Some(sse_event(line.trim_ascii_end()))
-    }
-
-    fn on_message(&self, msg: &Map<String, Value>) -> bool {
-        if msg.contains_key("method") || msg.get("id") != Some(&self.id) {
-            return false;
-        }
-        let mut s = lock(&self.session);
-        if let Some(record) = s.on_response(&self.key, msg) {
-            let event = s.outcome_event(&record, msg);
-            drop(s);
-            // Handed to the recorder before the answer is relayed (Gate::complete).
-            self.proxy.gate.complete(CallRecord {
-                key: record.key,
-                event: Box::new(event),
-            });
-        }
-        true
-    }
-
-    /// The gateway's answer when the server's cannot be had: the outcome is unknown.
-    fn no_answer(&self, why: &str) -> Response<Body> {
-        self.unanswered(why);
-        rpc_error(
-            StatusCode::BAD_GATEWAY,
-            &self.id,
-            code::NO_ANSWER,
-            &format!("afr gateway: {why}"),
-        )
-    }
-
-    /// The exchange ended without an answer: a pending call's outcome is unknown.
-    fn unanswered(&self, why: &str) {
-        tokio::task::block_in_place(|| self.unanswered_blocking(why));
-    }
-
-    fn unanswered_blocking(&self, why: &str) {
-        let mut s = lock(&self.session);
-        if let Some(record) = s.forget(&self.key) {
-            let ev = s.unknown_outcome_event(&record, why);
-            drop(s);
-            let tool = &record.event.intent.tool;
-            if let Err(e) = self.proxy.gate.record(&record.key, &ev) {
-                warn(&format!(
-                    "outcome of `{tool}` (unknown: {why}) not recorded: {e}"
-                ));
-            }
-        }
-    }
-}
-
-/// Records a watched call's outcome as unknown if it is dropped armed: hyper drops a
-/// request's handler when its client disconnects, before any answer could be relayed.
-struct CancelGuard(Option<Watch>);
-
-impl CancelGuard {
-    fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for CancelGuard {
-    fn drop(&mut self) {
-        if let Some(w) = self.0.take() {
-            // Not on a runtime worker: recording blocks.
-            tokio::task::spawn_blocking(move || {
-                w.unanswered_blocking(
-                    "the client disconnected before the answer (the call was cancelled)",
-                );
-            });
-        }
-    }
-}
-
-/// Relays an upstream SSE body into `tx` event by event, watching for the answer.
-async fn pump_sse(
-    mut body: Incoming,
-    watch: Watch,
-    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
-) {
-    const GONE: &str = "the client disconnected before the answer (the call was cancelled)";
-    let mut buf: Vec<u8> = Vec::new();
-    let mut answered = false;
-    let why = loop {
-        let next = tokio::select! {
-            f = body.frame() => f,
-            // The client went away (its connection closed, so hyper dropped the body): known
-            // now, not at the server's next event, which may be the answer a minute later.
-            () = tx.closed() => break GONE,
-        };
-        match next {
-            Some(Ok(frame)) => {
-                let Ok(data) = frame.into_data() else {
-                    continue;
-                };
-                buf.extend_from_slice(&data);
-                let mut gone = false;
-                while let Some(end) = event_end(&buf) {
-                    let mut event: Vec<u8> = buf.drain(..end).collect();
-                    if !answered && let Some(m) = sse_message(&event) {
-                        // A tools/list answer leaves out what the policy denies outright.
-                        if let Some(filtered) = watch.filter_tools_list(&m) {
-                            event = filtered.to_vec();
-                        }
-                        answered = watch.on_message(&m);
-                    }
-                    if tx.send(Ok(Bytes::from(event))).await.is_err() {
-                        gone = true;
-                        break;
-                    }
-                }
-                if gone {
-                    break GONE;
-                }
-            }
-            Some(Err(_)) => break "the server's stream broke before the answer",
-            None => break "the server's stream ended before the answer",
-        }
-    };
-    if !buf.is_empty() {
-        let _ = tx.send(Ok(Bytes::from(buf))).await;
-    }
-    if !answered {
-        watch.unanswered(why);
     }
 }
 
@@ -610,34 +402,28 @@ impl Proxy {
     /// The state of the session a request belongs to.
     fn session(
         &self,
-        headers: &HeaderMap,
+        parts: &hyper::http::request::Parts,
         method: &str,
         params: &Value,
     ) -> (Shared<Session>, Option<String>) {
+        let headers = &parts.headers;
+        let principal = principal_of(parts);
+        let new = || {
+            let mut s = Session::new("http", public_url(&self.upstream));
+            s.principal.clone_from(&principal);
+            Arc::new(Mutex::new(s))
+        };
         match headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) {
             Some(sid) => {
                 let mut all = lock(&self.sessions);
-                let s = all
-                    .entry(sid.to_owned())
-                    .or_insert_with(|| {
-                        Arc::new(Mutex::new(Session::new("http", public_url(&self.upstream))))
-                    })
-                    .clone();
+                let s = all.entry(sid.to_owned()).or_insert_with(new).clone();
                 (s, Some(sid.to_owned()))
             }
             // A new stateful session: it gets its id in the answer.
-            None if method == "initialize" => (
-                Arc::new(Mutex::new(Session::new("http", public_url(&self.upstream)))),
-                None,
-            ),
+            None if method == "initialize" => (new(), None),
             None => {
                 let key = stateless_key(headers, params);
-                let s = lock(&self.stateless)
-                    .entry(key)
-                    .or_insert_with(|| {
-                        Arc::new(Mutex::new(Session::new("http", public_url(&self.upstream))))
-                    })
-                    .clone();
+                let s = lock(&self.stateless).entry(key).or_insert_with(new).clone();
                 (s, None)
             }
         }
@@ -688,13 +474,20 @@ impl Proxy {
         if let Err(r) = self.allowed(req.headers()) {
             return *r;
         }
-        if req.uri().path() != self.upstream.path() {
+        if req.uri().path() != self.endpoint {
             return plain(
                 StatusCode::NOT_FOUND,
-                &format!("the MCP endpoint is {}", self.upstream.path()),
+                &format!("the MCP endpoint is {}", self.endpoint),
             );
         }
-        let (parts, body) = req.into_parts();
+        // Before anything is read or forwarded: who the client is, when tokens say.
+        let principal = match self.tokens.identify(req.headers()) {
+            auth::Identity::Anonymous => None,
+            auth::Identity::Named(n) => Some(n),
+            auth::Identity::Refused => return unauthorized(),
+        };
+        let (mut parts, body) = req.into_parts();
+        parts.extensions.insert(Principal(principal.clone()));
         let bytes = match Limited::new(body, self.max_body).collect().await {
             Ok(b) => b.to_bytes(),
             Err(_) => {
@@ -709,6 +502,18 @@ impl Proxy {
                 );
             }
         };
+        if let Some(m) = &self.multi {
+            return m.handle(&self, parts, bytes).await;
+        }
+        if let Some(sid) = parts.headers.get("mcp-session-id")
+            && let Some(s) = lock(&self.sessions).get(sid.to_str().unwrap_or_default())
+            && lock(s).principal != principal
+        {
+            return plain(
+                StatusCode::FORBIDDEN,
+                "this session was opened by another client",
+            );
+        }
         if parts.method != Method::POST {
             let sid = parts
                 .headers
@@ -739,6 +544,9 @@ impl Proxy {
         *req.method_mut() = parts.method.clone();
         *req.uri_mut() = uri;
         copy_headers(&parts.headers, req.headers_mut());
+        if self.strip_authorization {
+            req.headers_mut().remove(header::AUTHORIZATION);
+        }
         req
     }
 
@@ -787,49 +595,15 @@ impl Proxy {
                     "afr gateway: tools/call without an id; not forwarded",
                 );
             }
-            // The client gave up on a held call: it never runs (the server never saw it).
-            if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
-                && let Some(rid) = msg.get("params").and_then(|p| p.get("requestId"))
-            {
-                let params = msg.get("params").cloned().unwrap_or(Value::Null);
-                let (session, _) = self.session(&parts.headers, "", &params);
-                let key = held_key(&session, rid);
-                let mut held = lock(&self.held_calls);
-                // A stateless client's notification may not name its client: then the one
-                // held call with that id, if there is exactly one.
-                let key = if held.contains_key(&key) {
-                    Some(key)
-                } else if parts.headers.contains_key("mcp-session-id") {
-                    // A session's notification names its session: nothing else to look for.
-                    None
-                } else {
-                    let suffix = format!("\n{}", crate::session::id_key(rid));
-                    let mut m = held.keys().filter(|k| k.ends_with(&suffix));
-                    match (m.next(), m.next()) {
-                        (Some(k), None) => Some(k.clone()),
-                        _ => None,
-                    }
-                };
-                if let Some(tx) = key.and_then(|k| held.remove(&k)) {
-                    let reason = params.get("reason").and_then(Value::as_str);
-                    let _ = tx.send(crate::approvals::cancelled_by_client(reason));
-                    return plain(StatusCode::ACCEPTED, "");
-                }
-            }
-            if let Some(id) = msg.get("id").and_then(Value::as_str)
-                && lock(&self.asked).contains(id)
-            {
-                if let Some(tx) = lock(&self.elicitations).remove(id) {
-                    let (session, _) = self.session(&parts.headers, "", &Value::Null);
-                    let client = lock(&session).client_name().map(str::to_owned);
-                    let _ = tx.send(elicitation_ruling(&msg, client.as_deref()));
-                }
-                return plain(StatusCode::ACCEPTED, "");
+            let stateful = parts.headers.contains_key("mcp-session-id");
+            let params = msg.get("params").cloned().unwrap_or(Value::Null);
+            if let Some(r) = self.consume(&msg, stateful, || self.session(&parts, "", &params).0) {
+                return r;
             }
             return self.pass(&parts, bytes).await;
         };
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
-        let (session, sid) = self.session(&parts.headers, &method, &params);
+        let (session, sid) = self.session(&parts, &method, &params);
         let key = format!("x{}", self.exchanges.fetch_add(1, Ordering::Relaxed));
         let watch = Watch {
             proxy: self.clone(),
@@ -839,7 +613,9 @@ impl Proxy {
         };
         if method != "tools/call" {
             lock(&session).on_request(key, &method, &params);
-            let r = self.forward(&parts, bytes, watch).await;
+            let r = self
+                .forward(self.upstream_request(&parts, bytes), watch)
+                .await;
             if sid.is_none()
                 && method == "initialize"
                 && let Some(new) = r
@@ -855,6 +631,71 @@ impl Proxy {
             Ok(c) => c,
             Err(r) => return refusal(&id, &r),
         };
+        let sse = accepts_sse(&parts.headers);
+        let req = self.upstream_request(&parts, bytes);
+        self.call(session, call, sse, req, watch).await
+    }
+
+    /// Takes what the client sent the gateway itself: a `notifications/cancelled` for a held
+    /// call (which then never runs: the server never saw it), or the answer to the gateway's
+    /// own elicitation (which goes no further, even when it comes too late). `session` finds
+    /// the client's session (any of them, in [`multi`]: they share the lane).
+    fn consume(
+        &self,
+        msg: &Map<String, Value>,
+        stateful: bool,
+        session: impl Fn() -> Shared<Session>,
+    ) -> Option<Response<Body>> {
+        if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+            && let Some(rid) = msg.get("params").and_then(|p| p.get("requestId"))
+        {
+            let params = msg.get("params").cloned().unwrap_or(Value::Null);
+            let key = held_key(&session(), rid);
+            let mut held = lock(&self.held_calls);
+            // A stateless client's notification may not name its client: then the one
+            // held call with that id, if there is exactly one.
+            let key = if held.contains_key(&key) {
+                Some(key)
+            } else if stateful {
+                // A session's notification names its session: nothing else to look for.
+                None
+            } else {
+                let suffix = format!("\n{}", crate::session::id_key(rid));
+                let mut m = held.keys().filter(|k| k.ends_with(&suffix));
+                match (m.next(), m.next()) {
+                    (Some(k), None) => Some(k.clone()),
+                    _ => None,
+                }
+            };
+            if let Some(tx) = key.and_then(|k| held.remove(&k)) {
+                let reason = params.get("reason").and_then(Value::as_str);
+                let _ = tx.send(crate::approvals::cancelled_by_client(reason));
+                return Some(plain(StatusCode::ACCEPTED, ""));
+            }
+        }
+        if let Some(id) = msg.get("id").and_then(Value::as_str)
+            && lock(&self.asked).contains(id)
+        {
+            if let Some(tx) = lock(&self.elicitations).remove(id) {
+                let client = lock(&session()).client_name().map(str::to_owned);
+                let _ = tx.send(elicitation_ruling(msg, client.as_deref()));
+            }
+            return Some(plain(StatusCode::ACCEPTED, ""));
+        }
+        None
+    }
+
+    /// A `tools/call` through the gate: admitted (recorded, then `req` forwarded), refused,
+    /// or held for a decision. `watch` watches for its answer in `session`.
+    async fn call(
+        self: Arc<Self>,
+        session: Shared<Session>,
+        call: ToolCall,
+        accepts_sse: bool,
+        req: Request<Full<Bytes>>,
+        watch: Watch,
+    ) -> Response<Body> {
+        let (id, key) = (watch.id.clone(), watch.key.clone());
         let tool = call.tool.clone();
         let admission = tokio::task::block_in_place(|| {
             let s = lock(&session);
@@ -869,17 +710,12 @@ impl Proxy {
                     return refusal(&id, &r);
                 }
                 lock(&session).on_call_forwarded(key, f.record);
-                self.forward(&parts, bytes, watch).await
+                self.forward(req, watch).await
             }
             (Admission::Refuse(r), _) => refusal(&id, &r),
             (Admission::Hold(held), elicits) => {
-                let sse = parts
-                    .headers
-                    .get(header::ACCEPT)
-                    .and_then(|a| a.to_str().ok())
-                    .is_some_and(|a| a.contains("text/event-stream"));
-                if elicits && sse && held.elicitable() {
-                    return self.hold_streaming(*held, parts, bytes, watch);
+                if elicits && accepts_sse && held.elicitable() {
+                    return self.hold_streaming(*held, req, watch);
                 }
                 match self
                     .decide(
@@ -893,7 +729,7 @@ impl Proxy {
                 {
                     Ok(f) => {
                         lock(&session).on_call_forwarded(key, f.record);
-                        self.forward(&parts, bytes, watch).await
+                        self.forward(req, watch).await
                     }
                     Err(r) => refusal(&id, &r),
                 }
@@ -966,8 +802,7 @@ impl Proxy {
     fn hold_streaming(
         self: Arc<Self>,
         held: Held,
-        parts: hyper::http::request::Parts,
-        bytes: Bytes,
+        req: Request<Full<Bytes>>,
         watch: Watch,
     ) -> Response<Body> {
         let (tx, rx) = mpsc::channel(16);
@@ -1002,7 +837,7 @@ impl Proxy {
             lock(&watch.session).on_call_forwarded(watch.key.clone(), f.record);
             // Forwarded as any call is (its outcome recorded there); its answer, JSON or SSE,
             // continues this stream.
-            let answer = self.forward(&parts, bytes, watch).await;
+            let answer = self.forward(req, watch).await;
             let sse = is_sse(answer.headers());
             let mut body = answer.into_body();
             while let Some(Ok(frame)) = body.frame().await {
@@ -1026,19 +861,10 @@ impl Proxy {
     }
 
     /// Forwards a JSON-RPC request and relays its answer, watching for the response.
-    async fn forward(
-        &self,
-        parts: &hyper::http::request::Parts,
-        bytes: Bytes,
-        watch: Watch,
-    ) -> Response<Body> {
+    async fn forward(&self, req: Request<Full<Bytes>>, watch: Watch) -> Response<Body> {
         let guard = CancelGuard(Some(watch.clone()));
         let r = async {
-            let resp = match self
-                .client
-                .request(self.upstream_request(parts, bytes))
-                .await
-            {
+            let resp = match self.client.request(req).await {
                 Ok(r) => r,
                 // Not connected: the call never left. Connected: the request was sent (in part
                 // or whole) and the upstream went away before its answer: the call may have run.
@@ -1106,6 +932,9 @@ impl Proxy {
     fn abandon(&self, why: &str) {
         let mut all: Vec<Shared<Session>> = lock(&self.sessions).values().cloned().collect();
         all.extend(lock(&self.stateless).values().cloned());
+        if let Some(m) = &self.multi {
+            all.extend(m.all_sessions());
+        }
         for s in all {
             let mut s = lock(&s);
             for (_, record) in s.take_pending_calls() {
@@ -1119,42 +948,5 @@ impl Proxy {
             }
         }
         self.gate.abandon_held();
-    }
-}
-
-fn is_sse(h: &HeaderMap) -> bool {
-    h.get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, reason = "tests")]
-    use super::*;
-
-    #[test]
-    fn sse_events_are_cut_at_blank_lines() {
-        let buf = b"event: message\ndata: {\"id\":1}\n\nid: 2\r\ndata: {\"a\":\r\ndata: 2}\r\n\r\npartial";
-        let end = event_end(buf).unwrap();
-        assert_eq!(&buf[..end], b"event: message\ndata: {\"id\":1}\n\n");
-        assert_eq!(sse_message(&buf[..end]).unwrap()["id"], 1);
-        let rest = &buf[end..];
-        let end2 = event_end(rest).unwrap();
-        assert_eq!(sse_message(&rest[..end2]).unwrap()["a"], 2);
-        assert_eq!(event_end(&rest[end2..]), None);
-        assert_eq!(event_end(b"data: x\r"), None);
-        let e = sse_event(b"{\n\"a\": 1\n}");
-        assert_eq!(sse_message(&e).unwrap()["a"], 1);
-    }
-
-    #[test]
-    fn upstreams_without_secrets() {
-        let u = parse_upstream("http://127.0.0.1:3001/mcp?key=s").unwrap();
-        assert_eq!(public_url(&u), "http://127.0.0.1:3001/mcp");
-        assert!(parse_upstream("https://x/mcp").is_ok());
-        assert!(parse_upstream("ftp://x/mcp").is_err());
-        assert!(parse_upstream("http://user:pw@x/mcp").is_err());
-        assert!(parse_upstream("ftp://x/").is_err());
     }
 }

@@ -89,6 +89,9 @@ pub struct Session {
     pub lane: String,
     /// How the server is reached: its command line (stdio) or URL (HTTP).
     pub server_ref: String,
+    /// Who the client authenticated as to the gateway (`afr mcp proxy --client-token
+    /// NAME=FILE`): recorded as `delegation_provenance.on_behalf_of`.
+    pub principal: Option<String>,
     transport: &'static str,
     client: Option<(String, String)>,
     server: Option<(String, String)>,
@@ -141,6 +144,7 @@ impl Session {
         Session {
             lane: format!("mcp-{:016x}", rand::random::<u64>()),
             server_ref,
+            principal: None,
             transport,
             client: None,
             server: None,
@@ -312,6 +316,12 @@ impl Session {
         let mut ev = EventInput::intent_only(CATEGORY, tool, args.clone());
         ev.lane = Some(self.lane.clone());
         ev.code_provenance = Some(self.code_provenance());
+        if let Some(p) = &self.principal {
+            ev.delegation_provenance = Some(afr_core::event::DelegationProvenance {
+                on_behalf_of: Some(p.clone()),
+                ..Default::default()
+            });
+        }
         if let Some(e) = evaluation {
             ev.policy_evaluation = vec![GuardrailEvaluation {
                 guardrail: e.guardrail.clone(),
