@@ -34,6 +34,7 @@ mod query;
 mod serve;
 mod served;
 mod tally;
+mod witness_serve;
 
 /// The commands `afr` hands to `afr-eval`.
 const RESEARCH: [&str; 6] = ["eval", "cost", "eval-rq4", "gen", "bench", "matrix"];
@@ -128,6 +129,9 @@ enum Cmd {
     /// as an event (docs/otlp.md). Records through `afr serve` when it runs, else into the
     /// store.
     Otlp(mcp::OtlpArgs),
+    /// Temporary, until `afr witness serve` is wired: the same command.
+    #[command(name = "witness-serve", hide = true)]
+    WitnessServe(witness_serve::ServeArgs),
     /// The hook command of a coding-agent CLI (claude-code, codex, gemini): reads the CLI's
     /// hook JSON on standard input; before a tool runs it evaluates the policy, makes the
     /// call's intent durable and answers allow, deny (exit 2) or holds it for `afr approve`;
@@ -322,6 +326,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Serve(a) => serve::run(&cli.dir, cli.password_file.as_deref(), &a),
         Cmd::Mcp(m) => mcp::run(&cli.dir, m),
         Cmd::Otlp(a) => mcp::otlp(&cli.dir, a),
+        Cmd::WitnessServe(a) => Ok(witness_serve::run(witness_serve::WitnessCmd::Serve(a))),
         Cmd::Hook(a) => Ok(hook::hook(&cli.dir, &a)),
         Cmd::Setup(a) => hook::setup(&cli.dir, &a),
         Cmd::Approvals { json } => mcp::list(&cli.dir, json),
