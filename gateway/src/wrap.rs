@@ -1,16 +1,20 @@
 //! `afr mcp wrap`: the stdio relay.
 //!
-//! Two threads relay lines: the caller's thread reads the client (our stdin) and writes the
-//! server's stdin; a second reads the server's stdout and writes ours. Every line is forwarded
-//! as the exact bytes read; a parsed copy drives the bookkeeping. The server's stderr is
-//! inherited. A third thread waits for SIGTERM, SIGINT or SIGHUP.
+//! Three threads relay lines: the caller's thread reads the client (our stdin) and journals
+//! each call; a second writes the server's stdin (the first does when nothing is queued); a
+//! third reads the server's stdout and writes ours. Every line is forwarded as the exact bytes read; a parsed copy drives the bookkeeping.
+//! The server's stderr is inherited. A fourth thread waits for SIGTERM, SIGINT or SIGHUP.
 
 use std::{
     collections::{HashMap, HashSet},
     ffi::OsString,
-    io::{BufRead, BufReader, Write},
+    io::{BufRead, BufReader, BufWriter, Write},
     process::{Child, ChildStdin, Command, Stdio},
-    sync::{Arc, Mutex, MutexGuard, mpsc},
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicUsize, Ordering},
+        mpsc,
+    },
     time::Duration,
 };
 
@@ -136,12 +140,47 @@ enum ToServer {
     },
 }
 
-/// What goes to the client, in order.
-enum ToClient {
-    /// Relay as is.
-    Line(Vec<u8>),
-    /// The server's stdout ended.
-    Eof,
+/// The server's stdin, written by the writer thread, or by the client reader itself when nothing
+/// is queued (one thread hop less for a call made alone).
+struct ServerPipe {
+    /// `None` once the writer thread has closed it.
+    w: Mutex<Option<BufWriter<ChildStdin>>>,
+    /// Messages sent to the writer thread and not written yet (changed under `w`'s lock by the
+    /// writer, so that holding the lock with `queued == 0` means every earlier message is
+    /// written and flushed).
+    queued: AtomicUsize,
+}
+
+/// Writes one message to the server (a call once its journal entry is durable, else its
+/// refusal goes to the client); `false` once the server's stdin is closed.
+fn deliver(
+    w: &mut BufWriter<ChildStdin>,
+    msg: ToServer,
+    gate: &Gate,
+    state: &Shared,
+    out: &Out,
+) -> bool {
+    let line = match msg {
+        ToServer::Line(line) => line,
+        ToServer::Call {
+            line,
+            fwd,
+            id,
+            tool,
+        } => match gate.settle_intent(&tool, &fwd.ticket) {
+            Ok(()) => {
+                let mut st = lock(state);
+                st.ids.insert(id_key(&id), id.clone());
+                st.session.on_call_forwarded(id_key(&id), fwd.record);
+                line
+            }
+            Err(r) => {
+                out.error(&id, r.code, &r.message);
+                return true;
+            }
+        },
+    };
+    w.write_all(&line).is_ok()
 }
 
 /// One line read with a cap.
@@ -189,11 +228,13 @@ fn read_line(r: &mut impl BufRead, cap: usize, buf: &mut Vec<u8>) -> std::io::Re
 
 /// Runs the gateway until the server exits; returns the exit code to use.
 ///
-/// Four threads, so that recording never stalls reading: the caller's reads the client and
+/// Three threads, so that recording never stalls reading: the caller's reads the client and
 /// journals each call; a second writes to the server in order, each call once its journal
-/// entry is durable (calls in flight together share one sync); a third reads the server and
-/// hands each call's completed event to the recorder; a fourth writes to the client in order.
-/// A fifth waits for SIGTERM, SIGINT or SIGHUP.
+/// entry is durable (calls in flight together share one sync; a call made alone, with nothing
+/// queued before it, is synced and written by the caller's thread); a third reads the server, hands
+/// each call's completed event to the recorder and writes the answer to the client itself (one
+/// write per line, no hop to another thread on the way back). A fourth waits for SIGTERM,
+/// SIGINT or SIGHUP.
 pub fn run(opts: WrapOptions) -> Result<i32, WrapError> {
     let (program, args) = opts.command.split_first().ok_or(WrapError::NoCommand)?;
     let command_line = opts
@@ -230,19 +271,18 @@ pub fn run(opts: WrapOptions) -> Result<i32, WrapError> {
     let child = Arc::new(Mutex::new(child));
     let gate = opts.gate;
     let (server_tx, server_rx) = mpsc::channel::<ToServer>();
-    let (client_tx, client_rx) = mpsc::channel::<ToClient>();
-
+    let pipe = Arc::new(ServerPipe {
+        w: Mutex::new(Some(BufWriter::new(to_server))),
+        queued: AtomicUsize::new(0),
+    });
     {
-        let (gate, state, out) = (gate.clone(), state.clone(), out.clone());
-        std::thread::spawn(move || write_server(to_server, &server_rx, &gate, &state, &out));
-    }
-    {
-        let (gate, state, cap) = (gate.clone(), state.clone(), opts.max_line);
-        std::thread::spawn(move || read_server(from_server, cap, &gate, &state, &client_tx));
+        let (gate, state, out, pipe) = (gate.clone(), state.clone(), out.clone(), pipe.clone());
+        std::thread::spawn(move || write_server(&pipe, &server_rx, &gate, &state, &out));
     }
     {
         let (gate, state, out, child) = (gate.clone(), state.clone(), out.clone(), child.clone());
-        std::thread::spawn(move || write_client(&client_rx, &gate, &state, &out, &child));
+        let cap = opts.max_line;
+        std::thread::spawn(move || read_server(from_server, cap, &gate, &state, &out, &child));
     }
     {
         let (gate, state, out, child) = (gate.clone(), state.clone(), out.clone(), child.clone());
@@ -253,6 +293,7 @@ pub fn run(opts: WrapOptions) -> Result<i32, WrapError> {
         state,
         out,
         to_server: server_tx,
+        pipe,
         max_line: opts.max_line,
     };
     relay.client_to_server();
@@ -260,7 +301,7 @@ pub fn run(opts: WrapOptions) -> Result<i32, WrapError> {
     // the server is drained its stdin closes.
     relay.gate.abandon_held();
     drop(relay);
-    // The client writer exits the process once the server's stdout ends; kill the server if
+    // The server reader exits the process once the server's stdout ends; kill the server if
     // it lingers.
     std::thread::sleep(EXIT_GRACE);
     let mut c = lock(&child);
@@ -279,6 +320,7 @@ struct Relay {
     state: Shared,
     out: Out,
     to_server: mpsc::Sender<ToServer>,
+    pipe: Arc<ServerPipe>,
     max_line: usize,
 }
 
@@ -324,10 +366,27 @@ impl Relay {
                 },
                 Action::Done => continue,
             };
-            if self.to_server.send(msg).is_err() {
+            // Alone (no other line waiting to be read): written from this thread if the
+            // writer has nothing queued; else queued, so that its sync covers the others too.
+            if !self.send(msg, stdin.buffer().is_empty()) {
                 return;
             }
         }
+    }
+
+    /// Hands `msg` to the server, in order: written here and now when `inline` and nothing
+    /// is queued for the writer thread, else queued for it. `false` once the server is gone.
+    fn send(&self, msg: ToServer, inline: bool) -> bool {
+        let pipe = &self.pipe;
+        if inline && pipe.queued.load(Ordering::Acquire) == 0 {
+            let mut w = lock(&pipe.w);
+            if pipe.queued.load(Ordering::Acquire) == 0 {
+                let Some(w) = w.as_mut() else { return false };
+                return deliver(w, msg, &self.gate, &self.state, &self.out) && w.flush().is_ok();
+            }
+        }
+        pipe.queued.fetch_add(1, Ordering::AcqRel);
+        self.to_server.send(msg).is_ok()
     }
 
     /// Bookkeeping, recording and policy for one client line: what to do with it, and its
@@ -482,7 +541,7 @@ impl Relay {
                     id: id.clone(),
                     tool,
                 };
-                if self.to_server.send(call).is_err() {
+                if !self.send(call, false) {
                     warn("an approved call could not be forwarded: the server is gone");
                 }
             }
@@ -496,60 +555,44 @@ impl Relay {
     }
 }
 
-/// Writes to the server, in order: each call once its intent is durable.
+/// Writes what is queued for the server, in order: each call once its intent is durable.
 fn write_server(
-    to_server: ChildStdin,
+    pipe: &ServerPipe,
     rx: &mpsc::Receiver<ToServer>,
     gate: &Gate,
     state: &Shared,
     out: &Out,
 ) {
-    let mut w = std::io::BufWriter::new(to_server);
     while let Ok(first) = rx.recv() {
+        let mut guard = lock(&pipe.w);
+        let Some(w) = guard.as_mut() else { return };
         let mut next = Some(first);
+        let mut ok = true;
         while let Some(msg) = next {
-            let line = match msg {
-                ToServer::Line(line) => line,
-                ToServer::Call {
-                    line,
-                    fwd,
-                    id,
-                    tool,
-                } => match gate.settle_intent(&tool, &fwd.ticket) {
-                    Ok(()) => {
-                        let mut st = lock(state);
-                        st.ids.insert(id_key(&id), id.clone());
-                        st.session.on_call_forwarded(id_key(&id), fwd.record);
-                        line
-                    }
-                    Err(r) => {
-                        out.error(&id, r.code, &r.message);
-                        next = rx.try_recv().ok();
-                        continue;
-                    }
-                },
-            };
-            if w.write_all(&line).is_err() {
-                return;
-            }
+            ok = ok && deliver(w, msg, gate, state, out);
+            pipe.queued.fetch_sub(1, Ordering::AcqRel);
             next = rx.try_recv().ok();
         }
         // Nothing more queued: let the server see what was written.
-        if w.flush().is_err() {
+        if !ok || w.flush().is_err() {
+            *guard = None;
             return;
         }
     }
-    // Every sender is gone: the client closed our stdin. Dropping `w` closes the server's.
+    // Every sender is gone: the client closed our stdin. Closing ours closes the server's.
+    *lock(&pipe.w) = None;
 }
 
-/// Reads the server: each call's answer hands its outcome to the recorder.
+/// Reads the server and writes each line to the client, in order: a call's answer once its
+/// outcome is handed to the recorder. Exits the process when the server's stdout has ended.
 fn read_server(
     from_server: std::process::ChildStdout,
     cap: usize,
     gate: &Gate,
     state: &Shared,
-    to_client: &mpsc::Sender<ToClient>,
-) {
+    out: &Out,
+    child: &Arc<Mutex<Child>>,
+) -> ! {
     let mut r = BufReader::new(from_server);
     let mut buf = Vec::new();
     loop {
@@ -563,7 +606,7 @@ fn read_server(
             }
             Ok(Line::Eof) | Err(_) => break,
         }
-        let mut msg = ToClient::Line(buf.clone());
+        let mut filtered = None;
         if let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(&buf)
             && !m.contains_key("method")
             && let Some(id) = m.get("id")
@@ -575,7 +618,7 @@ fn read_server(
                 && let Some((line, ev)) = gate.filter_tools_list(&st.session, &m)
             {
                 gate.record_filtering(&ev);
-                msg = ToClient::Line(line);
+                filtered = Some(line);
             }
             if let Some(record) = st.session.on_response(&id_key(id), &m) {
                 let event = st.session.outcome_event(&record, &m);
@@ -588,43 +631,13 @@ fn read_server(
                 });
             }
         }
-        if to_client.send(msg).is_err() {
-            return;
-        }
+        // One write of the whole line (the client may wake on every write it sees).
+        out.line(filtered.as_deref().unwrap_or(&buf));
     }
-    let _ = to_client.send(ToClient::Eof);
-}
-
-/// Writes to the client, in order: each answer once its outcome is durable. Exits the
-/// process when the server's stdout has ended.
-fn write_client(
-    rx: &mpsc::Receiver<ToClient>,
-    gate: &Gate,
-    state: &Shared,
-    out: &Out,
-    child: &Arc<Mutex<Child>>,
-) {
-    while let Ok(first) = rx.recv() {
-        let mut o = lock(&out.0);
-        let mut next = Some(first);
-        while let Some(msg) = next {
-            let line = match msg {
-                ToClient::Line(line) => line,
-                ToClient::Eof => {
-                    let _ = o.flush();
-                    drop(o);
-                    abandon_pending(gate, state, "the server exited before answering", out);
-                    gate.close_journal();
-                    let code = lock(child).wait().ok().and_then(|s| s.code()).unwrap_or(1);
-                    std::process::exit(code);
-                }
-            };
-            // The client went away: nothing to answer to; the relay ends on its own EOF.
-            let _ = o.write_all(&line);
-            next = rx.try_recv().ok();
-        }
-        let _ = o.flush();
-    }
+    abandon_pending(gate, state, "the server exited before answering", out);
+    gate.close_journal();
+    let code = lock(child).wait().ok().and_then(|s| s.code()).unwrap_or(1);
+    std::process::exit(code);
 }
 
 fn on_signal(gate: &Gate, state: &Shared, out: &Out, child: &Arc<Mutex<Child>>) {
