@@ -71,7 +71,7 @@ pub struct McpBench {
     afr: Option<PathBuf>,
     /// Also measure with the real Python MCP SDK as the client (tests/mcp/sdk_latency.py, run
     /// with this Python; scripts/setup.sh installs the SDK in .venv/): `--calls` sequential
-    /// echo calls, direct and through `afr mcp wrap`.
+    /// echo calls, direct and through `afr mcp wrap`, interleaved in blocks of 25.
     #[arg(long, value_name = "PYTHON")]
     sdk: Option<PathBuf>,
     /// One JSON object.
@@ -547,51 +547,56 @@ pub fn run(b: &McpBench) -> Result<ExitCode> {
     let mut sdk = None;
     if let Some(python) = &b.sdk {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/sdk_latency.py");
-        let run = |command: &[&std::ffi::OsStr]| -> Result<Latency> {
-            let out = Command::new(python)
-                .arg(&script)
-                .args([
-                    "--calls",
-                    &b.calls.to_string(),
-                    "--warmup",
-                    &b.warmup.to_string(),
-                    "--",
-                ])
-                .args(command)
-                .stderr(Stdio::null())
-                .output()
-                .with_context(|| format!("cannot run {}", python.display()))?;
-            ensure!(
-                out.status.success(),
-                "sdk_latency.py failed: {}",
-                String::from_utf8_lossy(&out.stdout)
-            );
-            let v: Value =
-                serde_json::from_slice(&out.stdout).context("sdk_latency.py's answer")?;
-            Ok(Latency {
-                calls: v["calls"].as_u64().unwrap_or(0),
-                median_us: v["median_us"].as_f64().unwrap_or(f64::NAN),
-                p99_us: v["p99_us"].as_f64().unwrap_or(f64::NAN),
-            })
-        };
-        progress("stdio, Python SDK client, direct");
-        let node_os = std::ffi::OsStr::new("node");
-        let stdio_os = std::ffi::OsStr::new("stdio");
-        let direct = run(&[node_os, server.as_os_str(), stdio_os])?;
-        progress("stdio, Python SDK client, through afr mcp wrap");
+        // Both sides in one client process, interleaved in blocks of 25 calls, so that both
+        // see the same machine (a slow spell on a shared machine lands on both).
+        progress("stdio, Python SDK client, direct and through afr mcp wrap (interleaved)");
         let sdk_dir = init("sdk")?;
-        let args: Vec<&std::ffi::OsStr> = vec![
-            afr.as_os_str(),
-            "--dir".as_ref(),
-            sdk_dir.as_os_str(),
-            "mcp".as_ref(),
-            "wrap".as_ref(),
-            "--".as_ref(),
-            node_os,
-            server.as_os_str(),
-            stdio_os,
-        ];
-        let gateway = run(&args)?;
+        let out = Command::new(python)
+            .arg(&script)
+            .args([
+                "--calls",
+                &b.calls.to_string(),
+                "--warmup",
+                &b.warmup.to_string(),
+                "--",
+                "node",
+            ])
+            .arg(&server)
+            .args(["stdio", "---"])
+            .arg(&afr)
+            .arg("--dir")
+            .arg(&sdk_dir)
+            .args(["mcp", "wrap", "--", "node"])
+            .arg(&server)
+            .arg("stdio")
+            .stderr(Stdio::null())
+            .output()
+            .with_context(|| format!("cannot run {}", python.display()))?;
+        ensure!(
+            out.status.success(),
+            "sdk_latency.py failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).context("sdk_latency.py's answer")?;
+        let side = |i: usize| Latency {
+            calls: v["sides"][i]["calls"].as_u64().unwrap_or(0),
+            median_us: v["sides"][i]["median_us"].as_f64().unwrap_or(f64::NAN),
+            p99_us: v["sides"][i]["p99_us"].as_f64().unwrap_or(f64::NAN),
+        };
+        let (direct, gateway) = (side(0), side(1));
+        let recorded = events_in(&afr, &sdk_dir)?;
+        ensure!(
+            recorded == b.warmup + b.calls,
+            "afr mcp wrap recorded {recorded} events for {} SDK calls (expected one per call)",
+            b.warmup + b.calls
+        );
+        ensure!(
+            direct.calls == b.calls && gateway.calls == b.calls,
+            "sdk_latency.py made {} and {} calls, not {}",
+            direct.calls,
+            gateway.calls,
+            b.calls
+        );
         sdk = Some(json!({
             "client": "mcp (Python SDK)",
             "direct": direct,
