@@ -92,10 +92,10 @@ fn mkdir(path: &Path) -> Result<bool, StoreError> {
 impl Store {
     /// Opens (creating it, mode 0700) and locks `dir`; fails if another process holds it.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
-        if mkdir(dir)? {
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                sync_dir(parent)?;
-            }
+        if mkdir(dir)?
+            && let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty())
+        {
+            sync_dir(parent)?;
         }
         let lock_path = dir.join(LOCK_FILE);
         let lock = OpenOptions::new()

@@ -32,6 +32,7 @@ mod proc;
 mod producers;
 mod query;
 mod serve;
+mod witness;
 
 fn afr(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_afr"));
