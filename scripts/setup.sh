@@ -146,6 +146,24 @@ if [[ -f "$fw_reqs" ]]; then
     fi
 fi
 
+# An independent tlog-witness client for afr witness serve's test (tests/witness/requirements.txt:
+# the aics-witness feeder and aics-tlog, every dependency pinned) in its own virtualenv,
+# tests/witness/.venv: they declare Python >= 3.12 but run on 3.11, and --ignore-requires-python
+# must not reach any other install.
+wit_reqs="$root/tests/witness/requirements.txt"
+wit_venv="$root/tests/witness/.venv"
+if [[ -f "$wit_reqs" ]]; then
+    wit_want="witness-requirements-sha256=$(sha256sum "$wit_reqs" | cut -d' ' -f1)"
+    if ! { [[ -f "$wit_venv/.installed" && "$(cat "$wit_venv/.installed")" == "$wit_want" ]] &&
+        "$wit_venv/bin/python" -c 'import pytest, aics_tlog, aics_witness.feeder' 2>/dev/null; }; then
+        echo "setup: installing tests/witness/requirements.txt (aics-witness, aics-tlog) into tests/witness/.venv/ from PyPI" >&2
+        python3 -m venv --clear "$wit_venv"
+        "$wit_venv/bin/python" -m pip install --disable-pip-version-check --no-input -q \
+            --ignore-requires-python -r "$wit_reqs"
+        echo "$wit_want" >"$wit_venv/.installed"
+    fi
+fi
+
 # Installs Debian package $1 (what it is for: $2) with apt-get, as root or through sudo.
 apt_install() {
     command -v apt-get >/dev/null || { echo "setup: $2 needs Debian's $1 (or its equivalent); install it and re-run" >&2; exit 1; }

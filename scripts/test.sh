@@ -43,6 +43,10 @@ step "OTLP receiver under real agent frameworks: LangGraph (OpenInference, OpenL
 AFR_BIN="$target/debug/afr" PYTHONDONTWRITEBYTECODE=1 \
     tests/frameworks/.venv/bin/python -m pytest -p no:cacheprovider -q tests/frameworks
 
+step "witness: afr witness serve driven by an independent tlog-witness client, PyPI aics-witness (tests/witness/; about 1 s)"
+AFR_BIN="$target/debug/afr" PYTHONDONTWRITEBYTECODE=1 \
+    tests/witness/.venv/bin/python -m pytest -p no:cacheprovider -q tests/witness
+
 step "coding-agent CLIs: one scripted session each, seen by the capture hook (tests/agents/test_harness.py; about 10 s)"
 PYTHONDONTWRITEBYTECODE=1 .venv/bin/python -m pytest -p no:cacheprovider -q tests/agents/test_harness.py
 
