@@ -34,6 +34,7 @@ mod query;
 mod serve;
 mod served;
 mod tally;
+mod witness;
 mod witness_serve;
 
 /// The commands `afr` hands to `afr-eval`.
@@ -106,6 +107,9 @@ enum Cmd {
     },
     /// Post every sealed, unanchored epoch root to the contract, in order, then exit.
     Anchor(anchoring::AnchorArgs),
+    /// Sign a checkpoint of the sealed epochs (c2sp.org/tlog-checkpoint), have the policy's
+    /// witnesses cosign it and --tsa authorities timestamp it (docs/witness.md).
+    Witness(witness::WitnessArgs),
     /// Record JSON-lines events from a file or stdin (one event per line).
     Record {
         /// Input file; stdin if absent or `-`.
@@ -129,9 +133,6 @@ enum Cmd {
     /// as an event (docs/otlp.md). Records through `afr serve` when it runs, else into the
     /// store.
     Otlp(mcp::OtlpArgs),
-    /// Temporary, until `afr witness serve` is wired: the same command.
-    #[command(name = "witness-serve", hide = true)]
-    WitnessServe(witness_serve::ServeArgs),
     /// The hook command of a coding-agent CLI (claude-code, codex, gemini): reads the CLI's
     /// hook JSON on standard input; before a tool runs it evaluates the policy, makes the
     /// call's intent durable and answers allow, deny (exit 2) or holds it for `afr approve`;
@@ -206,6 +207,11 @@ enum Cmd {
         /// Output file.
         #[arg(long)]
         out: PathBuf,
+        /// Also write each disclosed event's proof as a c2sp.org/tlog-proof@v1 file
+        /// (`<seq>.tlog-proof`) into this directory: the epoch's inclusion in the smallest
+        /// witnessed checkpoint covering it (docs/spec/roots.md). Needs `afr witness` first.
+        #[arg(long, value_name = "DIR")]
+        tlog_proof: Option<PathBuf>,
     },
     /// Destroy the key material of a sealed epoch: its payloads can never be decrypted again.
     Erase {
@@ -318,6 +324,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             no_canonical,
         ),
         Cmd::Anchor(a) => anchoring::anchor(&cli.dir, cli.password_file.as_deref(), &a),
+        Cmd::Witness(a) => witness::dispatch(&cli.dir, a),
         Cmd::Record {
             file,
             receipts,
@@ -326,7 +333,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Serve(a) => serve::run(&cli.dir, cli.password_file.as_deref(), &a),
         Cmd::Mcp(m) => mcp::run(&cli.dir, m),
         Cmd::Otlp(a) => mcp::otlp(&cli.dir, a),
-        Cmd::WitnessServe(a) => Ok(witness_serve::run(witness_serve::WitnessCmd::Serve(a))),
         Cmd::Hook(a) => Ok(hook::hook(&cli.dir, &a)),
         Cmd::Setup(a) => hook::setup(&cli.dir, &a),
         Cmd::Approvals { json } => mcp::list(&cli.dir, json),
@@ -358,13 +364,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             chain,
             with_keys,
             out,
+            tlog_proof,
         } => {
             let seqs = match (seq, chain) {
                 (Some(spec), _) => parse_seqs(&spec)?,
                 (None, Some(c)) => chain::seqs(&cli.dir, c)?,
                 (None, None) => anyhow::bail!("give --seq or --chain"),
             };
-            disclose(&cli.dir, &seqs, with_keys, &out)
+            let code = disclose(&cli.dir, &seqs, with_keys, &out)?;
+            if let Some(d) = tlog_proof {
+                write_tlog_proofs(&cli.dir, &seqs, &d)?;
+            }
+            Ok(code)
         }
         Cmd::Erase { epoch, by } => {
             let _takeover = afr_client::take_over(&cli.dir)?;
@@ -764,6 +775,39 @@ fn disclose(dir: &Path, seqs: &[u64], with_keys: bool, out: &Path) -> Result<Exi
         &bundle.erased,
         with_keys,
     )
+}
+
+/// `afr disclose --tlog-proof DIR`: one `c2sp.org/tlog-proof@v1` per disclosed event that a
+/// stored checkpoint covers (read-only: the store may be served meanwhile).
+fn write_tlog_proofs(dir: &Path, seqs: &[u64], out: &Path) -> Result<()> {
+    let r = afr_recorder::LogReader::open(dir)?;
+    let bundle = r.disclose(seqs, false)?;
+    let mut roots = Vec::new();
+    for item in r.store().epochs_from(0)? {
+        let (_, bytes) = item?;
+        roots.push(afr_core::EpochHeader::decode(&bytes)?.root());
+    }
+    if bundle.checkpoints.is_empty() {
+        anyhow::bail!("--tlog-proof: no checkpoint is stored yet (run `afr witness` first)");
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let proofs = afr_recorder::roots::tlog_proofs(&bundle, &roots);
+    for (seq, text) in &proofs {
+        let p = out.join(format!("{seq}.tlog-proof"));
+        std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    let left = seqs.len() - proofs.len().min(seqs.len());
+    println!(
+        "wrote {} tlog-proof file(s) to {}{}",
+        proofs.len(),
+        out.display(),
+        if left > 0 {
+            format!("; {left} event(s) are in epochs no checkpoint covers yet")
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
 }
 
 /// Writes a disclosure bundle's `bytes` to `out` and says what went in (both modes of

@@ -7,6 +7,7 @@
 //! ["afr-bundle", 2, recorder: bstr(20)]                                  start
 //! ["header", header]                       × every epoch 0 ..= the last disclosed epoch
 //! ["erased", [* epoch]]                    epochs claimed crypto-erased, strictly ascending
+//! ["checkpoint", note: tstr, [* bstr(32)], [* [tsa: tstr, token: bstr]]]   × 0 or more (v3)
 //! ["event", record, [* bstr(32)], sealed_payload / null, event_key: bstr(64) / null]  × events
 //! ["end", headers: uint, events: uint]
 //! ```
@@ -45,8 +46,27 @@ use crate::{
 /// Magic of the start frame.
 pub const BUNDLE_MAGIC: &str = "afr-bundle";
 /// Version of the bundle container (the records and headers inside keep
-/// [`crate::FORMAT_VERSION`]).
-pub const BUNDLE_VERSION: u64 = 2;
+/// [`crate::FORMAT_VERSION`]). Version 3 adds `checkpoint` frames; a bundle without one is
+/// still written as version 2, which this reader also reads.
+pub const BUNDLE_VERSION: u64 = 3;
+/// Most checkpoint frames, timestamp tokens per frame, and bytes of one token or note.
+const MAX_CHECKPOINTS: u64 = 64;
+const MAX_TOKENS: u64 = 16;
+const MAX_ROOT_BYTES: usize = 64 * 1024;
+
+/// A signed checkpoint of the recorder's log of epochs (`docs/spec/roots.md`), carried for the
+/// verifier to check under its trust policy: this crate reads it, never trusts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointFrame {
+    /// The signed note (`c2sp.org/tlog-checkpoint`), with any cosignatures.
+    pub note: String,
+    /// Consistency proof to the checkpoint's size from the tree of the bundle's headers (or
+    /// from the previous frame's size, if larger); empty when the size is at most the number
+    /// of headers.
+    pub proof: Vec<Hash32>,
+    /// RFC 3161 tokens over `SHA-256(note text)`, by TSA name.
+    pub tokens: Vec<(String, Vec<u8>)>,
+}
 /// Tool name of the event a recorder writes when it destroys an epoch's key material; its
 /// `intent.args` hold `{"epoch": E, ...}`.
 pub const ERASE_TOOL: &str = "afr.erase";
@@ -78,6 +98,8 @@ pub struct Bundle {
     pub erased: Vec<u64>,
     /// Disclosed events, in sequence order.
     pub events: Vec<DisclosedEvent>,
+    /// Checkpoints covering the disclosed epochs, in ascending size.
+    pub checkpoints: Vec<CheckpointFrame>,
 }
 
 impl Bundle {
@@ -86,7 +108,11 @@ impl Bundle {
         let mut w = Writer::with_capacity(4096);
         w.array(3);
         w.text(BUNDLE_MAGIC);
-        w.uint(BUNDLE_VERSION);
+        w.uint(if self.checkpoints.is_empty() {
+            2
+        } else {
+            BUNDLE_VERSION
+        });
         w.bytes(&self.recorder);
         for h in &self.headers {
             w.array(2);
@@ -101,6 +127,21 @@ impl Bundle {
         w.array(erased.len() as u64);
         for e in &erased {
             w.uint(*e);
+        }
+        for c in &self.checkpoints {
+            w.array(4);
+            w.text("checkpoint");
+            w.text(&c.note);
+            w.array(c.proof.len() as u64);
+            for h in &c.proof {
+                w.bytes(&h.0);
+            }
+            w.array(c.tokens.len() as u64);
+            for (name, der) in &c.tokens {
+                w.array(2);
+                w.text(name);
+                w.bytes(der);
+            }
         }
         for ev in &self.events {
             w.array(5);
@@ -173,6 +214,9 @@ pub struct BundleReport {
     pub leaves: std::collections::BTreeMap<u64, DisclosedLeaf>,
     /// Erased epochs with their proof: `(epoch, seq of its afr.erase event)`.
     pub erasures: Vec<(u64, u64)>,
+    /// The checkpoint frames as read (unverified: the verifier checks them under its trust
+    /// policy).
+    pub checkpoints: Vec<CheckpointFrame>,
 }
 
 fn fail(location: Location, check: Check, detail: &str) -> Failure {
@@ -199,6 +243,7 @@ pub fn verify_bundle(bytes: &[u8]) -> BundleReport {
         leaves: Default::default(),
         erased: Vec::new(),
         erasures: Vec::new(),
+        checkpoints: Vec::new(),
     };
     match run(bytes, &mut rep) {
         Ok(()) if !rep.missing.is_empty() => rep.outcome = Outcome::Incomplete,
@@ -219,25 +264,64 @@ fn malformed(r: &Reader<'_>, e: CborError) -> Failure {
     )
 }
 
+fn read_checkpoint(r: &mut Reader<'_>) -> Result<CheckpointFrame, CborError> {
+    let big = |what: &str| CborError::Malformed(format!("checkpoint frame: {what} too large"));
+    let note = r.text()?.to_owned();
+    if note.len() > MAX_ROOT_BYTES {
+        return Err(big("note"));
+    }
+    let np = r.array()?;
+    if np > MAX_PROOF {
+        return Err(big("consistency proof"));
+    }
+    let mut proof = Vec::with_capacity(np as usize);
+    for _ in 0..np {
+        proof.push(Hash32(r.fixed()?));
+    }
+    let nt = r.array()?;
+    if nt > MAX_TOKENS {
+        return Err(big("token list"));
+    }
+    let mut tokens = Vec::with_capacity(nt as usize);
+    for _ in 0..nt {
+        if r.array()? != 2 {
+            return Err(CborError::Malformed(
+                "checkpoint frame: a token is [tsa, der]".into(),
+            ));
+        }
+        let name = r.text()?.to_owned();
+        let der = r.bytes()?.to_vec();
+        if der.len() > MAX_ROOT_BYTES || name.len() > 256 {
+            return Err(big("token"));
+        }
+        tokens.push((name, der));
+    }
+    Ok(CheckpointFrame {
+        note,
+        proof,
+        tokens,
+    })
+}
+
 fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
     let mut r = Reader::new(bytes);
     let m = |r: &Reader<'_>, e| malformed(r, e);
     // Start frame.
-    let start = (|| -> Result<RecorderId, CborError> {
+    let start = (|| -> Result<(RecorderId, u64), CborError> {
         let n = r.array()?;
         if r.text()? != BUNDLE_MAGIC {
             return Err(CborError::Malformed("not an afr bundle".into()));
         }
         let v = r.uint()?;
-        if v != BUNDLE_VERSION || n != 3 {
+        if !(2..=BUNDLE_VERSION).contains(&v) || n != 3 {
             return Err(CborError::Malformed(format!(
                 "bundle version {v} unsupported (this verifier reads version {BUNDLE_VERSION}; \
                  re-disclose with a current `afr disclose`)"
             )));
         }
-        r.fixed()
+        Ok((r.fixed()?, v))
     })();
-    let recorder = start.map_err(|e| m(&r, e))?;
+    let (recorder, version) = start.map_err(|e| m(&r, e))?;
     rep.recorder = Some(recorder);
     let mut headers: Vec<EpochHeader> = Vec::new();
     let mut erased: Option<Vec<u64>> = None;
@@ -308,6 +392,26 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
                     list.push(e);
                 }
                 erased = Some(list);
+            }
+            ("checkpoint", 4) if version >= 3 => {
+                if erased.is_none() || last_seq.is_some() {
+                    return Err(m(
+                        &r,
+                        CborError::Malformed(
+                            "a checkpoint frame must come after the erased frame and before the events".into(),
+                        ),
+                    ));
+                }
+                let c = read_checkpoint(&mut r).map_err(|e| m(&r, e))?;
+                if rep.checkpoints.len() as u64 >= MAX_CHECKPOINTS {
+                    return Err(m(
+                        &r,
+                        CborError::Malformed(format!(
+                            "more than {MAX_CHECKPOINTS} checkpoint frames"
+                        )),
+                    ));
+                }
+                rep.checkpoints.push(c);
             }
             ("event", 5) => {
                 let Some(erased) = erased.as_deref() else {
@@ -621,6 +725,7 @@ mod tests {
             headers: vec![header],
             erased: Vec::new(),
             events,
+            checkpoints: Vec::new(),
         }
     }
 

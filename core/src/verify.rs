@@ -110,6 +110,14 @@ pub enum Check {
     UnpinnedRecorder,
     /// `anchored-root`: consistent with edit, fork or equivocation after anchoring.
     AnchoredRoot,
+    /// `checkpoint`: a signed checkpoint (docs/spec/roots.md) whose tree is not the file's
+    /// epochs, or two that are not consistent: consistent with edit, fork or equivocation
+    /// after witnessing.
+    Checkpoint,
+    /// `cosignature`: a pinned witness's cosignature that does not verify.
+    Cosignature,
+    /// `timestamp`: a pinned TSA's token that does not verify over its checkpoint.
+    Timestamp,
     /// `sequence`: consistent with deletion.
     SequenceSkipped,
     /// `sequence`: consistent with reordering, insertion or replay.
@@ -172,6 +180,9 @@ impl Check {
             Check::BundleTotals => "totals",
             Check::UnpinnedRecorder => "recorder-id",
             Check::AnchoredRoot => "anchored-root",
+            Check::Checkpoint => "checkpoint",
+            Check::Cosignature => "cosignature",
+            Check::Timestamp => "timestamp",
             Check::SequenceSkipped => "sequence",
             Check::SequenceRepeated => "sequence",
             Check::EpochSkipped => "epoch-sequence",
@@ -221,6 +232,9 @@ impl Check {
             Check::BundleTotals => "deletion or insertion",
             Check::UnpinnedRecorder => "evidence from another recorder",
             Check::AnchoredRoot => "edit, fork or equivocation after anchoring",
+            Check::Checkpoint => "edit, fork or equivocation after witnessing",
+            Check::Cosignature => "a forged or altered witness cosignature",
+            Check::Timestamp => "a forged timestamp or one over another checkpoint",
             Check::SequenceSkipped => "deletion",
             Check::SequenceRepeated => "reordering, insertion or replay",
             Check::EpochSkipped => "dropped epoch",

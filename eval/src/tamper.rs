@@ -341,6 +341,7 @@ impl SealedLog {
                 .collect(),
             erased: Vec::new(),
             events,
+            checkpoints: Vec::new(),
         }
     }
 }

@@ -192,12 +192,22 @@ pub(crate) fn disclose(
             key,
         });
     }
+    let all_roots: Vec<afr_core::Hash32> =
+        headers.iter().map(afr_core::EpochHeader::root).collect();
     headers.truncate(last_epoch as usize + 1);
+    // Witnessed checkpoints kept beside the store, if any (`afr witness`).
+    let checkpoints = match store.path().parent() {
+        Some(dir) if dir.join("roots").is_dir() => crate::roots::Roots::open(dir, false)
+            .and_then(|r| r.frames(&all_roots, headers.len() as u64))
+            .map_err(|e| RecordError::Storage(format!("roots: {e}")))?,
+        _ => Vec::new(),
+    };
     Ok(Bundle {
         recorder,
         headers,
         erased,
         events,
+        checkpoints,
     })
 }
 

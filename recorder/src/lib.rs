@@ -66,6 +66,7 @@ pub mod index;
 mod keyfile;
 pub mod query;
 mod reader;
+pub mod roots;
 pub use disclose::{META_ERASED, META_SCRUB_PENDING};
 pub use export::{ExportSummary, export_log};
 pub use keyfile::{check_private, read_key_file, write_key_file};

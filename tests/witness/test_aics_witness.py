@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 ORIGIN = "aics.test/log"
 NAME = "witness.test/py"
 # The command that runs the witness (until `afr witness serve` is wired in cli/src/main.rs).
-SERVE = ["witness-serve"]
+SERVE = ["witness", "serve"]
 
 
 @pytest.fixture()

@@ -198,6 +198,14 @@ pub enum UsageError {
         /// The trust file.
         name: String,
     },
+    /// A `[roots]` table or a log key that cannot be used.
+    #[error("trust file {name}: [roots]: {why}")]
+    Roots {
+        /// The trust file.
+        name: String,
+        /// What is wrong.
+        why: String,
+    },
     /// A trust file without parties.
     #[error("trust file {name} names no [[party]] with recorders")]
     NoParty {

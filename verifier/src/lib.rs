@@ -17,6 +17,7 @@ pub mod approvals;
 pub mod case;
 pub mod error;
 pub mod report;
+pub mod roots;
 mod source;
 pub mod trust;
 pub mod verdict;
@@ -169,6 +170,9 @@ fn finish(
         v.missing
             .push("the log holds no sealed epoch: nothing in it can be anchored".into());
     }
+    // What the chain check cannot confirm is judged with the other roots, by the trust
+    // policy's rule ([`roots::check`]).
+    let before = v.missing.len();
     let contract = trust.contract_hex();
     let which = if trust.canonical() {
         "the canonical AfrAnchor address".to_owned()
@@ -266,6 +270,12 @@ fn finish(
     if let Some(a) = &anchors {
         check_anchors(&mut v, a, kind == Kind::Log)?;
     }
+    let chain_missing = v.missing.split_off(before.min(v.missing.len()));
+    let frames = bundle
+        .as_ref()
+        .map(|b| b.checkpoints.as_slice())
+        .unwrap_or_default();
+    roots::check(&mut v, frames, &trust.roots, chain_missing);
     // Approvals are judged on content the file's own checks, the recorder and the anchored
     // roots have let through: a failure here is about the approval, not the file.
     if let Some(rep) = &bundle

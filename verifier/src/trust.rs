@@ -89,6 +89,9 @@ pub struct Trust {
     /// narrows the recorders, not the approvers: who may approve does not depend on which
     /// recorder wrote the file.
     pub approvers: Vec<Approver>,
+    /// Which independent roots must hold, and the witnesses, TSAs and log keys they rest on
+    /// (`[roots]`, [`crate::roots`]).
+    pub roots: crate::roots::RootsPolicy,
 }
 
 #[derive(Debug, Deserialize)]
@@ -100,6 +103,24 @@ struct TrustFile {
     require_signed_approvals: bool,
     #[serde(default)]
     party: Vec<PartyFile>,
+    roots: Option<RootsFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RootsFile {
+    require: Option<Vec<String>>,
+    require_any: Option<usize>,
+    witness_policy: Option<String>,
+    #[serde(default)]
+    tsa: Vec<TsaFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TsaFile {
+    name: String,
+    certificates: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,6 +130,9 @@ struct PartyFile {
     recorders: Vec<String>,
     #[serde(default)]
     approver: Vec<ApproverFile>,
+    /// The checkpoint log keys of the party's recorders (`afr witness --print-vkey`).
+    #[serde(default)]
+    log_keys: Vec<String>,
     /// A case file's: the party's bundles ([`Evidence`]).
     bundles: Option<Vec<String>>,
     /// A case file's: the party's anchors files ([`Evidence`]).
@@ -138,6 +162,73 @@ pub fn canonical_contract() -> [u8; 20] {
     // The constant is 0x + 40 hex digits; a test keeps it so.
     let _ = hex::decode_to_slice(&afr_core::deployment::ANCHOR_ADDRESS[2..], &mut a);
     a
+}
+
+/// The `[roots]` table of trust file `name`.
+fn roots_policy(name: &str, r: RootsFile) -> Result<crate::roots::RootsPolicy, VerifyError> {
+    use crate::roots::{PinnedTsa, Require, RootKind, RootsPolicy};
+    let bad = |why: String| UsageError::Roots {
+        name: name.to_owned(),
+        why,
+    };
+    let require = match (r.require, r.require_any) {
+        (Some(_), Some(_)) => {
+            return Err(bad("give require or require_any, not both".into()).into());
+        }
+        (None, Some(k)) if (1..=3).contains(&k) => Require::AtLeast(k),
+        (None, Some(k)) => {
+            return Err(bad(format!("require_any = {k}: it must be 1, 2 or 3")).into());
+        }
+        (Some(list), None) => {
+            let mut ks = Vec::new();
+            for k in &list {
+                let kind = RootKind::parse(k)
+                    .ok_or_else(|| bad(format!("require: {k:?} is not chain, witnesses or tsa")))?;
+                if !ks.contains(&kind) {
+                    ks.push(kind);
+                }
+            }
+            if ks.is_empty() {
+                return Err(bad(
+                    "require is empty: name at least one of chain, witnesses, tsa".into(),
+                )
+                .into());
+            }
+            Require::All(ks)
+        }
+        (None, None) => Require::All(vec![RootKind::Chain]),
+    };
+    let witnesses = match r.witness_policy {
+        Some(text) => {
+            Some(afr_tlog::Policy::parse(&text).map_err(|e| bad(format!("witness_policy: {e}")))?)
+        }
+        None => None,
+    };
+    let mut tsas = Vec::new();
+    for t in r.tsa {
+        let certs = afr_tsa::TrustedCert::parse(t.certificates.as_bytes())
+            .map_err(|e| bad(format!("tsa {:?}: {e}", t.name)))?;
+        if certs.is_empty() {
+            return Err(bad(format!("tsa {:?}: no certificate", t.name)).into());
+        }
+        tsas.push(PinnedTsa {
+            name: t.name,
+            certificates: t.certificates.into_bytes(),
+        });
+    }
+    let needs = |k| matches!(&require, Require::All(ks) if ks.contains(&k));
+    if needs(RootKind::Witnesses) && witnesses.is_none() {
+        return Err(bad("require names witnesses but no witness_policy is given".into()).into());
+    }
+    if needs(RootKind::Tsa) && tsas.is_empty() {
+        return Err(bad("require names tsa but no [[roots.tsa]] is pinned".into()).into());
+    }
+    Ok(RootsPolicy {
+        require,
+        witnesses,
+        tsas,
+        log_keys: Vec::new(),
+    })
 }
 
 impl Trust {
@@ -181,6 +272,7 @@ impl Trust {
             parties: Vec::new(),
             require_signed_approvals: false,
             approvers: Vec::new(),
+            roots: crate::roots::RootsPolicy::default(),
         };
         if let Some((name, text)) = file {
             let name = name.to_owned();
@@ -201,6 +293,9 @@ impl Trust {
                 t.chain_id = Some(c);
             }
             t.require_signed_approvals = f.require_signed_approvals;
+            if let Some(r) = f.roots {
+                t.roots = roots_policy(&name, r)?;
+            }
             if let Some(c) = &f.contract {
                 let c = parse_addr(c, &format!("contract in {name}"))?;
                 if contract.is_some() && c != t.contract {
@@ -255,6 +350,13 @@ impl Trust {
                 }
                 for a in p.approver {
                     t.pin_approver(&name, &p.name, a)?;
+                }
+                for k in &p.log_keys {
+                    let key = afr_tlog::VerifierKey::parse(k).map_err(|e| UsageError::Roots {
+                        name: name.clone(),
+                        why: format!("log key of party {:?}: {e}", p.name),
+                    })?;
+                    t.roots.log_keys.push(key);
                 }
                 t.parties.push(Party {
                     name: p.name,

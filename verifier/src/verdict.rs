@@ -56,6 +56,8 @@ pub struct Verdict {
     /// Every disclosed record whose inclusion proof checked out, by sequence number: its leaf
     /// hash, time, epoch, category and lane (empty for a log, whose payloads are never opened).
     pub records: std::collections::BTreeMap<u64, afr_core::bundle::DisclosedLeaf>,
+    /// Which roots held for each epoch, under the trust policy's rule ([`crate::roots`]).
+    pub roots: Option<serde_json::Value>,
 }
 
 /// Where a verdict's anchored roots came from, and so what they rest on.
@@ -126,6 +128,7 @@ impl Verdict {
             anchors_from: None,
             approvals: Vec::new(),
             records: Default::default(),
+            roots: None,
         }
     }
 
@@ -184,6 +187,7 @@ impl Verdict {
             anchors_from: None,
             approvals: Vec::new(),
             records: rep.leaves.clone(),
+            roots: None,
         }
     }
 
@@ -252,6 +256,7 @@ impl Verdict {
             "opened": self.opened,
             "capture": self.capture_json(),
             "approvals": self.approvals.iter().map(Approval::to_json).collect::<Vec<_>>(),
+            "roots": self.roots,
             "records": self.records.iter().map(|(seq, r)| serde_json::json!({
                 "seq": seq,
                 "epoch": r.epoch,

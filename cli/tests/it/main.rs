@@ -31,6 +31,7 @@ mod pipes;
 mod proc;
 mod producers;
 mod query;
+mod roots;
 mod serve;
 mod witness;
 

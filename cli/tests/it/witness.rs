@@ -27,8 +27,8 @@ use zeroize::Zeroizing;
 
 use super::proc::Daemon;
 
-/// The command that runs the witness (until `afr witness serve` is wired in main.rs).
-const SERVE: &[&str] = &["witness-serve"];
+/// The command that runs the witness.
+const SERVE: &[&str] = &["witness", "serve"];
 const NAME: &str = "witness.test/w1";
 const ORIGIN: &str = "afr.recorder/0x1111111111111111111111111111111111111111";
 const TEXT: &str = "text/plain; charset=utf-8";

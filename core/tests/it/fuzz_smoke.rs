@@ -451,6 +451,7 @@ pub(crate) fn honest_files(sizes: &[usize], tail: usize) -> (Vec<u8>, Vec<Vec<u8
             recorder,
             headers: headers.clone(),
             erased: Vec::new(),
+            checkpoints: Vec::new(),
             events: disclosed[..upto.min(disclosed.len())]
                 .iter()
                 .map(|(record, proof, payload, key)| DisclosedEvent {

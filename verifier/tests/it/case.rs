@@ -101,6 +101,7 @@ impl Log {
             recorder: self.recorder,
             headers: vec![self.header()],
             erased: Vec::new(),
+            checkpoints: Vec::new(),
             events: seqs
                 .iter()
                 .map(|&s| {

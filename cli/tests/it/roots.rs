@@ -1,0 +1,329 @@
+//! Independent roots end to end (issue #32): a real store, two real `afr witness serve`
+//! instances, `afr witness` submitting, `afr disclose` carrying the checkpoints and writing
+//! `tlog-proof`s, and the verifier's trust policy (`[roots]`) deciding: a witness down, a
+//! quorum met or not, a forked store refused by `afr witness` and by the witness, a forged
+//! cosignature tampered.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use afr_core::verify::Outcome;
+use afr_recorder::{Config, Recorder};
+use afr_testkit::shell_event;
+use afr_tlog::{Policy, proof::TlogProof, tree};
+use afr_verify::{Kind, Source, Trust};
+
+use super::{afr, initialised, ok, proc::Daemon};
+
+/// A running `afr witness serve`: the process, its URL and its vkey.
+struct Witness {
+    daemon: Daemon,
+    url: String,
+    vkey: String,
+}
+
+fn witness(tmp: &Path, name: &str, log_vkey: &str) -> Witness {
+    let key = tmp.join(format!("{name}.key"));
+    let serve = |c: &mut Command| {
+        c.args(["witness", "serve", "--key"]).arg(&key).args([
+            "--init",
+            "--name",
+            &format!("witness.test/{name}"),
+        ]);
+    };
+    let mut c = afr(tmp);
+    serve(&mut c);
+    let vkey = String::from_utf8(ok(c.arg("--print-vkey")).stdout)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let mut c = afr(tmp);
+    serve(&mut c);
+    c.args(["--log", log_vkey, "--state"])
+        .arg(tmp.join(format!("{name}-state")))
+        .args(["--listen", "127.0.0.1:0"]);
+    let mut daemon = Daemon::spawn(&mut c);
+    let addr = daemon
+        .wait_for(|l| l.split("listening on http://").nth(1).map(str::to_owned))
+        .unwrap_or_else(|| panic!("witness {name} did not start: {}", daemon.stderr()));
+    Witness {
+        daemon,
+        url: format!("http://{addr}"),
+        vkey,
+    }
+}
+
+fn record(dir: &Path, n: usize, tag: &str) {
+    let r = Recorder::open(dir, Config::with_epoch_size(10)).unwrap();
+    for i in 0..n {
+        r.record(shell_event(&format!("{tag}-{i}"))).unwrap();
+    }
+}
+
+fn policy_text(ws: &[(&str, &Witness)], quorum: &str) -> String {
+    let mut s = String::new();
+    for (n, w) in ws {
+        s.push_str(&format!("witness {n} {} {}\n", w.vkey, w.url));
+    }
+    s + quorum
+}
+
+fn trust(recorder: &str, log_vkey: &str, roots: &str) -> Trust {
+    let text = format!(
+        "chain_id = 31337\n{roots}\n[[party]]\nname = \"Acme\"\nrecorders = [\"{recorder}\"]\nlog_keys = [\"{log_vkey}\"]\n"
+    );
+    Trust::new(Some(("trust.toml", &text)), None, None, None).unwrap()
+}
+
+fn verify(bundle: &[u8], t: &Trust) -> afr_verify::Verdict {
+    afr_verify::verify(Kind::Bundle, bundle, t, Source::None).unwrap()
+}
+
+fn witness_cmd(dir: &Path, policy: &Path) -> std::process::Output {
+    afr(dir)
+        .args(["witness", "--policy"])
+        .arg(policy)
+        .output()
+        .unwrap()
+}
+
+fn disclose(dir: &Path, seq: &str, out: &Path, proofs: Option<&Path>) {
+    let mut c = afr(dir);
+    c.args(["disclose", "--with-keys", "--seq", seq, "--out"])
+        .arg(out);
+    if let Some(p) = proofs {
+        c.arg("--tlog-proof").arg(p);
+    }
+    ok(&mut c);
+}
+
+fn recorder_hex(dir: &Path) -> String {
+    let r = Recorder::open(dir, Config::default()).unwrap();
+    format!("0x{}", hex::encode(r.store().recorder_id().unwrap()))
+}
+
+fn epoch_roots(dir: &Path) -> Vec<afr_core::Hash32> {
+    let r = Recorder::open(dir, Config::default()).unwrap();
+    r.store()
+        .epochs_from(0)
+        .unwrap()
+        .map(|kv| {
+            afr_core::EpochHeader::decode(&kv.unwrap().1)
+                .unwrap()
+                .root()
+        })
+        .collect()
+}
+
+#[test]
+fn witnessed_checkpoints_verify_under_the_trust_policy_and_forks_are_refused() {
+    let (tmp, dir) = initialised();
+    let tmp = tmp.path().to_owned();
+    record(&dir, 30, "a");
+    let recorder = recorder_hex(&dir);
+    let log_vkey = String::from_utf8(ok(afr(&dir).args(["witness", "--print-vkey"])).stdout)
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(
+        log_vkey.starts_with(&format!("afr.recorder/{recorder}+")),
+        "{log_vkey}"
+    );
+    let w1 = witness(&tmp, "w1", &log_vkey);
+    let mut w2 = witness(&tmp, "w2", &log_vkey);
+    let both = policy_text(
+        &[("w1", &w1), ("w2", &w2)],
+        "group both all w1 w2\nquorum both\n",
+    );
+    let any = policy_text(
+        &[("w1", &w1), ("w2", &w2)],
+        "group one any w1 w2\nquorum one\n",
+    );
+    let pfile = tmp.join("witnesses.policy");
+    std::fs::write(&pfile, &both).unwrap();
+    let out = witness_cmd(&dir, &pfile);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("witness w1 cosigned size 3") && said.contains("witness w2 cosigned size 3"),
+        "{said}"
+    );
+
+    // The bundle carries the checkpoint; the tlog-proof stands alone.
+    let bundle_path = tmp.join("b.bundle");
+    let proofs = tmp.join("proofs");
+    disclose(&dir, "15", &bundle_path, Some(&proofs));
+    let bundle = std::fs::read(&bundle_path).unwrap();
+    let p = TlogProof::parse(&std::fs::read(proofs.join("15.tlog-proof")).unwrap()).unwrap();
+    assert_eq!(p.index, 1);
+    let policy = Policy::parse(&format!("log {log_vkey}\n{both}")).unwrap();
+    let checked = afr_tlog::check_checkpoint(
+        p.checkpoint.as_bytes(),
+        &policy,
+        &format!("afr.recorder/{recorder}"),
+        u64::MAX / 4,
+    )
+    .unwrap();
+    assert!(checked.quorum_met);
+    let roots = epoch_roots(&dir);
+    afr_core::merkle::verify_inclusion(
+        &tree::leaf(&roots[1]),
+        1,
+        3,
+        &p.path,
+        &checked.checkpoint.root,
+    )
+    .unwrap();
+    assert!(p.extra.is_some());
+
+    let witnesses = |pol: &str, require: &str| {
+        trust(
+            &recorder,
+            &log_vkey,
+            &format!("[roots]\n{require}\nwitness_policy = \"\"\"\n{pol}\"\"\"\n"),
+        )
+    };
+    let v = verify(&bundle, &witnesses(&both, "require = [\"witnesses\"]"));
+    assert_eq!(
+        v.outcome,
+        Outcome::Verified,
+        "{:?} {:?}",
+        v.missing,
+        v.first_failure
+    );
+    assert!(
+        v.checks.iter().any(|(c, _)| c == "witness-quorum"),
+        "{:?}",
+        v.checks
+    );
+    let roots_json = v.roots.clone().unwrap();
+    assert!(
+        roots_json["epochs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["witnessed_at"].is_u64()),
+        "{roots_json}"
+    );
+    // The chain alone is required by default: without an RPC, incomplete.
+    let v = verify(&bundle, &witnesses(&both, ""));
+    assert_eq!(v.outcome, Outcome::Incomplete);
+    // Chain and witnesses: the chain is still missing.
+    let v = verify(
+        &bundle,
+        &witnesses(&both, "require = [\"chain\", \"witnesses\"]"),
+    );
+    assert_eq!(v.outcome, Outcome::Incomplete);
+    // Any one of three: the witnesses suffice.
+    let v = verify(&bundle, &witnesses(&both, "require_any = 1"));
+    assert_eq!(v.outcome, Outcome::Verified, "{:?}", v.missing);
+    // A forged cosignature (one base64 character of w2's changed) is tampered.
+    let note = afr_tlog::Note::parse(checked_note(&bundle).as_bytes()).unwrap();
+    let w2_line = note
+        .signatures
+        .iter()
+        .find(|s| s.name == "witness.test/w2")
+        .unwrap()
+        .line();
+    let b64 = w2_line.rsplit(' ').next().unwrap().trim_end().to_owned();
+    let mut forged_b64 = b64.clone().into_bytes();
+    forged_b64[30] = if forged_b64[30] == b'A' { b'B' } else { b'A' };
+    let forged = replace_bytes(&bundle, b64.as_bytes(), &forged_b64);
+    let v = verify(&forged, &witnesses(&both, "require = [\"witnesses\"]"));
+    assert_eq!(v.outcome, Outcome::Tampered);
+    assert_eq!(v.first_failure.unwrap().check.name(), "cosignature");
+
+    // One witness down: w1 alone cosigns size 4; the quorum "both" is not met, "any" is.
+    let _ = w2.daemon.guard.0.kill();
+    let _ = w2.daemon.guard.0.wait();
+    record(&dir, 10, "b");
+    let out = witness_cmd(&dir, &pfile);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("witness w1 cosigned size 4"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("witness w2"));
+    disclose(&dir, "35", &bundle_path, None);
+    let bundle = std::fs::read(&bundle_path).unwrap();
+    let v = verify(&bundle, &witnesses(&both, "require = [\"witnesses\"]"));
+    assert_eq!(v.outcome, Outcome::Incomplete);
+    assert!(
+        v.missing
+            .iter()
+            .any(|m| m.contains("short of the quorum both")),
+        "{:?}",
+        v.missing
+    );
+    let v = verify(&bundle, &witnesses(&any, "require = [\"witnesses\"]"));
+    assert_eq!(v.outcome, Outcome::Verified, "{:?}", v.missing);
+
+    // A fork: the store's database rolled back to 3 epochs and refilled with other events.
+    let snapshot = tmp.join("snapshot");
+    copy_dir(&dir.join("db"), &snapshot);
+    record(&dir, 10, "c");
+    std::fs::write(&pfile, policy_text(&[("w1", &w1)], "quorum w1\n")).unwrap();
+    assert!(witness_cmd(&dir, &pfile).status.success());
+    std::fs::remove_dir_all(dir.join("db")).unwrap();
+    copy_dir(&snapshot, &dir.join("db"));
+    record(&dir, 20, "forged");
+    let out = witness_cmd(&dir, &pfile);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("a fork"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The operator also wipes its own checkpoints: the witness refuses the other history,
+    // and its head proves it.
+    for e in std::fs::read_dir(dir.join("roots")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension()
+            .is_some_and(|x| x == "checkpoint" || x == "json")
+        {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    let out = witness_cmd(&dir, &pfile);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("witness w1 refused size") && err.contains("its head size"),
+        "{err}"
+    );
+}
+
+/// The note of the first checkpoint frame of a bundle.
+fn checked_note(bundle: &[u8]) -> String {
+    afr_core::bundle::verify_bundle(bundle).checkpoints[0]
+        .note
+        .clone()
+}
+
+fn replace_bytes(hay: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let i = hay.windows(from.len()).position(|w| w == from).unwrap();
+    let mut out = hay.to_vec();
+    out[i..i + from.len()].copy_from_slice(to);
+    out
+}
+
+fn copy_dir(from: &Path, to: &PathBuf) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
