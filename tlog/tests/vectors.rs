@@ -15,8 +15,15 @@ use zeroize::Zeroizing;
 fn vectors() -> serde_json::Value {
     let origin = afr_tlog::origin("0x00000000000000000000000000000000000000aa");
     let log = NoteSigner::new(&origin, TYPE_ED25519, &Zeroizing::new([1; 32])).unwrap();
-    let wit = NoteSigner::new("witness.example/w1", TYPE_COSIGNATURE, &Zeroizing::new([2; 32])).unwrap();
-    let roots: Vec<_> = (0u8..5).map(|i| sha256(&[b"afr/v1/example-epoch-root", &[i]])).collect();
+    let wit = NoteSigner::new(
+        "witness.example/w1",
+        TYPE_COSIGNATURE,
+        &Zeroizing::new([2; 32]),
+    )
+    .unwrap();
+    let roots: Vec<_> = (0u8..5)
+        .map(|i| sha256(&[b"afr/v1/example-epoch-root", &[i]]))
+        .collect();
     let leaves = tree::leaves(&roots);
     let mut out = Vec::new();
     for n in [1u64, 3, 5] {
@@ -66,10 +73,15 @@ fn vectors() -> serde_json::Value {
 
 #[test]
 fn published_vectors_hold() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/spec/roots-vectors.json");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/spec/roots-vectors.json");
     let want = serde_json::to_string_pretty(&vectors()).unwrap() + "\n";
     if std::env::var_os("AFR_WRITE_VECTORS").is_some() {
         std::fs::write(&path, &want).unwrap();
     }
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), want, "docs/spec/roots-vectors.json is stale");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        want,
+        "docs/spec/roots-vectors.json is stale"
+    );
 }
