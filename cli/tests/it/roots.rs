@@ -327,3 +327,192 @@ fn copy_dir(from: &Path, to: &PathBuf) {
         }
     }
 }
+
+/// Hostile checkpoint frames, built here with the recorder's own log key and a witness key of
+/// the test: reordered, inconsistent (equivocation), over another tree, oversized, dated in
+/// the future, signed by an unpinned key.
+#[test]
+fn hostile_checkpoint_frames_are_tampered_or_not_counted() {
+    use afr_core::bundle::CheckpointFrame;
+    use afr_tlog::{Checkpoint, Note, NoteSigner, note::TYPE_COSIGNATURE};
+    let (_tmp, dir) = initialised();
+    record(&dir, 40, "a");
+    let recorder = recorder_hex(&dir);
+    let log_vkey = String::from_utf8(ok(afr(&dir).args(["witness", "--print-vkey"])).stdout)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let seed = afr_recorder::read_key_file(&dir.join("roots/log.key")).unwrap();
+    let origin = format!("afr.recorder/{recorder}");
+    let log = NoteSigner::new(&origin, afr_tlog::note::TYPE_ED25519, &seed).unwrap();
+    let wit = NoteSigner::new(
+        "witness.test/x",
+        TYPE_COSIGNATURE,
+        &zeroize::Zeroizing::new([5; 32]),
+    )
+    .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let roots = epoch_roots(&dir);
+    let leaves = tree::leaves(&roots);
+    let n = leaves.len() as u64;
+    // A bundle of epoch 1's events: headers 0..=1, so h = 2.
+    let base = afr_recorder::LogReader::open(&dir)
+        .unwrap()
+        .disclose(&[15], true)
+        .unwrap();
+    let h = base.headers.len() as u64;
+    let sign = |size: u64, root: afr_core::Hash32, t: u64| {
+        let text = Checkpoint {
+            origin: origin.clone(),
+            size,
+            root,
+            extensions: vec![],
+        }
+        .text();
+        let sigs = vec![log.sign(&text), wit.cosign(&text, t)];
+        Note {
+            text,
+            signatures: sigs,
+        }
+        .to_text()
+    };
+    let frame = |size: u64, t: u64| CheckpointFrame {
+        note: sign(size, tree::root(&leaves[..size as usize]), t),
+        proof: if size > h {
+            tree::consistency_proof(&leaves, h, size).unwrap()
+        } else {
+            vec![]
+        },
+        tokens: vec![],
+    };
+    let with = |frames: Vec<CheckpointFrame>| {
+        let mut b = base.clone();
+        b.checkpoints = frames;
+        b.encode()
+    };
+    let t = trust(
+        &recorder,
+        &log_vkey,
+        &format!(
+            "[roots]\nrequire = [\"witnesses\"]\nwitness_policy = \"witness x {}\\nquorum x\\n\"\n",
+            wit.verifier()
+        ),
+    );
+    let check_name = |v: &afr_verify::Verdict| v.first_failure.as_ref().map(|f| f.check.name());
+    // Honest: verified.
+    let v = verify(&with(vec![frame(n, now)]), &t);
+    assert_eq!(
+        v.outcome,
+        Outcome::Verified,
+        "{:?} {:?}",
+        v.missing,
+        v.first_failure
+    );
+    // Two honest frames, ascending: verified; descending: tampered.
+    let v = verify(&with(vec![frame(h, now), frame(n, now)]), &t);
+    assert_eq!(
+        v.outcome,
+        Outcome::Verified,
+        "{:?} {:?}",
+        v.missing,
+        v.first_failure
+    );
+    let v = verify(&with(vec![frame(n, now), frame(h, now)]), &t);
+    assert_eq!(
+        (v.outcome, check_name(&v)),
+        (Outcome::Tampered, Some("checkpoint"))
+    );
+    // Equivocation: a second, larger checkpoint of another history.
+    let mut other = roots.clone();
+    other.push(afr_core::hash::sha256(&[b"invented epoch"]));
+    other[n as usize - 1] = afr_core::hash::sha256(&[b"rewritten epoch"]);
+    let ol = tree::leaves(&other);
+    let fork = CheckpointFrame {
+        note: sign(n + 1, tree::root(&ol), now),
+        proof: tree::consistency_proof(&ol, n, n + 1).unwrap(),
+        tokens: vec![],
+    };
+    let v = verify(&with(vec![frame(n, now), fork]), &t);
+    assert_eq!(
+        (v.outcome, check_name(&v)),
+        (Outcome::Tampered, Some("checkpoint")),
+        "{:?}",
+        v.first_failure
+    );
+    // A checkpoint over another tree of the bundle's own epochs.
+    let bad = CheckpointFrame {
+        note: sign(h, afr_core::hash::sha256(&[b"x"]), now),
+        proof: vec![],
+        tokens: vec![],
+    };
+    let v = verify(&with(vec![bad]), &t);
+    assert_eq!(
+        (v.outcome, check_name(&v)),
+        (Outcome::Tampered, Some("checkpoint"))
+    );
+    // An oversized note: the bundle is malformed.
+    let huge = CheckpointFrame {
+        note: "x".repeat(70_000),
+        proof: vec![],
+        tokens: vec![],
+    };
+    let v = verify(&with(vec![huge]), &t);
+    assert_eq!(v.outcome, Outcome::Tampered);
+    // A cosignature dated an hour ahead: verified as a signature, not counted.
+    let v = verify(&with(vec![frame(n, now + 3600)]), &t);
+    assert_eq!(v.outcome, Outcome::Incomplete);
+    assert!(
+        v.missing.iter().any(|m| m.contains("in the future")),
+        "{:?}",
+        v.missing
+    );
+    // A checkpoint signed by a key not pinned for this recorder.
+    let stranger = NoteSigner::new(
+        &origin,
+        afr_tlog::note::TYPE_ED25519,
+        &zeroize::Zeroizing::new([9; 32]),
+    )
+    .unwrap();
+    let text = Checkpoint {
+        origin: origin.clone(),
+        size: h,
+        root: tree::root(&leaves[..h as usize]),
+        extensions: vec![],
+    }
+    .text();
+    let note = Note {
+        signatures: vec![stranger.sign(&text), wit.cosign(&text, now)],
+        text,
+    }
+    .to_text();
+    let v = verify(
+        &with(vec![CheckpointFrame {
+            note,
+            proof: vec![],
+            tokens: vec![],
+        }]),
+        &t,
+    );
+    assert_eq!(v.outcome, Outcome::Incomplete);
+    assert!(
+        v.missing
+            .iter()
+            .any(|m| m.contains("not signed by a pinned log key")),
+        "{:?}",
+        v.missing
+    );
+    // The same frames under the default rule (the chain): the witnesses change nothing.
+    let t_chain = trust(&recorder, &log_vkey, "");
+    let v = verify(&with(vec![frame(n, now)]), &t_chain);
+    assert_eq!(v.outcome, Outcome::Incomplete);
+    assert!(
+        v.missing
+            .iter()
+            .any(|m| m.contains("anchored roots not checked")),
+        "{:?}",
+        v.missing
+    );
+}
