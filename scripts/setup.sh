@@ -110,7 +110,10 @@ add_requirements "$otlp_reqs" otlp "opentelemetry.sdk, opentelemetry.exporter.ot
 # (docs/spec/approval-vectors.json; scripts/approval-vectors.py, tests/approvals/); their shared
 # pins agree with the two files above.
 add_requirements "$root/tests/approvals/requirements.txt" approvals "eth_account, cbor2"
-if [[ -d "$root/clients/python" || -f "$mcp_reqs" || -f "$otlp_reqs" || -f "$root/tests/approvals/requirements.txt" ]] &&
+# rfc3161-client, the independent RFC 3161 verifier that afr-tsa's tests check tokens with
+# (tests/tsa/check_rfc3161.py); its shared pins agree with tests/mcp/requirements.txt.
+add_requirements "$root/tests/tsa/requirements.txt" tsa rfc3161_client
+if [[ -d "$root/clients/python" || -f "$mcp_reqs" || -f "$otlp_reqs" || -f "$root/tests/approvals/requirements.txt" || -f "$root/tests/tsa/requirements.txt" ]] &&
     ! { [[ -f "$venv/.installed" && "$(cat "$venv/.installed")" == "$python_want" ]] &&
         "$venv/bin/python" -c "$python_check" 2>/dev/null; }; then
     command -v python3 >/dev/null || { echo "setup: python3 is required (clients/python/ and tests/mcp/ tests)" >&2; exit 1; }
@@ -181,9 +184,10 @@ if [[ -f "$root/tests/approvals/requirements.txt" ]] && ! command -v ssh-keygen 
 fi
 
 # The openssl command makes the private CA and certificate of the MCP gateway's TLS-upstream
-# test (cli/tests/it/mcp_peers.rs).
+# test (cli/tests/it/mcp_peers.rs), and is the real RFC 3161 TSA of afr-tsa's tests
+# (`openssl ts -reply` behind tests/tsa/tsa_shim.py; tsa/testdata/gen.sh).
 if ! command -v openssl >/dev/null; then
-    apt_install openssl "openssl, for the gateway's TLS-upstream test"
+    apt_install openssl "openssl, for the gateway's TLS-upstream test and the TSA tests"
 fi
 
 # Headless Chromium (Debian's chromium) renders the evidence report in its tests (screenshots,
