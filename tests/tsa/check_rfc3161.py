@@ -29,8 +29,8 @@ def main():
     root = cryptography.x509.load_pem_x509_certificate(open(sys.argv[3], "rb").read())
     granted = bytes([0x30, 0x03, 0x02, 0x01, 0x00])  # PKIStatusInfo { granted }
     body = granted + token
-    response = decode_timestamp_response(bytes([0x30]) + der_len(len(body)) + body)
     try:
+        response = decode_timestamp_response(bytes([0x30]) + der_len(len(body)) + body)
         VerifierBuilder().add_root_certificate(root).build().verify(response, digest)
     except Exception as e:  # noqa: BLE001 (any failure is a refusal, reported)
         print(json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"}))
