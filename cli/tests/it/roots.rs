@@ -516,3 +516,233 @@ fn hostile_checkpoint_frames_are_tampered_or_not_counted() {
         v.missing
     );
 }
+
+/// A self-signed TSA certificate made by openssl (`NAME.pem`, key `NAME.key`), pinned
+/// directly in the trust file.
+fn tsa_cert(dir: &Path, name: &str) {
+    ok(Command::new("openssl").current_dir(dir).args([
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        &format!("{name}.key"),
+        "-out",
+        &format!("{name}.pem"),
+        "-days",
+        "365",
+        "-subj",
+        &format!("/O=AFR roots test/CN={name}"),
+        "-addext",
+        "basicConstraints=critical,CA:false",
+        "-addext",
+        "keyUsage=critical,digitalSignature",
+        "-addext",
+        "extendedKeyUsage=critical,timeStamping",
+    ]));
+}
+
+/// A real RFC 3161 TSA: `openssl ts -reply` behind tests/tsa/tsa_shim.py, its base URL. The
+/// shim exits when its stdin (held by the returned child) closes.
+fn tsa_shim(dir: &Path, signer: &str) -> (super::proc::Guard, String) {
+    std::fs::write(
+        dir.join("ts.cnf"),
+        format!(
+            "[ tsa ]\nserial = ./tsa.serial\ncrypto_device = builtin\nsigner_cert = ./{signer}.pem\n\
+             signer_key = ./{signer}.key\nsigner_digest = sha256\ndefault_policy = 1.3.6.1.4.1.99999.2.1\n\
+             digests = sha256\naccuracy = secs:1\ness_cert_id_alg = sha256\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("tsa.serial"), "01\n").unwrap();
+    let shim = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/tsa/tsa_shim.py");
+    let mut child = Command::new("python3")
+        .arg(shim)
+        .arg(dir.join("ts.cnf"))
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let base = line.trim().strip_prefix("listening ").unwrap().to_owned();
+    (super::proc::Guard(child), format!("{base}/tsa"))
+}
+
+#[test]
+fn rfc3161_timestamps_from_openssl_verify_under_the_pinned_tsa() {
+    let (tmp, dir) = initialised();
+    let tmp = tmp.path().to_owned();
+    tsa_cert(&tmp, "pinned-tsa");
+    tsa_cert(&tmp, "other-tsa");
+    let (_shim, url) = tsa_shim(&tmp, "pinned-tsa");
+    record(&dir, 30, "a");
+    let recorder = recorder_hex(&dir);
+    let out = afr(&dir)
+        .args(["witness", "--tsa", &format!("acme={url}")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("tsa acme timestamped size 3"));
+    let log_vkey = std::fs::read_to_string(dir.join("roots/log.vkey"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let b1 = tmp.join("one.bundle");
+    disclose(&dir, "5", &b1, None);
+    let pem = |n: &str| std::fs::read_to_string(tmp.join(format!("{n}.pem"))).unwrap();
+    let t = |cert: &str, require: &str| {
+        trust(
+            &recorder,
+            &log_vkey,
+            &format!(
+                "[roots]\n{require}\n[[roots.tsa]]\nname = \"acme\"\ncertificates = \"\"\"\n{cert}\"\"\"\n"
+            ),
+        )
+    };
+    let bundle = std::fs::read(&b1).unwrap();
+    let v = verify(&bundle, &t(&pem("pinned-tsa"), "require = [\"tsa\"]"));
+    assert_eq!(
+        v.outcome,
+        Outcome::Verified,
+        "{:?} {:?}",
+        v.missing,
+        v.first_failure
+    );
+    let epochs = v.roots.unwrap()["epochs"].clone();
+    assert!(
+        epochs[0]["timestamped_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{epochs}"
+    );
+    // Another TSA pinned: the token counts for nothing.
+    let v = verify(&bundle, &t(&pem("other-tsa"), "require = [\"tsa\"]"));
+    assert_eq!(v.outcome, Outcome::Incomplete);
+    assert!(
+        v.missing.iter().any(|m| m.contains("from no pinned TSA")),
+        "{:?}",
+        v.missing
+    );
+    // A token moved onto another checkpoint (over another digest): tampered.
+    record(&dir, 10, "b");
+    ok(afr(&dir).args(["witness", "--tsa", &format!("acme={url}")]));
+    let r = afr_recorder::LogReader::open(&dir).unwrap();
+    let mut b = r.disclose(&[5], true).unwrap();
+    assert_eq!(
+        b.checkpoints.len(),
+        2,
+        "the smallest covering checkpoint (3) and the latest (4)"
+    );
+    let roots = afr_recorder::roots::Roots::open(&dir, false).unwrap();
+    let newer = roots.get(4).unwrap().unwrap();
+    b.checkpoints[0].tokens = newer.tokens.into_iter().collect();
+    let v = verify(&b.encode(), &t(&pem("pinned-tsa"), "require = [\"tsa\"]"));
+    assert_eq!(v.outcome, Outcome::Tampered, "{:?}", v.missing);
+    assert_eq!(v.first_failure.unwrap().check.name(), "timestamp");
+}
+
+/// Two witnesses and a real anvil chain under one rule: `require = ["chain", "witnesses"]`
+/// holds only once both the anchor and the quorum do; `require_any = 2` with one witness
+/// down still holds through the chain and the other witness's group.
+#[test]
+fn chain_and_witnesses_under_one_rule_on_anvil() {
+    let chain = afr_testkit::anvil();
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = tmp.path().to_owned();
+    let dir = tmp.join("afr");
+    let keyed = |c: &mut Command| {
+        c.env("AFR_ANCHOR_KEY", afr_testkit::DEV_KEY)
+            .env_remove("AFR_RPC_URL");
+    };
+    let mut c = afr(&dir);
+    keyed(&mut c);
+    ok(c.arg("init"));
+    let mut c = afr(&dir);
+    keyed(&mut c);
+    let out = ok(c.args(["deploy", "--json", "--rpc", &chain.url]));
+    let contract = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["contract"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    record(&dir, 30, "a");
+    let recorder = recorder_hex(&dir);
+    let log_vkey = String::from_utf8(ok(afr(&dir).args(["witness", "--print-vkey"])).stdout)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let w1 = witness(&tmp, "w1", &log_vkey);
+    let w2 = witness(&tmp, "w2", &log_vkey);
+    let both = policy_text(
+        &[("w1", &w1), ("w2", &w2)],
+        "group both all w1 w2\nquorum both\n",
+    );
+    let pfile = tmp.join("p.policy");
+    std::fs::write(&pfile, &both).unwrap();
+    assert!(witness_cmd(&dir, &pfile).status.success());
+    let b = tmp.join("b.bundle");
+    disclose(&dir, "12", &b, None);
+    let bundle = std::fs::read(&b).unwrap();
+    let rpc = Source::Rpc {
+        url: &chain.url,
+        block: None,
+        from_block: 0,
+    };
+    let rule = |require: &str| {
+        trust(
+            &recorder,
+            &log_vkey,
+            &format!("[roots]\n{require}\nwitness_policy = \"\"\"\n{both}\"\"\"\n"),
+        )
+    };
+    let run = |t: &Trust| afr_verify::verify(Kind::Bundle, &bundle, t, rpc).unwrap();
+    // Witnessed, not yet anchored.
+    let v = run(&rule("require = [\"chain\", \"witnesses\"]"));
+    assert_eq!(v.outcome, Outcome::Incomplete);
+    assert!(
+        v.missing.iter().any(|m| m.contains("not anchored")),
+        "{:?}",
+        v.missing
+    );
+    let v = run(&rule("require = [\"witnesses\"]"));
+    assert_eq!(v.outcome, Outcome::Verified, "{:?}", v.missing);
+    // Anchored too.
+    let mut c = afr(&dir);
+    keyed(&mut c);
+    ok(c.args(["anchor", "--rpc", &chain.url, "--contract", &contract]));
+    let v = run(&rule("require = [\"chain\", \"witnesses\"]"));
+    assert_eq!(
+        v.outcome,
+        Outcome::Verified,
+        "{:?} {:?}",
+        v.missing,
+        v.first_failure
+    );
+    let roots = v.roots.unwrap();
+    assert!(
+        roots["epochs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["chain"] == true && e["witnessed_at"].is_u64()),
+        "{roots}"
+    );
+    // Any two of three: the TSA is absent, both others hold.
+    let v = run(&rule("require_any = 2"));
+    assert_eq!(v.outcome, Outcome::Verified, "{:?}", v.missing);
+    // Any three: the TSA never held.
+    let v = run(&rule("require_any = 3"));
+    assert_eq!(v.outcome, Outcome::Incomplete);
+}
