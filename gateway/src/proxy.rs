@@ -19,7 +19,11 @@
 //!   is dropped and the outcome is recorded as unknown.
 //! - Sessions: the state of a client (its info, resources read, the server's annotations) is
 //!   kept per `Mcp-Session-Id`; requests without one (the stateless 2026-07-28 generation)
-//!   share one state, and name their client in `_meta` on each request.
+//!   are kept apart by the client each names in its own `_meta`.
+//! - Several named upstreams (`--upstream NAME=URL`, repeated): the proxy terminates MCP
+//!   itself and routes tools by prefix ([`multi`]).
+//! - Client tokens (`--client-token NAME=FILE`): a request without one is refused `401`;
+//!   the name is recorded with the client's calls ([`auth`]).
 
 use std::{
     collections::HashMap,

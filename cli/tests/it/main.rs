@@ -24,6 +24,7 @@ mod escape;
 mod hooks;
 mod import;
 mod mcp;
+mod mcp_multi;
 mod mcp_peers;
 mod otlp;
 mod otlp_logs;

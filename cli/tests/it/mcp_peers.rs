@@ -23,7 +23,7 @@ use super::{
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(180);
 const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 
-fn mcp_dir() -> PathBuf {
+pub(super) fn mcp_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp")
 }
 
@@ -32,7 +32,7 @@ fn afr_bin() -> String {
 }
 
 /// `python tests/mcp/py_client.py` (arguments follow).
-fn py_client() -> Command {
+pub(super) fn py_client() -> Command {
     let mut c = Command::new(python());
     c.arg(mcp_dir().join("py_client.py"));
     c
@@ -110,12 +110,12 @@ fn finish_client(mut g: Guard) -> Value {
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}\nstderr: {err}"))
 }
 
-fn run_client(c: &mut Command) -> Value {
+pub(super) fn run_client(c: &mut Command) -> Value {
     finish_client(spawn_client(c))
 }
 
 /// A port nobody listens on now (bound, then released).
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -124,7 +124,7 @@ fn free_port() -> u16 {
 }
 
 /// server-everything over Streamable HTTP on a free port; its endpoint.
-fn start_everything() -> (Daemon, String) {
+pub(super) fn start_everything() -> (Daemon, String) {
     let bin = server_bin("mcp-server-everything");
     for _ in 0..5 {
         let port = free_port();
@@ -144,7 +144,7 @@ fn start_everything() -> (Daemon, String) {
 }
 
 /// py_server.py over Streamable HTTP on a free port; its endpoint.
-fn start_py_server() -> (Daemon, String) {
+pub(super) fn start_py_server() -> (Daemon, String) {
     let mut d = Daemon::spawn(
         Command::new(python())
             .arg(mcp_dir().join("py_server.py"))
@@ -178,7 +178,7 @@ fn start_proxy(dir: &Path, upstream: &str, extra: &[&str]) -> (Daemon, String) {
 }
 
 /// `host:port` of an `http://host:port/path` URL.
-fn authority(url: &str) -> &str {
+pub(super) fn authority(url: &str) -> &str {
     url.strip_prefix("http://")
         .unwrap()
         .split('/')
@@ -187,7 +187,7 @@ fn authority(url: &str) -> &str {
 }
 
 /// Reads from `s` until `done` says so, EOF, or 60 s; what was read.
-fn read_until(s: &mut TcpStream, done: impl Fn(&str) -> bool) -> String {
+pub(super) fn read_until(s: &mut TcpStream, done: impl Fn(&str) -> bool) -> String {
     s.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -215,7 +215,7 @@ fn read_until(s: &mut TcpStream, done: impl Fn(&str) -> bool) -> String {
 
 /// Opens a connection to `addr` and sends a POST of `body` to /mcp with `headers` (each
 /// `Name: value`), keeping the connection open.
-fn post(addr: &str, headers: &[String], body: &Value) -> TcpStream {
+pub(super) fn post(addr: &str, headers: &[String], body: &Value) -> TcpStream {
     let mut s = TcpStream::connect(addr).unwrap();
     let body = body.to_string();
     let mut req = format!(
@@ -234,7 +234,7 @@ fn post(addr: &str, headers: &[String], body: &Value) -> TcpStream {
 }
 
 /// The status code of an HTTP response's first line.
-fn status_of(response: &str) -> u16 {
+pub(super) fn status_of(response: &str) -> u16 {
     response
         .split(' ')
         .nth(1)
@@ -243,7 +243,7 @@ fn status_of(response: &str) -> u16 {
 }
 
 /// Polls the store until `n` events are there (or 60 s pass); them.
-fn wait_events(dir: &Path, n: usize) -> Vec<Value> {
+pub(super) fn wait_events(dir: &Path, n: usize) -> Vec<Value> {
     super::mcp::wait_for_lines(dir, n)
         .into_iter()
         .map(|l| l["event"].clone())
@@ -253,7 +253,7 @@ fn wait_events(dir: &Path, n: usize) -> Vec<Value> {
 /// Polls the store until `n` events are there, then checks that no more came; them. A
 /// call's event is written just after its answer is relayed, so a client that saw the answer
 /// may be a moment ahead of the store.
-fn exactly_events(dir: &Path, n: usize) -> Vec<Value> {
+pub(super) fn exactly_events(dir: &Path, n: usize) -> Vec<Value> {
     let evs = wait_events(dir, n);
     assert_eq!(evs.len(), n, "{evs:#?}");
     evs
@@ -295,7 +295,7 @@ fn journal_pending(dir: &Path) -> Vec<Value> {
 
 /// Waits (at most 30 s) until no call is pending in the gateways' journals: each call
 /// journaled before it was forwarded was noted done once its event was written.
-fn journal_settles(dir: &Path) {
+pub(super) fn journal_settles(dir: &Path) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let pending = journal_pending(dir);
@@ -309,7 +309,7 @@ fn journal_settles(dir: &Path) {
 
 /// `ev` is the one complete event of a call of `tool` that ran and was answered with a
 /// result whose first content is `text`.
-fn assert_ran(ev: &Value, tool: &str, text: &str) {
+pub(super) fn assert_ran(ev: &Value, tool: &str, text: &str) {
     assert_eq!(ev["intent"]["tool"], tool, "{ev}");
     assert_eq!(ev["execution"]["command"], "tools/call", "{ev}");
     assert_eq!(

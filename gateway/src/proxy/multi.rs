@@ -515,17 +515,15 @@ impl Multi {
         id: &Value,
         params: &Value,
     ) -> Response<Body> {
-        let mut offered = false;
         for (i, u) in self.upstreams.iter().enumerate() {
             match self.open(proxy, &client, i, &parts.headers).await {
-                Ok(_) => offered = true,
+                Ok(_) => {}
                 Err(e) => warn(&format!(
                     "upstream `{}` ({}) could not be opened: {e}; its tools are left out until it can",
                     u.name, u.public
                 )),
             }
         }
-        let _ = offered;
         let sid = format!("{:032x}", rand::random::<u128>());
         lock(&self.sessions).insert(sid.clone(), client);
         let version = params
