@@ -13,6 +13,7 @@
 //! | [`bench`], [`query_bench`] | benchmarks of the real recorder and of queries |
 //! | [`scale_bench`] | the growth curve: 1M and 10M events through every step |
 //! | [`serve_bench`] | a real `afr serve` over its socket beside the in-process recorder |
+//! | [`witness_bench`] | checkpoints, witness round trips and timestamps per sealed epoch |
 //! | [`report`], [`svg`] | `docs/evaluation.md` and its plots |
 //!
 //! Histories are built through the core's sequencer (`afr_core::sequencer`), like the
@@ -33,6 +34,7 @@ pub mod scenarios;
 pub mod serve_bench;
 pub mod svg;
 pub mod tamper;
+pub mod witness_bench;
 
 pub use afr_testkit::synth;
 

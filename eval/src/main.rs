@@ -9,7 +9,7 @@ use std::{
 
 use afr_eval::{
     bench, cost, hook_bench, matrix, mcp_bench, otlp_bench, query_bench, report, scale_bench,
-    scenarios, serve_bench, synth,
+    scenarios, serve_bench, synth, witness_bench,
 };
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -92,6 +92,10 @@ enum BenchCmd {
     /// The growth curve: 1M and 10M events recorded, anchored on anvil, exported, verified,
     /// queried and disclosed; figures, growth exponents and a plot.
     Scale(scale_bench::ScaleBench),
+    /// The independent roots (issue #32) per sealed epoch: checkpoint build, sign and
+    /// consistency proof; round trips to two real `afr witness serve`; their CPU per
+    /// cosignature; RFC 3161 round trips; whole `afr witness` passes.
+    Witness(witness_bench::WitnessBench),
 }
 
 fn main() -> ExitCode {
@@ -164,5 +168,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Bench {
             what: BenchCmd::Scale(b),
         } => scale_bench::run(&b),
+        Cmd::Bench {
+            what: BenchCmd::Witness(b),
+        } => witness_bench::run(&b),
     }
 }
