@@ -314,11 +314,12 @@ pub fn verdict_html(
     );
     let _ = writeln!(
         doc.out,
-        "<section id=\"trust\"><h2>What this verdict rests on</h2><table class=\"kv\">{}{}{}</table>{}</section>",
+        "<section id=\"trust\"><h2>What this verdict rests on</h2><table class=\"kv\">{}{}{}</table>{}{}</section>",
         files_rows(inv),
         trust_rows(trust, v.party.as_deref()),
         checked_row(checked_at_us),
-        notes_html(v)
+        notes_html(v),
+        sections::roots_html(v)
     );
     let plan = planned(&[(&ev, events)]);
     let events = ev.events();

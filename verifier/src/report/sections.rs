@@ -224,6 +224,45 @@ pub(super) fn notes_html(v: &Verdict) -> String {
     list_html("<ul>", &notes, " notes")
 }
 
+/// The roots of each epoch under the trust policy's rule (`crate::roots`), as a table; empty
+/// when the verdict has none. Long runs are cut: the JSON verdict has every epoch.
+pub(super) fn roots_html(v: &Verdict) -> String {
+    const ROWS: usize = 200;
+    let Some(r) = &v.roots else {
+        return String::new();
+    };
+    let epochs = r["epochs"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let cell = |x: &serde_json::Value| match x {
+        serde_json::Value::Bool(true) => "yes".to_owned(),
+        serde_json::Value::Bool(false) | serde_json::Value::Null => "<span class=\"err\">no</span>".to_owned(),
+        serde_json::Value::Number(n) => {
+            let t = n.as_u64().map(|s| super::html::utc(s.saturating_mul(1_000_000))).unwrap_or_default();
+            esc(&t)
+        }
+        other => esc(other.as_str().unwrap_or_default()),
+    };
+    let mut rows = String::new();
+    for e in epochs.iter().take(ROWS) {
+        rows.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            e["epoch"].as_u64().unwrap_or_default(),
+            cell(&e["chain"]),
+            cell(&e["witnessed_at"]),
+            cell(&e["timestamped_at"]),
+            cell(&e["required_met"]),
+        ));
+    }
+    let more = if epochs.len() > ROWS {
+        format!("<p>... and {} more epochs (in the JSON verdict)</p>", epochs.len() - ROWS)
+    } else {
+        String::new()
+    };
+    format!(
+        "<h3>Roots per epoch (require {})</h3><table><tr><th>epoch</th><th>anchored</th><th>witnessed</th><th>timestamped</th><th>rule met</th></tr>{rows}</table>{more}",
+        esc(r["require"].as_str().unwrap_or_default())
+    )
+}
+
 pub(super) fn approval_status_html(a: &Approval) -> String {
     let signer = a
         .signer
