@@ -677,6 +677,7 @@ fn print_status(v: &serde_json::Value, json: bool) -> Result<ExitCode> {
                 "compromise window none: every event is covered by a confirmed anchored root"
             ),
         }
+        print_roots(&v["roots"]);
     }
     Ok(match alarm {
         Some(a) => {
@@ -685,6 +686,49 @@ fn print_status(v: &serde_json::Value, json: bool) -> Result<ExitCode> {
         }
         None => ExitCode::SUCCESS,
     })
+}
+
+/// The `roots` lines of `afr status` (`afr_server::status`: checkpoints, witnesses, tokens,
+/// the window per root).
+fn print_roots(r: &serde_json::Value) {
+    if let Some(e) = r["error"].as_str() {
+        println!("roots             unreadable: {}", esc(e));
+    }
+    let cp = &r["latest_checkpoint"];
+    match cp["size"].as_u64() {
+        Some(size) => println!(
+            "checkpoint        size {size} signed ({} signature lines); timestamp tokens {}{}",
+            cp["signatures"].as_u64().unwrap_or_default(),
+            r["timestamp_tokens"].as_u64().unwrap_or_default(),
+            r["timestamped_size"]
+                .as_u64()
+                .map(|s| format!(", latest over size {s}"))
+                .unwrap_or_default()
+        ),
+        None => println!("checkpoint        none signed (afr witness has not run)"),
+    }
+    if let Some(ws) = r["witnesses"].as_object() {
+        for (name, w) in ws {
+            println!(
+                "witness           {} cosigned size {}",
+                esc(name),
+                w["cosigned_size"].as_u64().unwrap_or_default()
+            );
+        }
+    }
+    let win = &r["window_s"];
+    let one = |k: &str| match win[k].as_f64() {
+        Some(s) => format!("{s:.1} s"),
+        None => "not in use".to_owned(),
+    };
+    println!(
+        "window per root   chain {}, witnesses {} (every witness: {}), tsa {} \
+         (age of the oldest event not under that root)",
+        one("chain"),
+        one("witnesses"),
+        one("witnesses_all"),
+        one("tsa")
+    );
 }
 
 fn export(dir: &Path, out: &Path) -> Result<ExitCode> {

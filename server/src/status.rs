@@ -5,7 +5,10 @@
 //! events that are not counted yet.
 
 use afr_anchorer::{AnchorStore, ForkAlarm, ReceiptState};
-use afr_recorder::{RecordError, Store, now_us};
+use afr_recorder::{
+    RecordError, Store, now_us,
+    roots::{Roots, RootsError},
+};
 use serde_json::{Value, json};
 
 /// The status object of the recorder whose store is `store` (fields: `docs/api.md`).
@@ -63,6 +66,14 @@ pub fn status_json(store: &Store) -> Result<Value, RecordError> {
         None => None,
     };
     let alarm = store.fork_alarm()?;
+    let chain_in_use = marker.is_some() || states.iter().any(|&n| n > 0);
+    let roots = roots_json(
+        store,
+        sealed,
+        open_count,
+        events,
+        chain_in_use.then_some(anchored),
+    )?;
     Ok(json!({
         "recorder": format!("0x{}", hex::encode(recorder)),
         "events": events,
@@ -88,6 +99,114 @@ pub fn status_json(store: &Store) -> Result<Value, RecordError> {
             "replaced": a.replaced.len(),
         })),
         "fork_alarm": alarm.as_ref().map(fork_alarm_json),
+        "roots": roots,
+    }))
+}
+
+/// Age in seconds of the oldest event not under the first `covered` sealed epochs (the first
+/// event of epoch `covered`, or of the open epoch); 0 when every event is covered.
+fn uncovered_age(
+    store: &Store,
+    covered: u64,
+    sealed: u64,
+    open_count: u64,
+    events: u64,
+    now: u64,
+) -> Result<f64, RecordError> {
+    let seq = if covered < sealed {
+        store.epoch(covered)?.map(|h| h.first_seq)
+    } else if open_count > 0 {
+        Some(events - open_count)
+    } else {
+        None
+    };
+    Ok(match seq {
+        Some(seq) => store
+            .record(seq)?
+            .map_or(0.0, |rec| now.saturating_sub(rec.timestamp_us) as f64 / 1e6),
+        None => 0.0,
+    })
+}
+
+/// The independent roots of `<dir>/roots/` (docs/spec/roots.md), read only: the latest signed
+/// checkpoint, the size each witness last cosigned, the timestamp tokens, and the compromise
+/// window per root. A root's window is the age of the oldest event not under it (0: every
+/// event is; `null`: the root is not in use here): `chain`, epochs covered by a confirmed
+/// anchor (`anchored`, `None` when nothing was ever anchored); `witnesses`, epochs under a
+/// checkpoint some witness cosigned; `witnesses_all`, one every witness cosigned; `tsa`, one
+/// with a timestamp token. An unreadable roots directory is reported in `error`, not fatal.
+fn roots_json(
+    store: &Store,
+    sealed: u64,
+    open_count: u64,
+    events: u64,
+    anchored: Option<u64>,
+) -> Result<Value, RecordError> {
+    // One clock reading, so that roots covering the same epochs show the same window.
+    let now = now_us();
+    let age =
+        |covered: u64| uncovered_age(store, covered.min(sealed), sealed, open_count, events, now);
+    let chain = anchored.map(age).transpose()?;
+    let Some(dir) = store.path().parent() else {
+        return Ok(json!({ "window_s": { "chain": chain } }));
+    };
+    let roots = match Roots::open(dir, false) {
+        Ok(r) => r,
+        Err(e) => return Ok(json!({ "error": e.to_string(), "window_s": { "chain": chain } })),
+    };
+    let read = || -> Result<_, RootsError> {
+        let latest = roots.latest()?;
+        let witnesses = roots.witness_sizes()?;
+        // Tokens: `<size:020>.<tsa>.tsr`, listed without reading them.
+        let mut tokens: Vec<(u64, String)> = Vec::new();
+        if let Ok(rd) = std::fs::read_dir(roots.dir()) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some((size, tsa)) = name
+                    .strip_suffix(".tsr")
+                    .and_then(|r| r.split_once('.'))
+                    .and_then(|(n, t)| Some((n.parse::<u64>().ok()?, t.to_owned())))
+                {
+                    tokens.push((size, tsa));
+                }
+            }
+        }
+        Ok((latest, witnesses, tokens))
+    };
+    let (latest, witnesses, tokens) = match read() {
+        Ok(x) => x,
+        Err(e) => return Ok(json!({ "error": e.to_string(), "window_s": { "chain": chain } })),
+    };
+    let mut per_witness = serde_json::Map::new();
+    for (name, &size) in &witnesses {
+        per_witness.insert(
+            name.clone(),
+            json!({ "cosigned_size": size, "window_s": age(size)? }),
+        );
+    }
+    let any = witnesses.values().copied().max();
+    let all = witnesses.values().copied().min();
+    let timestamped = tokens.iter().map(|(s, _)| *s).max();
+    let mut tsas: Vec<&str> = tokens.iter().map(|(_, t)| t.as_str()).collect();
+    tsas.sort_unstable();
+    tsas.dedup();
+    Ok(json!({
+        "latest_checkpoint": latest.as_ref().map(|c| json!({
+            "size": c.checkpoint.size,
+            "root": c.checkpoint.root.to_hex(),
+            "signatures": c.note.signatures.len(),
+            "tokens": c.tokens.len(),
+        })),
+        "witnesses": per_witness,
+        "timestamp_tokens": tokens.len(),
+        "tsas": tsas,
+        "timestamped_size": timestamped,
+        "window_s": {
+            "chain": chain,
+            "witnesses": any.map(age).transpose()?,
+            "witnesses_all": all.map(age).transpose()?,
+            "tsa": timestamped.map(age).transpose()?,
+        },
     }))
 }
 

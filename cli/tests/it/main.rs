@@ -34,6 +34,7 @@ mod producers;
 mod query;
 mod roots;
 mod serve;
+mod status_roots;
 mod witness;
 
 fn afr(dir: &Path) -> Command {
