@@ -231,12 +231,20 @@ pub(super) fn roots_html(v: &Verdict) -> String {
     let Some(r) = &v.roots else {
         return String::new();
     };
-    let epochs = r["epochs"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let epochs = r["epochs"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     let cell = |x: &serde_json::Value| match x {
         serde_json::Value::Bool(true) => "yes".to_owned(),
-        serde_json::Value::Bool(false) | serde_json::Value::Null => "<span class=\"err\">no</span>".to_owned(),
+        serde_json::Value::Bool(false) | serde_json::Value::Null => {
+            "<span class=\"err\">no</span>".to_owned()
+        }
         serde_json::Value::Number(n) => {
-            let t = n.as_u64().map(|s| super::html::utc(s.saturating_mul(1_000_000))).unwrap_or_default();
+            let t = n
+                .as_u64()
+                .map(|s| super::html::utc(s.saturating_mul(1_000_000)))
+                .unwrap_or_default();
             esc(&t)
         }
         other => esc(other.as_str().unwrap_or_default()),
@@ -253,7 +261,10 @@ pub(super) fn roots_html(v: &Verdict) -> String {
         ));
     }
     let more = if epochs.len() > ROWS {
-        format!("<p>... and {} more epochs (in the JSON verdict)</p>", epochs.len() - ROWS)
+        format!(
+            "<p>... and {} more epochs (in the JSON verdict)</p>",
+            epochs.len() - ROWS
+        )
     } else {
         String::new()
     };
