@@ -81,6 +81,7 @@ fn pinned(recorder: &[u8; 20]) -> Trust {
         require_signed_approvals: false,
         approvers: Vec::new(),
         roots: afr_verify::roots::RootsPolicy::default(),
+        chain: afr_verify::trust::ChainPolicy::default(),
     }
 }
 

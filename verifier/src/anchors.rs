@@ -179,13 +179,20 @@ impl Anchors {
     }
 }
 
-/// The roots read from a chain, and what was seen but not counted.
+/// The roots read from a chain, the evidence they rest on, and what was seen but not counted.
 #[derive(Debug, Clone)]
 pub struct Fetched {
-    /// The proven anchors.
+    /// The proven anchors (none when the providers did not agree as the rule requires).
     pub anchors: Anchors,
-    /// Why each ignored `Anchored` log was ignored (a planted or failed anchoring).
+    /// Why each ignored `Anchored` log was ignored (a planted or failed anchoring, a proof
+    /// that does not hold).
     pub ignored: Vec<String>,
+    /// The headers and proofs the anchors rest on (what `afr-verify anchors` writes).
+    pub archive: crate::archive::Archive,
+    /// Header hashes relied upon, and the anchoring blocks' depth.
+    pub proven: crate::archive::Proven,
+    /// Why the providers' agreement rule was not met, if it was not.
+    pub unmet: Option<String>,
 }
 
 /// A JSON-RPC client for the reads above.
@@ -195,7 +202,7 @@ pub struct Rpc {
     agent: ureq::Agent,
 }
 
-fn quantity(v: &serde_json::Value, what: &'static str) -> Result<u64, Malformed> {
+pub(crate) fn quantity(v: &serde_json::Value, what: &'static str) -> Result<u64, Malformed> {
     let digits = v
         .as_str()
         .and_then(|s| s.strip_prefix("0x"))
@@ -211,20 +218,16 @@ fn lower(v: &serde_json::Value) -> String {
 }
 
 /// A 32-byte topic holding `a` (left-padded).
-fn addr_topic(a: &RecorderId) -> String {
+pub(crate) fn addr_topic(a: &RecorderId) -> String {
     format!("0x{}{}", "0".repeat(24), hex::encode(a))
 }
 
 /// One candidate `Anchored` log.
 #[derive(Debug, Clone)]
-struct Candidate {
-    epoch: u64,
-    root: Hash32,
-    tx: String,
-    block: u64,
-    log_index: u64,
-    topics: Vec<String>,
-    data: String,
+pub(crate) struct Candidate {
+    pub(crate) epoch: u64,
+    pub(crate) tx: String,
+    pub(crate) block: u64,
 }
 
 impl Rpc {
@@ -291,7 +294,7 @@ impl Rpc {
         serde_json::from_str(&text).map_err(|source| Malformed::NotJson { call, source }.into())
     }
 
-    fn call(&self, method: &str, params: serde_json::Value) -> Result<serde_json::Value> {
+    pub(crate) fn call(&self, method: &str, params: serde_json::Value) -> Result<serde_json::Value> {
         let body =
             serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
                 .to_string();
@@ -306,7 +309,7 @@ impl Rpc {
     }
 
     /// Sends many calls as JSON-RPC batches of at most 256; results in request order.
-    fn call_batch(&self, calls: &[(&str, serde_json::Value)]) -> Result<Vec<serde_json::Value>> {
+    pub(crate) fn call_batch(&self, calls: &[(&str, serde_json::Value)]) -> Result<Vec<serde_json::Value>> {
         let mut out = Vec::with_capacity(calls.len());
         for chunk in calls.chunks(256) {
             let base = out.len();
@@ -443,22 +446,17 @@ impl Rpc {
         }
     }
 
-    /// Reads the roots `recorder` anchored on `contract` from block `from` to block `block`,
-    /// keeping only those proven by a successful transaction the recorder sent to the contract.
-    ///
-    /// `epochs` limits what is read to those epochs (a file's own, plus the one after its last,
-    /// which is enough to tell a stale export: anchored epochs are contiguous, so if any later
-    /// epoch is anchored, that one is); `None` reads every epoch (`afr-verify anchors`).
-    pub fn fetch(
+    /// The candidate `Anchored` logs of `recorder` on `contract` from block `from` to block
+    /// `block` (nothing about them is believed yet), and why other logs were ignored. `epochs`
+    /// as [`Rpc::fetch`] takes it.
+    pub(crate) fn candidates(
         &self,
-        chain_id: u64,
         contract: &str,
         recorder: &RecorderId,
         (from, block): (u64, u64),
         epochs: Option<&std::collections::BTreeSet<u64>>,
-    ) -> Result<Fetched> {
+    ) -> Result<(Vec<Candidate>, Vec<String>)> {
         let contract = contract.to_ascii_lowercase();
-        let rec_hex = format!("0x{}", hex::encode(recorder));
         let filter = serde_json::json!({
             "address": contract,
             "topics": [ANCHORED_TOPIC, addr_topic(recorder)],
@@ -478,111 +476,41 @@ impl Rpc {
                 &mut ignored,
             )?;
         }
-        let mut txs: Vec<String> = candidates.iter().map(|c| c.tx.clone()).collect();
-        txs.sort();
-        txs.dedup();
-        let calls: Vec<(&str, serde_json::Value)> = txs
-            .iter()
-            .map(|t| ("eth_getTransactionReceipt", serde_json::json!([t])))
-            .collect();
-        let receipts: BTreeMap<String, serde_json::Value> =
-            txs.into_iter().zip(self.call_batch(&calls)?).collect();
-        let mut roots: BTreeMap<u64, AnchorProof> = BTreeMap::new();
-        for c in candidates {
-            let receipt = receipts.get(&c.tx).unwrap_or(&serde_json::Value::Null);
-            if let Err(why) = check_receipt(receipt, &c, &contract, &rec_hex) {
-                if ignored.len() >= MAX_IGNORED {
-                    continue;
-                }
-                ignored.push(format!(
-                    "ignored the Anchored log for epoch {} in transaction {}: {why}",
-                    c.epoch, c.tx
-                ));
-                continue;
-            }
-            let proof = AnchorProof {
-                root: format!("0x{}", c.root),
-                tx: c.tx.clone(),
-                block: c.block,
-                log_index: c.log_index,
-                block_time: None,
-            };
-            if let Some(prev) = roots.get(&c.epoch)
-                && *prev != proof
-            {
-                // The genuine contract never accepts a second root for an epoch: the endpoint
-                // is not answering for the chain it claims.
-                return Err(VerifyError::InconsistentAnchors {
-                    epoch: c.epoch,
-                    first: prev.tx.clone(),
-                    second: proof.tx,
-                });
-            }
-            roots.insert(c.epoch, proof);
-        }
-        // The code must have been the genuine contract's when each anchor was made, not only
-        // at the pinned block (on a chain where code can still be replaced); each block's time
-        // is read in the same batch.
-        let mut blocks: Vec<u64> = roots.values().map(|p| p.block).collect();
-        blocks.sort_unstable();
-        blocks.dedup();
-        let calls: Vec<(&str, serde_json::Value)> = blocks
-            .iter()
-            .flat_map(|b| {
-                let at = format!("0x{b:x}");
-                [
-                    ("eth_getCode", serde_json::json!([contract, at])),
-                    ("eth_getBlockByNumber", serde_json::json!([at, false])),
-                ]
-            })
-            .collect();
-        let answers = self.call_batch(&calls)?;
-        let genuine = deployed_code()?;
-        let mut bad_blocks = std::collections::BTreeSet::new();
-        let mut times: BTreeMap<u64, u64> = BTreeMap::new();
-        for (b, pair) in blocks.iter().zip(answers.chunks(2)) {
-            let [code, header] = pair else {
-                return Err(Malformed::MissingResult.into());
-            };
-            if !code
-                .as_str()
-                .is_some_and(|c| c.eq_ignore_ascii_case(&genuine))
-            {
-                bad_blocks.insert(*b);
-            }
-            // A block the endpoint cannot describe is no reason to doubt its logs: the time is
-            // left out and only the rules that need no block time run.
-            if quantity(&header["number"], "number").ok() == Some(*b)
-                && let Ok(t) = quantity(&header["timestamp"], "timestamp")
-            {
-                times.insert(*b, t);
-            }
-        }
-        roots.retain(|e, p| {
-            let ok = !bad_blocks.contains(&p.block);
-            if !ok && ignored.len() < MAX_IGNORED {
-                ignored.push(format!(
-                    "ignored the Anchored log for epoch {e} in transaction {}: the contract's code at block {} was not AfrAnchor's",
-                    p.tx, p.block
-                ));
-            }
-            ok
-        });
-        for p in roots.values_mut() {
-            p.block_time = times.get(&p.block).copied();
-        }
-        Ok(Fetched {
-            anchors: Anchors {
-                version: ANCHORS_FILE_VERSION,
-                chain_id,
-                contract,
-                recorder: rec_hex,
-                block,
-                head: roots.keys().next_back().copied(),
-                roots,
-            },
-            ignored,
-        })
+        Ok((candidates, ignored))
+    }
+
+    /// The endpoint as given (never printed: see [`RedactedUrl`]).
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Reads the roots `recorder` anchored on `contract` from block `from` to block `block`
+    /// through this one endpoint, keeping only those proven against block headers
+    /// ([`crate::providers`]): a successful transaction the recorder signed for the pinned
+    /// chain, sent to the contract, whose receipt holds the log, in a block whose header hashes
+    /// as the endpoint says and where the contract's code is AfrAnchor's.
+    ///
+    /// `epochs` limits what is read to those epochs (a file's own, plus the one after its last,
+    /// which is enough to tell a stale export: anchored epochs are contiguous, so if any later
+    /// epoch is anchored, that one is); `None` reads every epoch (`afr-verify anchors`).
+    pub fn fetch(
+        &self,
+        chain_id: u64,
+        contract: &str,
+        recorder: &RecorderId,
+        (from, block): (u64, u64),
+        epochs: Option<&std::collections::BTreeSet<u64>>,
+    ) -> Result<Fetched> {
+        crate::providers::fetch(
+            &[self],
+            crate::providers::Agree::All,
+            chain_id,
+            contract,
+            recorder,
+            (from, block),
+            epochs,
+            0,
+        )
     }
 }
 
@@ -623,10 +551,6 @@ fn parse_log(
     if bytes.len() != 64 {
         return Err("data is not (root, backPointer)".into());
     }
-    let root = bytes
-        .get(..32)
-        .and_then(Hash32::from_slice)
-        .ok_or("bad root")?;
     let at = quantity(&log["blockNumber"], "blockNumber").map_err(|e| e.to_string())?;
     if at > block {
         return Err(format!("from block {at}, after the pinned block {block}"));
@@ -640,53 +564,7 @@ fn parse_log(
     }
     Ok(Candidate {
         epoch: u64::from_be_bytes(e),
-        root,
         tx,
         block: at,
-        log_index: quantity(&log["logIndex"], "logIndex").map_err(|e| e.to_string())?,
-        topics,
-        data,
     })
-}
-
-fn check_receipt(
-    r: &serde_json::Value,
-    c: &Candidate,
-    contract: &str,
-    recorder: &str,
-) -> Result<(), String> {
-    if r.is_null() {
-        return Err("no receipt".into());
-    }
-    if lower(&r["transactionHash"]) != c.tx {
-        return Err("the receipt is for another transaction".into());
-    }
-    if lower(&r["status"]) != "0x1" {
-        return Err("the transaction failed".into());
-    }
-    if lower(&r["from"]) != recorder {
-        return Err(format!("sent by {}, not by the recorder", r["from"]));
-    }
-    if lower(&r["to"]) != contract {
-        return Err(format!(
-            "sent to {}, not to the contract (a contract creation or another address)",
-            r["to"]
-        ));
-    }
-    if quantity(&r["blockNumber"], "blockNumber").ok() != Some(c.block) {
-        return Err("the receipt is in another block".into());
-    }
-    let logs = r["logs"].as_array().ok_or("the receipt has no logs")?;
-    let found = logs.iter().any(|l| {
-        quantity(&l["logIndex"], "logIndex").ok() == Some(c.log_index)
-            && lower(&l["address"]) == contract
-            && l["topics"]
-                .as_array()
-                .is_some_and(|t| t.iter().map(lower).eq(c.topics.iter().cloned()))
-            && lower(&l["data"]) == c.data
-    });
-    if !found {
-        return Err("the log is not in the transaction's receipt".into());
-    }
-    Ok(())
 }

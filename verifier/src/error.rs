@@ -148,6 +148,13 @@ pub enum VerifyError {
         #[source]
         source: hex::FromHexError,
     },
+    /// Anchoring evidence that contradicts itself (two proven roots for one epoch): the chain
+    /// it was read from is not the one it claims, or the contract not the genuine one.
+    #[error("the anchoring evidence contradicts itself: {why}")]
+    Evidence {
+        /// What contradicts what.
+        why: String,
+    },
     /// The AfrAnchor artifact built into this verifier has no runtime code (a build error; a
     /// unit test keeps it from shipping).
     #[error("no deployedBytecode in the artifact")]
@@ -203,6 +210,15 @@ pub enum UsageError {
     Roots {
         /// The trust file.
         name: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// An agreement rule that the providers given cannot meet, or a `[chain]` table that
+    /// cannot be used.
+    #[error("{what}: {why}")]
+    Providers {
+        /// `--agree`, or `trust file NAME: [chain]`.
+        what: String,
         /// What is wrong.
         why: String,
     },
@@ -546,8 +562,10 @@ mod tests {
             ),
         ];
         let unpinned = Trust::new(None, None, None, Some(A)).unwrap();
+        let urls = ["http://127.0.0.1:1/SECRET".to_owned()];
         let rpc = Source::Rpc {
-            url: "http://127.0.0.1:1/SECRET",
+            urls: &urls,
+            agree: crate::Agree::All,
             block: None,
             from_block: 0,
         };

@@ -14,8 +14,11 @@
 
 pub mod anchors;
 pub mod approvals;
+pub mod archive;
 pub mod case;
 pub mod error;
+pub mod eth;
+pub mod providers;
 pub mod report;
 pub mod roots;
 mod source;
@@ -27,6 +30,7 @@ use std::path::Path;
 use afr_core::{bundle::verify_bundle, verify::Outcome, verify::verify_log};
 
 use crate::anchors::{Anchors, Rpc};
+pub use crate::providers::Agree;
 pub use error::{ApproverName, Malformed, RedactedUrl, UsageError, VerifyError};
 pub use source::{Origin, PinnedSource, Source};
 pub use trust::Trust;
@@ -149,6 +153,17 @@ pub fn verify_log_file(
     finish(Kind::Log, Verdict::from_log(&rep), None, trust, src).map(|c| c.verdict)
 }
 
+/// Notes of what was not counted, at most ten and a count of the rest.
+fn push_ignored(v: &mut Verdict, ignored: &[String]) {
+    for why in ignored.iter().take(10) {
+        v.notes.push(why.clone());
+    }
+    if ignored.len() > 10 {
+        v.notes
+            .push(format!("... and {} more ignored logs", ignored.len() - 10));
+    }
+}
+
 /// The rest of [`verify`] once the file's own checks ran: the pinned recorder, the anchored
 /// roots, a bundle's approvals.
 fn finish(
@@ -188,12 +203,21 @@ fn finish(
             let chain_id = src.chain_id();
             match src.origin() {
                 Origin::Rpc {
-                    url,
+                    urls,
+                    agree,
                     block,
                     from_block,
                 } => {
-                    let (rpc, block) = Rpc::pinned(url, chain_id, block)?;
-                    if rpc.code_is_afr_anchor(&contract, block)? {
+                    let rpcs: Vec<Rpc> = urls.iter().map(|u| Rpc::new(u)).collect();
+                    let refs: Vec<&Rpc> = rpcs.iter().collect();
+                    let block = providers::pinned_block(&refs, chain_id, block)?;
+                    // One endpoint: its code is checked first, for a clear answer (each
+                    // anchoring block's code is proven below in any case).
+                    let code_ok = match refs.as_slice() {
+                        [one] => one.code_is_afr_anchor(&contract, block)?,
+                        _ => true,
+                    };
+                    if code_ok {
                         // The file's epochs, and for a whole log the next one (a stale export
                         // shows).
                         let mut epochs: std::collections::BTreeSet<u64> =
@@ -201,26 +225,28 @@ fn finish(
                         if kind == Kind::Log {
                             epochs.insert(epochs.last().map_or(0, |l| l.saturating_add(1)));
                         }
-                        let f = rpc.fetch(
+                        let f = providers::fetch(
+                            &refs,
+                            agree,
                             chain_id,
                             &contract,
                             &rec,
                             (from_block, block),
                             Some(&epochs),
+                            trust.chain.min_confirmations,
                         )?;
                         v.notes.push(format!(
-                            "anchors: chain {chain_id}, contract {contract} ({which}; AfrAnchor code checked), block {block}; each root proven by the recorder's own transaction"
+                            "anchors: chain {chain_id}, contract {contract} ({which}), block {block} (hash {}); each root proven against its block header (the recorder's signed transaction, its receipt, the contract's code); providers: {} ({} must agree)",
+                            f.archive.block_hash,
+                            refs.len(),
+                            f.archive.rule
                         ));
                         v.anchors_from = Some(verdict::AnchorsFrom::Chain { block });
-                        for why in f.ignored.iter().take(10) {
-                            v.notes.push(why.clone());
+                        v.chain = Some(f.archive.chain_json(&f.proven, "chain"));
+                        if let Some(why) = &f.unmet {
+                            v.missing.push(why.clone());
                         }
-                        if f.ignored.len() > 10 {
-                            v.notes.push(format!(
-                                "... and {} more ignored logs",
-                                f.ignored.len() - 10
-                            ));
-                        }
+                        push_ignored(&mut v, &f.ignored);
                         Some(f.anchors)
                     } else {
                         v.missing.push(format!(
@@ -230,32 +256,77 @@ fn finish(
                     }
                 }
                 Origin::File(path) => {
-                    let a = Anchors::load(path)?;
-                    if a.chain_id != chain_id {
+                    let loaded = archive::Loaded::read(path)?;
+                    if loaded.chain_id() != chain_id {
                         v.missing.push(format!(
                             "the anchors file is for chain {}, not the pinned chain {chain_id}: anchored roots not checked",
-                            a.chain_id
+                            loaded.chain_id()
                         ));
                         None
-                    } else if !a.contract.eq_ignore_ascii_case(&contract) {
+                    } else if !loaded.contract().eq_ignore_ascii_case(&contract) {
                         v.missing.push(format!(
                             "the anchors file is for contract {}, not the pinned {contract}: anchored roots not checked",
-                            a.contract
+                            afr_core::text::escape(loaded.contract())
                         ));
                         None
                     } else {
-                        v.notes.push(format!(
-                            "TRUSTED the anchors file {} (chain {}, contract {} ({which}), block {}) without contacting the chain",
-                            path.display(),
-                            a.chain_id,
-                            a.contract,
-                            a.block
-                        ));
-                        v.anchors_from = Some(verdict::AnchorsFrom::File {
-                            path: path.display().to_string(),
-                            block: a.block,
-                        });
-                        Some(a)
+                        match loaded {
+                            archive::Loaded::Archive(a) => {
+                                match a.check(chain_id, &contract, &rec, trust.chain.min_confirmations) {
+                                    Ok(p) => {
+                                        v.notes.push(format!(
+                                            "anchors: re-proven offline from the proof archive {} (chain {chain_id}, contract {contract} ({which}), written at block {} with hash {}, {} provider(s), rule {}); the header hashes relied upon are listed",
+                                            path.display(),
+                                            a.block,
+                                            afr_core::text::escape(&a.block_hash),
+                                            a.providers.len(),
+                                            afr_core::text::escape(&a.rule)
+                                        ));
+                                        if a.providers.iter().any(|r| !r.agreed) {
+                                            v.notes.push(format!(
+                                                "the archive records {} provider(s) that did not agree when it was written",
+                                                a.providers.iter().filter(|r| !r.agreed).count()
+                                            ));
+                                        }
+                                        v.anchors_from = Some(verdict::AnchorsFrom::Archive {
+                                            path: path.display().to_string(),
+                                            block: a.block,
+                                        });
+                                        v.chain = Some(a.chain_json(&p, "archive"));
+                                        push_ignored(&mut v, &p.problems);
+                                        Some(p.anchors)
+                                    }
+                                    Err(why) => {
+                                        v.missing.push(format!(
+                                            "the proof archive {} contradicts itself ({why}): no anchored root counted",
+                                            path.display()
+                                        ));
+                                        None
+                                    }
+                                }
+                            }
+                            archive::Loaded::Unproven(a) if trust.chain.unproven_anchors => {
+                                v.notes.push(format!(
+                                    "TRUSTED the anchors file {} (chain {}, contract {} ({which}), block {}) without proofs and without contacting the chain (--unproven-anchors)",
+                                    path.display(),
+                                    a.chain_id,
+                                    a.contract,
+                                    a.block
+                                ));
+                                v.anchors_from = Some(verdict::AnchorsFrom::File {
+                                    path: path.display().to_string(),
+                                    block: a.block,
+                                });
+                                Some(a)
+                            }
+                            archive::Loaded::Unproven(_) => {
+                                v.missing.push(format!(
+                                    "the anchors file {} holds no proofs (version 2: bare RPC answers, which anyone can write): its roots do not count; write a proof archive with afr-verify anchors, or pass --unproven-anchors to trust it as it is",
+                                    path.display()
+                                ));
+                                None
+                            }
+                        }
                     }
                 }
             }

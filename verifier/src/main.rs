@@ -70,13 +70,20 @@ enum Cmd {
     /// they are. Give them with --trust TRUST.toml, or after a case file.
     Case(CaseArgs),
     /// Fetch a recorder's proven anchored roots once, for air-gapped verification.
+    ///
+    /// What is written is a proof archive: for every anchoring transaction its block header,
+    /// the transaction and receipt with their Merkle-Patricia proofs, and the contract's
+    /// account proof, so that verifying against it offline re-checks every proof.
     Anchors {
-        /// JSON-RPC endpoint.
-        #[arg(long)]
-        rpc: String,
+        /// JSON-RPC endpoint; several for independent providers, which must agree (--agree).
+        #[arg(long, required = true)]
+        rpc: Vec<String>,
+        /// How many providers must agree: `all` (default) or a number K.
+        #[arg(long, value_name = "all|K")]
+        agree: Option<afr_verify::Agree>,
         #[command(flatten)]
         pins: Pins,
-        /// Block to read at (default: latest).
+        /// Block to read at (default: the lowest latest block of the providers).
         #[arg(long)]
         block: Option<u64>,
         /// First block searched for anchoring transactions (default: 0).
@@ -126,25 +133,49 @@ struct Pins {
 /// A chain to read the anchored roots from (or none).
 #[derive(Args, Debug)]
 struct Endpoint {
-    /// JSON-RPC endpoint of the chain holding the anchors.
+    /// JSON-RPC endpoint of the chain holding the anchors; give it several times for
+    /// independent providers, which must agree (--agree). Default: the trust file's
+    /// `[chain] rpc`.
     #[arg(long, conflicts_with = "anchors")]
-    rpc: Option<String>,
-    /// Block to read at (default: latest).
-    #[arg(long, requires = "rpc")]
+    rpc: Vec<String>,
+    /// How many providers must agree on the chain id, the block hashes relied upon and the
+    /// anchoring logs: `all` (default) or a number K (K of those given).
+    #[arg(long, value_name = "all|K")]
+    agree: Option<afr_verify::Agree>,
+    /// Least confirmations of an anchoring block for its roots to count (default: the trust
+    /// file's `[chain] min_confirmations`, else 0).
+    #[arg(long)]
+    min_confirmations: Option<u64>,
+    /// Block to read at (default: the lowest latest block of the providers).
+    #[arg(long)]
     block: Option<u64>,
     /// First block searched for anchoring transactions (default: 0).
-    #[arg(long, requires = "rpc", default_value_t = 0)]
+    #[arg(long, default_value_t = 0)]
     from_block: u64,
 }
 
 impl Endpoint {
-    /// The chain as the source of anchored roots, if `--rpc` names one.
-    fn source(&self) -> Option<Source<'_>> {
-        self.rpc.as_deref().map(|url| Source::Rpc {
-            url,
+    /// The chain as the source of anchored roots: `--rpc`, else the trust file's providers.
+    fn source<'a>(&'a self, trust: &'a Trust) -> Option<Source<'a>> {
+        let urls: &[String] = if self.rpc.is_empty() {
+            &trust.chain.rpc
+        } else {
+            &self.rpc
+        };
+        (!urls.is_empty()).then(|| Source::Rpc {
+            urls,
+            agree: self.agree.or(trust.chain.agree).unwrap_or_default(),
             block: self.block,
             from_block: self.from_block,
         })
+    }
+
+    /// `trust` with this command line's overrides of its `[chain]` table.
+    fn apply(&self, trust: &mut Trust, unproven_anchors: bool) {
+        if let Some(m) = self.min_confirmations {
+            trust.chain.min_confirmations = m;
+        }
+        trust.chain.unproven_anchors |= unproven_anchors;
     }
 }
 
@@ -152,9 +183,14 @@ impl Endpoint {
 struct AnchorSource {
     #[command(flatten)]
     chain: Endpoint,
-    /// A file written by `afr-verify anchors`, trusted as is.
+    /// A proof archive written by `afr-verify anchors`: every root is re-proven from the
+    /// headers and proofs it holds, offline.
     #[arg(long)]
     anchors: Option<PathBuf>,
+    /// Take an anchors file without proofs (version 2, bare RPC answers) as it is. Without
+    /// this flag its roots do not count: anyone can write such a file.
+    #[arg(long)]
+    unproven_anchors: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -185,10 +221,13 @@ struct CaseArgs {
     contract: Option<String>,
     #[command(flatten)]
     chain: Endpoint,
-    /// An anchors file written by `afr-verify anchors`, trusted as is; one per recorder, as
-    /// many times as needed (beside the case file's `anchors`).
+    /// A proof archive written by `afr-verify anchors`, re-proven offline; one per recorder,
+    /// as many times as needed (beside the case file's `anchors`).
     #[arg(long)]
     anchors: Vec<PathBuf>,
+    /// Take anchors files without proofs (version 2) as they are.
+    #[arg(long)]
+    unproven_anchors: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -291,6 +330,9 @@ enum Error {
         "the code at {contract} (block {block}) is not the AfrAnchor contract; refusing to write anchors from it"
     )]
     NotAfrAnchor { contract: String, block: u64 },
+    /// `afr-verify anchors` with providers that do not agree as the rule requires.
+    #[error("the providers do not agree as --agree requires; refusing to write an archive")]
+    Disagree,
 }
 
 impl Error {
@@ -298,6 +340,8 @@ impl Error {
     fn exit_code(&self) -> u8 {
         match self {
             Error::Usage(_) | Error::Verify(VerifyError::Usage(_)) => EXIT_USAGE,
+            // As an incomplete verdict: nothing proven could be written.
+            Error::Disagree => 2,
             _ => EXIT_IO,
         }
     }
@@ -349,14 +393,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
         Cmd::Anchors {
             rpc,
+            agree,
             pins,
             block,
             from_block,
             out,
         } => {
             let trust = pins.trust()?;
+            let agree = agree.or(trust.chain.agree).unwrap_or_default();
             let origin = Origin::Rpc {
-                url: &rpc,
+                urls: &rpc,
+                agree,
                 block,
                 from_block,
             };
@@ -370,16 +417,33 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 return Err(Error::Usage("afr-verify anchors needs one --recorder"));
             };
             let contract = trust.contract_hex();
-            let (rpc, block) = Rpc::pinned(&rpc, chain_id, block)?;
-            if !rpc.code_is_afr_anchor(&contract, block)? {
+            let rpcs: Vec<Rpc> = rpc.iter().map(|u| Rpc::new(u)).collect();
+            let refs: Vec<&Rpc> = rpcs.iter().collect();
+            let block = afr_verify::providers::pinned_block(&refs, chain_id, block)?;
+            if let [one] = refs.as_slice()
+                && !one.code_is_afr_anchor(&contract, block)?
+            {
                 return Err(Error::NotAfrAnchor { contract, block });
             }
-            let f = rpc.fetch(chain_id, &contract, rec, (from_block, block), None)?;
+            let f = afr_verify::providers::fetch(
+                &refs,
+                agree,
+                chain_id,
+                &contract,
+                rec,
+                (from_block, block),
+                None,
+                0,
+            )?;
             for why in &f.ignored {
                 eprintln!("afr-verify: {}", afr_core::text::escape(why));
             }
-            let a = f.anchors;
-            serde_json::to_string_pretty(&a)
+            if let Some(why) = &f.unmet {
+                eprintln!("afr-verify: {}", afr_core::text::escape(why));
+                return Err(Error::Disagree);
+            }
+            let a = &f.archive;
+            serde_json::to_string_pretty(a)
                 .map_err(std::io::Error::from)
                 .and_then(|text| std::fs::write(&out, text))
                 .map_err(|source| Error::Write {
@@ -387,12 +451,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     source,
                 })?;
             println!(
-                "{} proven anchored roots of recorder {} (head {:?}) at block {} of chain {} written to {}",
+                "{} proven anchored roots of recorder {} (head {:?}) at block {} ({}) of chain {}, with {} block header(s) and their proofs, written to {}",
                 a.roots.len(),
                 a.recorder,
-                a.head,
+                a.roots.keys().next_back(),
                 a.block,
+                a.block_hash,
                 a.chain_id,
+                a.blocks.len(),
                 out.display()
             );
             Ok(ExitCode::SUCCESS)
@@ -428,7 +494,8 @@ fn case(a: CaseArgs) -> Result<ExitCode> {
     };
     c.loose.extend(files);
     c.anchors.extend(a.anchors.iter().cloned());
-    let r = verify_case(&c, a.chain.source().unwrap_or(Source::None))?;
+    a.chain.apply(&mut c.trust, a.unproven_anchors);
+    let r = verify_case(&c, a.chain.source(&c.trust).unwrap_or(Source::None))?;
     let checked_at = now_us();
     if a.json {
         println!("{}", afr_core::text::escape_json(&r.to_json().to_string()));
@@ -489,8 +556,10 @@ fn check(kind: Kind, a: &CheckArgs) -> Result<ExitCode> {
         src,
         report,
     } = a;
-    let trust = pins.trust()?;
-    let source = match (src.chain.source(), &src.anchors) {
+    let mut trust = pins.trust()?;
+    src.chain.apply(&mut trust, src.unproven_anchors);
+    let trust = trust;
+    let source = match (src.chain.source(&trust), &src.anchors) {
         (Some(chain), _) => chain,
         (None, Some(p)) => Source::File(p),
         (None, None) => Source::None,
@@ -523,7 +592,13 @@ fn check(kind: Kind, a: &CheckArgs) -> Result<ExitCode> {
             chain_id: pins.chain_id,
             contract: pins.contract.clone(),
             recorder: pins.recorder.clone(),
-            rpc: src.chain.rpc.clone(),
+            rpc: src.chain.source(&trust).map_or_else(Vec::new, |_| {
+                if src.chain.rpc.is_empty() {
+                    trust.chain.rpc.clone()
+                } else {
+                    src.chain.rpc.clone()
+                }
+            }),
             block: src.chain.block,
             from_block: src.chain.from_block,
             anchors: src

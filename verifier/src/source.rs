@@ -19,16 +19,19 @@ use crate::error::UsageError;
 /// Where the anchored roots come from, as asked for.
 #[derive(Debug, Clone, Copy)]
 pub enum Source<'a> {
-    /// A JSON-RPC endpoint, read at `block` (latest if `None`), logs from `from_block`.
+    /// JSON-RPC endpoints, read at `block` (latest if `None`), logs from `from_block`; as many
+    /// of them as `agree` says must give the same answer.
     Rpc {
-        /// The endpoint.
-        url: &'a str,
+        /// The endpoints (at least one).
+        urls: &'a [String],
+        /// How many must agree.
+        agree: crate::providers::Agree,
         /// Block to read at.
         block: Option<u64>,
         /// First block searched for `Anchored` logs.
         from_block: u64,
     },
-    /// An anchors file written by `afr-verify anchors`, trusted as it is.
+    /// An anchors file written by `afr-verify anchors`: a proof archive, re-checked offline.
     File(&'a Path),
     /// None: the answer is at best incomplete.
     None,
@@ -37,10 +40,13 @@ pub enum Source<'a> {
 /// Where pinned anchored roots are read: a [`Source`] that names one.
 #[derive(Debug, Clone, Copy)]
 pub enum Origin<'a> {
-    /// A JSON-RPC endpoint, read at `block` (latest if `None`), logs from `from_block`.
+    /// JSON-RPC endpoints, read at `block` (latest if `None`), logs from `from_block`; as many
+    /// of them as `agree` says must give the same answer.
     Rpc {
-        /// The endpoint.
-        url: &'a str,
+        /// The endpoints (at least one).
+        urls: &'a [String],
+        /// How many must agree.
+        agree: crate::providers::Agree,
         /// Block to read at.
         block: Option<u64>,
         /// First block searched for `Anchored` logs.
@@ -88,11 +94,13 @@ impl<'a> PinnedSource<'a> {
     ) -> Result<Option<PinnedSource<'a>>, UsageError> {
         let origin = match src {
             Source::Rpc {
-                url,
+                urls,
+                agree,
                 block,
                 from_block,
             } => Origin::Rpc {
-                url,
+                urls,
+                agree,
                 block,
                 from_block,
             },
@@ -117,9 +125,13 @@ impl<'a> PinnedSource<'a> {
     pub(crate) fn at_block(self, at: u64) -> PinnedSource<'a> {
         let origin = match self.origin {
             Origin::Rpc {
-                url, from_block, ..
+                urls,
+                agree,
+                from_block,
+                ..
             } => Origin::Rpc {
-                url,
+                urls,
+                agree,
                 block: Some(at),
                 from_block,
             },

@@ -92,6 +92,42 @@ pub struct Trust {
     /// Which independent roots must hold, and the witnesses, TSAs and log keys they rest on
     /// (`[roots]`, [`crate::roots`]).
     pub roots: crate::roots::RootsPolicy,
+    /// How the anchoring chain is read (`[chain]`): the providers, how many must agree, the
+    /// depth required, whether an anchors file without proofs may count.
+    pub chain: ChainPolicy,
+}
+
+/// The `[chain]` table of a trust file, and the flags that override it.
+///
+/// ```toml
+/// [chain]
+/// rpc = ["https://a.example/rpc", "https://b.example/rpc"]   # used when no --rpc is given
+/// agree = "all"              # or a number: at least that many providers agree
+/// min_confirmations = 12     # anchoring blocks with fewer confirmations do not count
+/// unproven_anchors = false   # true: a version-2 anchors file (no proofs) counts as it is
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChainPolicy {
+    /// Providers named by the trust file.
+    pub rpc: Vec<String>,
+    /// How many must agree (`None`: all).
+    pub agree: Option<crate::providers::Agree>,
+    /// Least confirmations of an anchoring block.
+    pub min_confirmations: u64,
+    /// Whether an anchors file without proofs is taken as it is.
+    pub unproven_anchors: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChainFile {
+    #[serde(default)]
+    rpc: Vec<String>,
+    agree: Option<toml::Value>,
+    #[serde(default)]
+    min_confirmations: u64,
+    #[serde(default)]
+    unproven_anchors: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -104,6 +140,7 @@ struct TrustFile {
     #[serde(default)]
     party: Vec<PartyFile>,
     roots: Option<RootsFile>,
+    chain: Option<ChainFile>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -273,6 +310,7 @@ impl Trust {
             require_signed_approvals: false,
             approvers: Vec::new(),
             roots: crate::roots::RootsPolicy::default(),
+            chain: ChainPolicy::default(),
         };
         if let Some((name, text)) = file {
             let name = name.to_owned();
@@ -295,6 +333,28 @@ impl Trust {
             t.require_signed_approvals = f.require_signed_approvals;
             if let Some(r) = f.roots {
                 t.roots = roots_policy(&name, r)?;
+            }
+            if let Some(c) = f.chain {
+                let agree = match &c.agree {
+                    None => None,
+                    Some(v) => Some(
+                        v.as_str()
+                            .map(str::to_owned)
+                            .or_else(|| v.as_integer().map(|k| k.to_string()))
+                            .unwrap_or_default()
+                            .parse()
+                            .map_err(|why| UsageError::Providers {
+                                what: format!("trust file {name}: [chain] agree"),
+                                why,
+                            })?,
+                    ),
+                };
+                t.chain = ChainPolicy {
+                    rpc: c.rpc,
+                    agree,
+                    min_confirmations: c.min_confirmations,
+                    unproven_anchors: c.unproven_anchors,
+                };
             }
             if let Some(c) = &f.contract {
                 let c = parse_addr(c, &format!("contract in {name}"))?;

@@ -58,6 +58,10 @@ pub struct Verdict {
     pub records: std::collections::BTreeMap<u64, afr_core::bundle::DisclosedLeaf>,
     /// Which roots held for each epoch, under the trust policy's rule ([`crate::roots`]).
     pub roots: Option<serde_json::Value>,
+    /// What the anchored roots rest on: the providers and whether they agreed, the header
+    /// hash of every block relied upon, each anchoring block's depth
+    /// ([`crate::archive::Archive::chain_json`]).
+    pub chain: Option<serde_json::Value>,
 }
 
 /// Where a verdict's anchored roots came from, and so what they rest on.
@@ -69,8 +73,16 @@ pub enum AnchorsFrom {
         /// The block read at.
         block: u64,
     },
-    /// An anchors file, taken as it is: its transactions, blocks and times were not checked
-    /// against any chain.
+    /// A proof archive (`afr-verify anchors`, version 3): every root re-proven offline from
+    /// the headers and proofs it holds; what is left to trust is the header hashes, listed.
+    Archive {
+        /// The file, as named.
+        path: String,
+        /// The verification block it was written at.
+        block: u64,
+    },
+    /// An anchors file without proofs (version 2), taken as it is because the user said so
+    /// (`--unproven-anchors`): its transactions, blocks and times were not checked.
     File {
         /// The file, as named.
         path: String,
@@ -84,6 +96,7 @@ impl AnchorsFrom {
     pub fn name(&self) -> &'static str {
         match self {
             AnchorsFrom::Chain { .. } => "chain",
+            AnchorsFrom::Archive { .. } => "archive",
             AnchorsFrom::File { .. } => "file",
         }
     }
@@ -92,7 +105,10 @@ impl AnchorsFrom {
     pub fn describe(&self) -> String {
         match self {
             AnchorsFrom::Chain { block } => format!(
-                "anchored roots read from the pinned chain at block {block}, each proven by a successful transaction the recorder sent (as the RPC endpoint answered)"
+                "anchored roots read from the pinned chain at block {block}, each proven against its block header: the recorder's signed transaction, its receipt and the contract's code (the header hashes are listed; the providers had to agree on them)"
+            ),
+            AnchorsFrom::Archive { path, block } => format!(
+                "anchored roots re-proven offline from the proof archive {path} (written at block {block}): each transaction, receipt and code hash checked against its header; the header hashes relied upon are listed, compare them with any node or explorer"
             ),
             AnchorsFrom::File { path, block } => format!(
                 "anchored roots taken AS IS from the anchors file {path} (it says block {block}): its transactions, blocks and times were NOT checked against any chain; a forged file would give the same verdict"
@@ -129,6 +145,7 @@ impl Verdict {
             approvals: Vec::new(),
             records: Default::default(),
             roots: None,
+            chain: None,
         }
     }
 
@@ -188,6 +205,7 @@ impl Verdict {
             approvals: Vec::new(),
             records: rep.leaves.clone(),
             roots: None,
+            chain: None,
         }
     }
 
@@ -250,6 +268,7 @@ impl Verdict {
             "anchors": self.anchors.iter().map(|(e, tx, b, i)| serde_json::json!({"epoch": e, "tx": tx, "block": b, "log_index": i})).collect::<Vec<_>>(),
             "anchors_from": self.anchors_from.as_ref().map(|a| match a {
                 AnchorsFrom::Chain { block } => serde_json::json!({"source": "chain", "block": block}),
+                AnchorsFrom::Archive { path, block } => serde_json::json!({"source": "archive", "path": path, "block": block, "checked_against_chain": false, "proofs_checked": true}),
                 AnchorsFrom::File { path, block } => serde_json::json!({"source": "file", "path": path, "block": block, "checked_against_chain": false}),
             }),
             "ran_against_rejection": self.approvals.iter().filter(|a| a.ran_against_rejection).map(|a| a.seq).collect::<Vec<_>>(),
@@ -257,6 +276,7 @@ impl Verdict {
             "capture": self.capture_json(),
             "approvals": self.approvals.iter().map(Approval::to_json).collect::<Vec<_>>(),
             "roots": self.roots,
+            "chain": self.chain,
             "records": self.records.iter().map(|(seq, r)| serde_json::json!({
                 "seq": seq,
                 "epoch": r.epoch,

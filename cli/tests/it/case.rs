@@ -225,7 +225,8 @@ fn case_file(tmp: &Path, name: &str, acme: &[&Path], globex: &[&Path]) -> PathBu
 
 fn rpc(chain: &Chain) -> Source<'_> {
     Source::Rpc {
-        url: &chain.url,
+        urls: std::slice::from_ref(&chain.url),
+        agree: afr_verify::Agree::All,
         block: None,
         from_block: 0,
     }

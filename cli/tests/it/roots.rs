@@ -696,7 +696,8 @@ fn chain_and_witnesses_under_one_rule_on_anvil() {
     disclose(&dir, "12", &b, None);
     let bundle = std::fs::read(&b).unwrap();
     let rpc = Source::Rpc {
-        url: &chain.url,
+        urls: std::slice::from_ref(&chain.url),
+        agree: afr_verify::Agree::All,
         block: None,
         from_block: 0,
     };

@@ -12,7 +12,7 @@ use afr_core::{Hash32, RecorderId};
 use super::{CaseReport, Checked, hex_id, judge::judge, time::TimeSrc};
 use crate::{
     Kind, Origin, PinnedSource, Source, Trust,
-    anchors::{Anchors, Rpc},
+    anchors::Rpc,
     error::{UsageError, VerifyError},
     verify_full,
 };
@@ -147,9 +147,11 @@ pub fn verify_case(case: &Case, src: Source<'_>) -> Result<CaseReport, VerifyErr
     // One block for the whole case: every bundle is read against the same chain state.
     let mut rpc = None;
     if let Some(s) = src
-        && let Origin::Rpc { url, block, .. } = s.origin()
+        && let Origin::Rpc { urls, block, .. } = s.origin()
     {
-        let (_, block) = Rpc::pinned(url, s.chain_id(), block)?;
+        let rpcs: Vec<Rpc> = urls.iter().map(|u| Rpc::new(u)).collect();
+        let refs: Vec<&Rpc> = rpcs.iter().collect();
+        let block = crate::providers::pinned_block(&refs, s.chain_id(), block)?;
         if !anchor_files.is_empty() {
             notes.push(format!(
                 "anchored roots read from the chain at block {block}; the anchors files were not used"
@@ -162,9 +164,9 @@ pub fn verify_case(case: &Case, src: Source<'_>) -> Result<CaseReport, VerifyErr
         BTreeMap::new();
     if rpc.is_none() {
         for &(by, p, pinned) in &anchor_files {
-            let a = Anchors::load(p)?;
+            let a = crate::archive::Loaded::read(p)?;
             let rec =
-                crate::verdict::parse_addr(&a.recorder, &format!("recorder of {}", p.display()))?;
+                crate::verdict::parse_addr(a.recorder(), &format!("recorder of {}", p.display()))?;
             if let Some(i) = by {
                 let lister = trust.parties.get(i);
                 if !lister.is_some_and(|l| l.recorders.contains(&rec)) {

@@ -19,8 +19,8 @@ pub struct Invocation {
     pub contract: Option<String>,
     /// `--recorder`.
     pub recorder: Option<String>,
-    /// `--rpc`: only its redacted form is written.
-    pub rpc: Option<String>,
+    /// `--rpc`, each: only their redacted forms are written.
+    pub rpc: Vec<String>,
     /// `--block`.
     pub block: Option<u64>,
     /// `--from-block`.
@@ -54,8 +54,10 @@ impl Invocation {
         }
         a.extend(pins.iter().cloned());
         let mut source = Vec::new();
-        if let Some(url) = &self.rpc {
+        for url in &self.rpc {
             source.extend(["--rpc".into(), afr_core::redact_url(url)]);
+        }
+        if !self.rpc.is_empty() {
             if let Some(b) = self.block {
                 source.extend(["--block".into(), b.to_string()]);
             }
@@ -69,19 +71,19 @@ impl Invocation {
         a.extend(source);
         out.push(shell_line(&a));
         // Air-gapped: fetch the anchors once, then verify offline.
-        if let (Some(url), Some(rec), Some(chain), "log" | "bundle") =
-            (&self.rpc, &self.recorder, self.chain_id, self.command)
+        if let (false, Some(rec), Some(chain), "log" | "bundle") =
+            (self.rpc.is_empty(), &self.recorder, self.chain_id, self.command)
         {
-            let mut f: Vec<String> = vec![
-                "afr-verify".into(),
-                "anchors".into(),
-                "--rpc".into(),
-                afr_core::redact_url(url),
+            let mut f: Vec<String> = vec!["afr-verify".into(), "anchors".into()];
+            for url in &self.rpc {
+                f.extend(["--rpc".into(), afr_core::redact_url(url)]);
+            }
+            f.extend([
                 "--chain-id".into(),
                 chain.to_string(),
                 "--recorder".into(),
                 rec.clone(),
-            ];
+            ]);
             if let Some(c) = &self.contract {
                 f.extend(["--contract".into(), c.clone()]);
             }
@@ -129,7 +131,7 @@ mod tests {
             files: vec!["case one.bundle".into()],
             chain_id: Some(10),
             recorder: Some("0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266".into()),
-            rpc: Some("https://rpc.example/v2/SECRETKEY?k=1".into()),
+            rpc: vec!["https://rpc.example/v2/SECRETKEY?k=1".into()],
             ..Invocation::default()
         };
         let c = inv.commands();

@@ -421,11 +421,80 @@ fn anchor_rows(ev: &Evidence<'_>, party_col: bool, rows: &mut usize) -> String {
 
 /// Where one piece of evidence's anchored roots came from, for the banner and the anchors
 /// table; empty when none were compared.
+/// The providers and the header hashes the anchored roots rest on (`Verdict::chain`): what a
+/// reader compares with any node or explorer.
+fn chain_html(v: &Verdict) -> String {
+    let Some(c) = &v.chain else {
+        return String::new();
+    };
+    let mut out = String::new();
+    if let Some(ps) = c["providers"].as_array().filter(|p| !p.is_empty()) {
+        let items: String = ps
+            .iter()
+            .take(MAX_LIST)
+            .map(|p| {
+                let agreed = p["agreed"].as_bool() == Some(true);
+                format!(
+                    "<li>{} <span class=\"{}\">{}</span>{}</li>",
+                    esc(p["endpoint"].as_str().unwrap_or("?")),
+                    if agreed { "ok" } else { "err" },
+                    if agreed { "agreed" } else { "did not agree" },
+                    p["detail"]
+                        .as_str()
+                        .map(|d| format!(": {}", esc(d)))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "<br>Providers (rule: {}):<ul>{items}</ul>",
+            esc(c["rule"].as_str().unwrap_or("?"))
+        ));
+    }
+    if let Some(hs) = c["headers"].as_object().filter(|h| !h.is_empty()) {
+        let depth: std::collections::BTreeMap<u64, &serde_json::Value> = c["depth"]
+            .as_array()
+            .map(|d| {
+                d.iter()
+                    .filter_map(|x| Some((x["block"].as_u64()?, x)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let rows: String = hs
+            .iter()
+            .take(MAX_LIST)
+            .map(|(n, h)| {
+                let d = n.parse::<u64>().ok().and_then(|b| depth.get(&b));
+                format!(
+                    "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                    esc(n),
+                    esc(h.as_str().unwrap_or("?")),
+                    d.and_then(|d| d["confirmations"].as_u64())
+                        .map_or("?".into(), |c| c.to_string()),
+                    match d.and_then(|d| d["finalized"].as_bool()) {
+                        Some(true) => "yes",
+                        Some(false) => "no",
+                        None => "not said",
+                    }
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "<br>Block headers relied upon (compare with any node or explorer):<table><tr><th>block</th><th>hash</th><th>confirmations</th><th>finalized</th></tr>{rows}</table>"
+        ));
+    }
+    out
+}
+
 pub(super) fn anchors_from_html(v: &Verdict) -> String {
     match &v.anchors_from {
         None => String::new(),
-        Some(a @ crate::AnchorsFrom::Chain { .. }) => {
-            format!("<span class=\"meta\">{}</span>", esc(&a.describe()))
+        Some(a @ (crate::AnchorsFrom::Chain { .. } | crate::AnchorsFrom::Archive { .. })) => {
+            format!(
+                "<span class=\"meta\">{}</span>{}",
+                esc(&a.describe()),
+                chain_html(v)
+            )
         }
         Some(a @ crate::AnchorsFrom::File { .. }) => {
             format!("<b class=\"err\">{}</b>", esc(&a.describe()))
@@ -488,7 +557,7 @@ pub(super) fn reverify_html(inv: &Invocation) -> String {
     }
     s.push_str("</pre><p class=\"meta\">Add <code>--json</code> for one JSON object, <code>--html FILE</code> or \
                 <code>--pdf FILE</code> for this report. Exit codes: 0 verified, 1 tampered, 2 incomplete.");
-    if inv.rpc.is_some() {
+    if !inv.rpc.is_empty() {
         s.push_str(
             " The endpoint is shown by scheme, host and port only (a hosted endpoint's path or query may hold an API key): use your own node or endpoint of the same chain.",
         );

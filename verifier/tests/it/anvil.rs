@@ -13,18 +13,18 @@ use afr_verify::{Kind, Source, Trust};
 
 use super::assert_incomplete;
 
-const KEY: &str = afr_testkit::DEV_KEY;
-const ADDR: &str = afr_testkit::DEV_ADDR;
+pub(crate) const KEY: &str = afr_testkit::DEV_KEY;
+pub(crate) const ADDR: &str = afr_testkit::DEV_ADDR;
 /// Anvil's second dev account: a victim who never sends a transaction.
-const VICTIM: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+pub(crate) const VICTIM: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 
 /// Runs `cast` and returns its stdout as JSON (or as a JSON string if it is not JSON).
-fn cast(args: &[&str]) -> serde_json::Value {
+pub(crate) fn cast(args: &[&str]) -> serde_json::Value {
     let out = afr_testkit::cast(args);
     serde_json::from_str(&out).unwrap_or(serde_json::Value::String(out))
 }
 
-fn send(url: &str, args: &[&str]) -> serde_json::Value {
+pub(crate) fn send(url: &str, args: &[&str]) -> serde_json::Value {
     let mut a = vec!["send", "--json", "--rpc-url", url, "--private-key", KEY];
     a.extend_from_slice(args);
     let r = cast(&a);
@@ -32,14 +32,14 @@ fn send(url: &str, args: &[&str]) -> serde_json::Value {
     r
 }
 
-fn artifact(field: &str) -> String {
+pub(crate) fn artifact(field: &str) -> String {
     let v: serde_json::Value = serde_json::from_str(ARTIFACT).unwrap();
     v[field]["object"].as_str().unwrap().to_owned()
 }
 
 /// Deploys the checked-in AfrAnchor artifact with a plain `cast send --create` (not the
 /// canonical address); returns its address.
-fn deploy(url: &str) -> String {
+pub(crate) fn deploy(url: &str) -> String {
     send(url, &["--create", &artifact("bytecode")])["contractAddress"]
         .as_str()
         .unwrap()
@@ -56,7 +56,7 @@ pub(crate) fn deploy_canonical(url: &str) {
     send(url, &[afr_core::deployment::CREATE2_DEPLOYER, &data]);
 }
 
-fn run(args: &[&std::ffi::OsStr]) -> (i32, serde_json::Value, String) {
+pub(crate) fn run(args: &[&std::ffi::OsStr]) -> (i32, serde_json::Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_afr-verify"))
         .args(args)
         .output()
@@ -67,11 +67,11 @@ fn run(args: &[&std::ffi::OsStr]) -> (i32, serde_json::Value, String) {
     (out.status.code().unwrap(), v, text)
 }
 
-fn os(args: &[&str]) -> Vec<std::ffi::OsString> {
+pub(crate) fn os(args: &[&str]) -> Vec<std::ffi::OsString> {
     args.iter().map(std::ffi::OsString::from).collect()
 }
 
-fn verify_cli(cmd: &str, file: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
+pub(crate) fn verify_cli(cmd: &str, file: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
     let mut a = vec![std::ffi::OsString::from(cmd), file.as_os_str().to_owned()];
     a.extend(os(args));
     let a: Vec<&std::ffi::OsStr> = a.iter().map(|s| s.as_os_str()).collect();
@@ -104,18 +104,18 @@ fn anchors_args(url: &str, contract: &str, out: &str) -> Vec<std::ffi::OsString>
     os(&a)
 }
 
-fn hx(h: &Hash32) -> String {
+pub(crate) fn hx(h: &Hash32) -> String {
     format!("0x{h}")
 }
 
-fn addr(s: &str) -> [u8; 20] {
+pub(crate) fn addr(s: &str) -> [u8; 20] {
     let mut a = [0u8; 20];
     hex::decode_to_slice(&s[2..], &mut a).unwrap();
     a
 }
 
 /// An honest history of at least `epochs` epochs for `recorder`.
-fn history(recorder: [u8; 20], epochs: usize) -> (History, u64) {
+pub(crate) fn history(recorder: [u8; 20], epochs: usize) -> (History, u64) {
     let mut seed = 1;
     loop {
         let h = History::random(&mut Rng::new(seed), recorder);
@@ -515,7 +515,8 @@ fn lib_verify(kind: Kind, bytes: &[u8], url: &str, contract: &str) -> Outcome {
         bytes,
         &trust,
         Source::Rpc {
-            url,
+            urls: &[url.to_owned()],
+            agree: afr_verify::Agree::All,
             block: None,
             from_block: 0,
         },
