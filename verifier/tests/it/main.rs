@@ -9,7 +9,9 @@
 mod anvil;
 mod approvals;
 mod case;
+mod hostile_rpc;
 mod report;
+mod rpc_proxy;
 mod testdata;
 
 use std::process::Command;
