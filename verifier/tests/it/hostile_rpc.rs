@@ -725,6 +725,9 @@ fn honest_providers_and_the_proof_archive_verify_offline() {
     assert_eq!(code, 1, "{v}");
 }
 
+/// An edit of a parsed archive.
+type Edit<'a> = dyn Fn(&mut Value) + 'a;
+
 /// Flips one hex digit in the middle of the longest hex string inside `v`.
 fn flip(v: &mut Value) {
     fn longest(v: &mut Value) -> Option<&mut String> {
@@ -810,7 +813,7 @@ fn forged_and_truncated_archives_never_verify() {
 
     // One byte inside the receipt, a receipt proof node, a transaction proof node, the
     // transaction, the account proof.
-    let cases: [(&str, &dyn Fn(&mut Value)); 5] = [
+    let cases: [(&str, &Edit<'_>); 5] = [
         ("receipt", &|v: &mut Value| {
             flip(&mut v["txs"][0]["receipt"])
         }),

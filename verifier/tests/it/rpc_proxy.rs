@@ -116,10 +116,7 @@ fn serve(conn: TcpStream, shared: &Shared) {
         return;
     };
     let mut reader = BufReader::new(conn);
-    loop {
-        let Some(req) = read_request(&mut reader, &shared.stop) else {
-            break;
-        };
+    while let Some(req) = read_request(&mut reader, &shared.stop) {
         let (status, body) = match req.body {
             Err(status) => (status, String::new()),
             Ok(body) => match answer(&body, shared) {
