@@ -158,14 +158,25 @@ impl Archive {
             .ok_or("the AfrAnchor artifact this verifier was built with is unreadable")?;
         let mut problems = Vec::new();
         let mut headers = BTreeMap::new();
-        let mut blocks = BTreeMap::new();
+        // Each block's header, and whether the contract's code in it is proven AfrAnchor's.
+        let mut blocks: BTreeMap<u64, (eth::Block, Result<(), String>)> = BTreeMap::new();
         for (n, b) in &self.blocks {
-            let checked = (|| {
-                let rlp = unhex(&b.header, "header")?;
-                let h = eth::decode_header(&rlp)?;
-                if h.number != *n {
-                    return Err(format!("the header kept as block {n} is block {}", h.number));
+            let header = unhex(&b.header, "header").and_then(|rlp| eth::decode_header(&rlp));
+            let h = match header {
+                Ok(h) if h.number == *n => h,
+                Ok(h) => {
+                    problems.push(format!(
+                        "block {n} of the archive not used: its header is block {}",
+                        h.number
+                    ));
+                    continue;
                 }
+                Err(why) => {
+                    problems.push(format!("block {n} of the archive not used: {why}"));
+                    continue;
+                }
+            };
+            let code = (|| {
                 let account = unhex(&b.account, "account")?;
                 let proof = nodes(&b.account_proof, "account proof node")?;
                 let code = eth::proven_code_hash(h.state_root, &contract_b, &account, &proof)?;
@@ -174,27 +185,27 @@ impl Archive {
                         "the code at {contract} in block {n} is not AfrAnchor's, so its logs prove nothing"
                     ));
                 }
-                Ok(h)
+                Ok(())
             })();
-            match checked {
-                Ok(h) => {
-                    headers.insert(*n, hex0(h.hash.as_slice()));
-                    blocks.insert(*n, h);
-                }
-                Err(why) => problems.push(format!("block {n} of the archive not used: {why}")),
-            }
+            headers.insert(*n, hex0(h.hash.as_slice()));
+            blocks.insert(*n, (h, code));
         }
         let mut roots: BTreeMap<u64, AnchorProof> = BTreeMap::new();
         let mut used = std::collections::BTreeSet::new();
         for t in &self.txs {
-            let Some(h) = blocks.get(&t.block) else {
+            let Some((h, code)) = blocks.get(&t.block) else {
                 problems.push(format!(
                     "transaction {} of block {} not used: the archive proves no header for that block",
                     t.index, t.block
                 ));
                 continue;
             };
-            match prove_tx(t, h, chain_id, &contract_b, recorder) {
+            // The transaction's own failure first (the most specific reason), then the code's.
+            match prove_tx(t, h, chain_id, &contract_b, recorder).and_then(|ok| {
+                code.clone()
+                    .map(|()| ok)
+                    .map_err(|why| format!("the block's state does not prove the contract: {why}"))
+            }) {
                 Ok((tx_hash, logs)) => {
                     used.insert(t.block);
                     for (pos, epoch, root) in logs {
@@ -222,6 +233,7 @@ impl Archive {
                 )),
             }
         }
+        headers.retain(|n, _| used.contains(n));
         let mut depth = Vec::new();
         for b in &used {
             let confirmations = self.block.saturating_sub(*b).saturating_add(1);
@@ -246,18 +258,27 @@ impl Archive {
             p.block <= self.block
                 && self.block.saturating_sub(p.block).saturating_add(1) >= min_confirmations
         });
+        // The summary must be what the proofs hold: an archive that says otherwise was edited,
+        // and none of its roots count.
+        let mut contradicts = false;
         for (e, claimed) in &self.roots {
             match roots.get(e) {
                 None => problems.push(format!(
                     "the archive claims a root for epoch {e} that no proof in it holds: not counted"
                 )),
-                Some(p) if p.root != claimed.root.to_ascii_lowercase() => problems.push(format!(
-                    "the archive claims root {} for epoch {e}, but its proofs hold {}",
-                    afr_core::text::escape(&claimed.root),
-                    p.root
-                )),
+                Some(p) if p.root != claimed.root.to_ascii_lowercase() => {
+                    contradicts = true;
+                    problems.push(format!(
+                        "the archive claims root {} for epoch {e}, but its proofs hold {}: the archive contradicts itself, none of its roots count",
+                        afr_core::text::escape(&claimed.root),
+                        p.root
+                    ));
+                }
                 Some(_) => {}
             }
+        }
+        if contradicts {
+            roots.clear();
         }
         let anchors = Anchors {
             version: crate::anchors::ANCHORS_FILE_VERSION,

@@ -522,6 +522,7 @@ fn case(a: CaseArgs) -> Result<ExitCode> {
             block: a.chain.block,
             from_block: a.chain.from_block,
             anchors: a.anchors.iter().map(|p| show(p)).collect(),
+            unproven_anchors: a.unproven_anchors,
             digests,
         };
         afr_verify::report::case_html(&r, &inv, checked_at)
@@ -606,6 +607,7 @@ fn check(kind: Kind, a: &CheckArgs) -> Result<ExitCode> {
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect(),
+            unproven_anchors: src.unproven_anchors,
             digests: vec![(name, bytes.len() as u64, afr_core::hash::sha256(&[&bytes]))],
         };
         afr_verify::report::verdict_html(&e, &trust, &inv, checked_at)

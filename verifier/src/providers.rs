@@ -384,7 +384,7 @@ pub fn prove(
         // Each provider's view of the same blocks and logs.
         let view_of = |q: usize| -> std::result::Result<View, String> {
             let mut hs = hashes(rpcs[q], &numbers).map_err(|e| e.to_string())?;
-            let head = hs.remove(&block).unwrap_or_else(|| "none".into());
+            let head = hs.get(&block).cloned().unwrap_or_else(|| "none".into());
             hs.retain(|b, _| collected.blocks.contains_key(b));
             let logs = if q == p {
                 collected.logs.clone()

@@ -27,6 +27,8 @@ pub struct Invocation {
     pub from_block: u64,
     /// `--anchors` (one for a log or a bundle; any number for a case).
     pub anchors: Vec<String>,
+    /// `--unproven-anchors`.
+    pub unproven_anchors: bool,
     /// The evidence files read: name, size and SHA-256 of the very bytes verified (hashed as
     /// they were read for verification, never read again), so the reader knows which bytes
     /// were judged.
@@ -67,6 +69,9 @@ impl Invocation {
         }
         for f in &self.anchors {
             source.extend(["--anchors".into(), f.clone()]);
+        }
+        if self.unproven_anchors && !self.anchors.is_empty() {
+            source.push("--unproven-anchors".into());
         }
         a.extend(source);
         out.push(shell_line(&a));

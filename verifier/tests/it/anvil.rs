@@ -332,7 +332,10 @@ fn verifies_against_roots_anchored_on_a_real_chain() {
     };
     let (code, v, _) = off(&["--chain-id", "31337", "--contract", &contract]);
     assert_eq!(code, 0, "{v}");
-    assert!(v["notes"].to_string().contains("TRUSTED"), "{v}");
+    // A proof archive: re-proven offline, the header hashes listed.
+    assert!(v["notes"].to_string().contains("re-proven offline"), "{v}");
+    assert_eq!(v["anchors_from"]["source"], "archive", "{v}");
+    assert!(!v["chain"]["headers"].as_object().unwrap().is_empty(), "{v}");
     let (code, v, _) = off(&["--chain-id", "1", "--contract", &contract]);
     assert_eq!(code, 2, "another chain's anchors: {v}");
     let (code, v, _) = off(&["--chain-id", "31337"]);

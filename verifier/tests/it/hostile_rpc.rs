@@ -963,7 +963,9 @@ fn too_few_confirmations_do_not_count() {
     let trust = a.tmp.path().join("trust.toml");
     std::fs::write(
         &trust,
-        format!("chain_id = 31337\ncontract = \"{c}\"\n[chain]\nmin_confirmations = 1000\n"),
+        format!(
+            "chain_id = 31337\ncontract = \"{c}\"\n[chain]\nmin_confirmations = 1000\n[[party]]\nname = \"operator\"\nrecorders = [\"{ADDR}\"]\n"
+        ),
     )
     .unwrap();
     let (code, v, text) = check(
@@ -974,8 +976,6 @@ fn too_few_confirmations_do_not_count() {
             trust.to_str().unwrap(),
             "--rpc",
             &url,
-            "--recorder",
-            ADDR,
             "--json",
         ],
     );

@@ -356,6 +356,8 @@ fn testdata_reports_of_a_tampered_bundle_and_an_honest_log() {
         "31337",
         "--recorder",
         "0xa1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1",
+        // The catalogue's anchors file is version 2: taken as it is.
+        "--unproven-anchors",
     ];
     let run = |kind: &str, file: &str, html: &Path| {
         let mut a = os(&[kind, file]);
@@ -381,7 +383,7 @@ fn testdata_reports_of_a_tampered_bundle_and_an_honest_log() {
     says(
         &t,
         &format!(
-            "afr-verify bundle matrix-bundle-edit-record.bundle --chain-id 31337 --recorder {} --anchors anchors.json",
+            "afr-verify bundle matrix-bundle-edit-record.bundle --chain-id 31337 --recorder {} --anchors anchors.json --unproven-anchors",
             pins[5]
         ),
     );
@@ -418,6 +420,7 @@ fn log_report_shows_its_records_within_the_bounds() {
         "big.afr",
         "--anchors",
         "anchors.json",
+        "--unproven-anchors",
         "--chain-id",
         "31337",
         "--recorder",
@@ -539,6 +542,7 @@ fn hostile_bundle_renders_inert_and_bounded() {
     a.push(file.into());
     a.extend(os(&["--anchors"]));
     a.push(anchors_file.into());
+    a.extend(os(&["--unproven-anchors"]));
     a.extend(os(&[
         "--chain-id",
         "31337",
@@ -704,7 +708,8 @@ fn case_report_shows_each_party_and_the_delegation_graph() {
     }
     drop((a, b));
     std::fs::write(dir.join("case.toml"), parties).unwrap();
-    let args = os(&["case", "case.toml", "--html", "case.html"]);
+    // Version-2 anchors files (roots assumed anchored): taken as they are.
+    let args = os(&["case", "case.toml", "--unproven-anchors", "--html", "case.html"]);
     let (code, stdout, stderr) = afr_verify(dir, &refs(&args));
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.starts_with("CASE VERIFIED\n"), "{stdout}");
