@@ -486,7 +486,7 @@ mod tests {
     #[test]
     fn prices_follow_the_stated_formulas() {
         let a = CostArgs {
-            rpc: Vec::new(),
+            rpc: None,
             with_anchor_key: false,
             anvil: None,
             batch: 10,
