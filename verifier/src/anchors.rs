@@ -294,7 +294,11 @@ impl Rpc {
         serde_json::from_str(&text).map_err(|source| Malformed::NotJson { call, source }.into())
     }
 
-    pub(crate) fn call(&self, method: &str, params: serde_json::Value) -> Result<serde_json::Value> {
+    pub(crate) fn call(
+        &self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<serde_json::Value> {
         let body =
             serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
                 .to_string();
@@ -309,7 +313,10 @@ impl Rpc {
     }
 
     /// Sends many calls as JSON-RPC batches of at most 256; results in request order.
-    pub(crate) fn call_batch(&self, calls: &[(&str, serde_json::Value)]) -> Result<Vec<serde_json::Value>> {
+    pub(crate) fn call_batch(
+        &self,
+        calls: &[(&str, serde_json::Value)],
+    ) -> Result<Vec<serde_json::Value>> {
         let mut out = Vec::with_capacity(calls.len());
         for chunk in calls.chunks(256) {
             let base = out.len();

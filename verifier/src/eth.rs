@@ -21,8 +21,8 @@
 
 use std::collections::BTreeMap;
 
-use alloy_consensus::{Header, ReceiptEnvelope, Transaction as _, TxEnvelope};
 use alloy_consensus::transaction::SignerRecoverable as _;
+use alloy_consensus::{Header, ReceiptEnvelope, Transaction as _, TxEnvelope};
 use alloy_eips::eip2718::Decodable2718 as _;
 use alloy_primitives::{B256, Bytes, U256, keccak256};
 use alloy_rlp::{Decodable as _, Encodable as _};
@@ -308,7 +308,10 @@ pub fn account_rlp(p: &serde_json::Value) -> Result<Vec<u8>, String> {
     Ok(list(&[
         rlp_of(&quantity_u64(&p["nonce"], "the account's nonce")?),
         rlp_of(&balance),
-        rlp_of(&bytes_n::<32>(&p["storageHash"], "the account's storageHash")?),
+        rlp_of(&bytes_n::<32>(
+            &p["storageHash"],
+            "the account's storageHash",
+        )?),
         rlp_of(&bytes_n::<32>(&p["codeHash"], "the account's codeHash")?),
     ]))
 }

@@ -272,7 +272,12 @@ fn finish(
                     } else {
                         match loaded {
                             archive::Loaded::Archive(a) => {
-                                match a.check(chain_id, &contract, &rec, trust.chain.min_confirmations) {
+                                match a.check(
+                                    chain_id,
+                                    &contract,
+                                    &rec,
+                                    trust.chain.min_confirmations,
+                                ) {
                                     Ok(p) => {
                                         v.notes.push(format!(
                                             "anchors: re-proven offline from the proof archive {} (chain {chain_id}, contract {contract} ({which}), written at block {} with hash {}, {} provider(s), rule {}); the header hashes relied upon are listed",

@@ -451,10 +451,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     source,
                 })?;
             println!(
-                "{} proven anchored roots of recorder {} (head {:?}) at block {} ({}) of chain {}, with {} block header(s) and their proofs, written to {}",
+                "{} proven anchored roots of recorder {} (head {}) at block {} ({}) of chain {}, with {} block header(s) and their proofs, written to {}",
                 a.roots.len(),
                 a.recorder,
-                a.roots.keys().next_back(),
+                a.roots
+                    .keys()
+                    .next_back()
+                    .map_or("none".into(), |h| format!("epoch {h}")),
                 a.block,
                 a.block_hash,
                 a.chain_id,
@@ -495,7 +498,13 @@ fn case(a: CaseArgs) -> Result<ExitCode> {
     c.loose.extend(files);
     c.anchors.extend(a.anchors.iter().cloned());
     a.chain.apply(&mut c.trust, a.unproven_anchors);
-    let r = verify_case(&c, a.chain.source(&c.trust).unwrap_or(Source::None))?;
+    // Anchors files on the command line win over the trust file's providers, as in `check`.
+    let src = if a.anchors.is_empty() || !a.chain.rpc.is_empty() {
+        a.chain.source(&c.trust)
+    } else {
+        None
+    };
+    let r = verify_case(&c, src.unwrap_or(Source::None))?;
     let checked_at = now_us();
     if a.json {
         println!("{}", afr_core::text::escape_json(&r.to_json().to_string()));
@@ -560,9 +569,11 @@ fn check(kind: Kind, a: &CheckArgs) -> Result<ExitCode> {
     let mut trust = pins.trust()?;
     src.chain.apply(&mut trust, src.unproven_anchors);
     let trust = trust;
-    let source = match (src.chain.source(&trust), &src.anchors) {
-        (Some(chain), _) => chain,
-        (None, Some(p)) => Source::File(p),
+    // An anchors file given on the command line wins over the trust file's providers (the
+    // flag `--rpc` conflicts with it): an offline run stays offline.
+    let source = match (&src.anchors, src.chain.source(&trust)) {
+        (Some(p), _) => Source::File(p),
+        (None, Some(chain)) => chain,
         (None, None) => Source::None,
     };
     // Refused before the file is read: a source of anchors without a pinned chain.
@@ -593,13 +604,16 @@ fn check(kind: Kind, a: &CheckArgs) -> Result<ExitCode> {
             chain_id: pins.chain_id,
             contract: pins.contract.clone(),
             recorder: pins.recorder.clone(),
-            rpc: src.chain.source(&trust).map_or_else(Vec::new, |_| {
-                if src.chain.rpc.is_empty() {
-                    trust.chain.rpc.clone()
-                } else {
-                    src.chain.rpc.clone()
+            rpc: match (&src.anchors, src.chain.source(&trust)) {
+                (None, Some(_)) => {
+                    if src.chain.rpc.is_empty() {
+                        trust.chain.rpc.clone()
+                    } else {
+                        src.chain.rpc.clone()
+                    }
                 }
-            }),
+                _ => Vec::new(),
+            },
             block: src.chain.block,
             from_block: src.chain.from_block,
             anchors: src

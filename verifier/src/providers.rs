@@ -48,7 +48,9 @@ impl std::str::FromStr for Agree {
             "all" => Ok(Agree::All),
             k => match k.parse::<usize>() {
                 Ok(k) if k >= 1 => Ok(Agree::AtLeast(k)),
-                _ => Err(format!("{k:?} is neither \"all\" nor a number of providers of at least 1")),
+                _ => Err(format!(
+                    "{k:?} is neither \"all\" nor a number of providers of at least 1"
+                )),
             },
         }
     }
@@ -152,7 +154,12 @@ fn log_set(
 }
 
 /// Everything one provider can prove about `cands`, block by block.
-fn collect(rpc: &Rpc, contract: &str, cands: &[Candidate], ignored: &mut Vec<String>) -> Result<Collected> {
+fn collect(
+    rpc: &Rpc,
+    contract: &str,
+    cands: &[Candidate],
+    ignored: &mut Vec<String>,
+) -> Result<Collected> {
     let contract_l = contract.to_ascii_lowercase();
     let logs: BTreeSet<(u64, String, u64)> = cands
         .iter()
@@ -222,7 +229,9 @@ fn collect(rpc: &Rpc, contract: &str, cands: &[Candidate], ignored: &mut Vec<Str
         {
             Ok(r) => r,
             Err(why) => {
-                ignored.push(format!("the Anchored logs of block {b} not counted: a receipt: {why}"));
+                ignored.push(format!(
+                    "the Anchored logs of block {b} not counted: a receipt: {why}"
+                ));
                 continue;
             }
         };
@@ -348,24 +357,32 @@ pub fn prove(
                         pinned: chain_id,
                     });
                 }
-                reports[i].detail = Some(format!("serves chain {served}, not the pinned {chain_id}"));
+                reports[i].detail =
+                    Some(format!("serves chain {served}, not the pinned {chain_id}"));
             }
             Err(e) => {
                 if n == 1 {
                     return Err(e);
                 }
-                reports[i].detail = Some(format!("did not answer: {}", afr_core::redact_urls_in(&e.to_string())));
+                reports[i].detail = Some(format!(
+                    "did not answer: {}",
+                    afr_core::redact_urls_in(&e.to_string())
+                ));
             }
         }
     }
     let mut best: Option<(usize, Archive, Vec<String>)> = None;
     let mut views: BTreeMap<usize, std::result::Result<View, String>> = BTreeMap::new();
     for &p in &live {
-        let (cands, mut ignored) = match log_set(rpcs[p], contract, recorder, (from, block), epochs) {
+        let (cands, mut ignored) = match log_set(rpcs[p], contract, recorder, (from, block), epochs)
+        {
             Ok(x) => x,
             Err(e) if n == 1 => return Err(e),
             Err(e) => {
-                reports[p].detail = Some(format!("did not answer: {}", afr_core::redact_urls_in(&e.to_string())));
+                reports[p].detail = Some(format!(
+                    "did not answer: {}",
+                    afr_core::redact_urls_in(&e.to_string())
+                ));
                 continue;
             }
         };
@@ -373,7 +390,10 @@ pub fn prove(
             Ok(c) => c,
             Err(e) if n == 1 => return Err(e),
             Err(e) => {
-                reports[p].detail = Some(format!("did not answer: {}", afr_core::redact_urls_in(&e.to_string())));
+                reports[p].detail = Some(format!(
+                    "did not answer: {}",
+                    afr_core::redact_urls_in(&e.to_string())
+                ));
                 continue;
             }
         };
@@ -393,7 +413,11 @@ pub fn prove(
                     .map_err(|e| e.to_string())?;
                 c.iter().map(|c| (c.epoch, c.tx.clone(), c.block)).collect()
             };
-            Ok(View { head, blocks: hs, logs })
+            Ok(View {
+                head,
+                blocks: hs,
+                logs,
+            })
         };
         views.clear();
         for &q in &live {
@@ -429,7 +453,10 @@ pub fn prove(
             txs: collected.txs,
         };
         let met = agreeing.len() >= needed;
-        if best.as_ref().is_none_or(|(count, ..)| agreeing.len() > *count) {
+        if best
+            .as_ref()
+            .is_none_or(|(count, ..)| agreeing.len() > *count)
+        {
             for (q, r) in reports.iter_mut().enumerate() {
                 if !live.contains(&q) {
                     continue;
@@ -450,7 +477,13 @@ pub fn prove(
     let Some((count, mut archive, ignored)) = best else {
         let why = reports
             .iter()
-            .map(|r| format!("{}: {}", r.endpoint, r.detail.as_deref().unwrap_or("no answer")))
+            .map(|r| {
+                format!(
+                    "{}: {}",
+                    r.endpoint,
+                    r.detail.as_deref().unwrap_or("no answer")
+                )
+            })
             .collect::<Vec<_>>()
             .join("; ");
         return Ok((
@@ -480,7 +513,10 @@ pub fn prove(
             continue;
         }
         match r
-            .call("eth_getBlockByNumber", serde_json::json!(["finalized", false]))
+            .call(
+                "eth_getBlockByNumber",
+                serde_json::json!(["finalized", false]),
+            )
             .ok()
             .and_then(|v| quantity(&v["number"], "number").ok())
         {
@@ -495,7 +531,13 @@ pub fn prove(
             .providers
             .iter()
             .filter(|r| !r.agreed)
-            .map(|r| format!("{} ({})", r.endpoint, r.detail.as_deref().unwrap_or("disagrees")))
+            .map(|r| {
+                format!(
+                    "{} ({})",
+                    r.endpoint,
+                    r.detail.as_deref().unwrap_or("disagrees")
+                )
+            })
             .collect();
         format!(
             "the providers do not agree as the rule ({}) requires: {count} of {n} agree; {}",
@@ -541,7 +583,10 @@ fn disagreement(mine: &View, other: &View) -> String {
 
 /// [`prove`], then the archive checked as a file is ([`Archive::check`]): the anchors, the
 /// evidence and what was not counted. When the rule is not met no root counts.
-#[expect(clippy::too_many_arguments, reason = "the pins, the range and the rule, as prove takes them")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the pins, the range and the rule, as prove takes them"
+)]
 pub fn fetch(
     rpcs: &[&Rpc],
     rule: Agree,

@@ -370,6 +370,26 @@ impl Verdict {
         for n in &self.notes {
             let _ = writeln!(out, "  {}", escape(n));
         }
+        if let Some(c) = &self.chain {
+            for p in c["providers"].as_array().into_iter().flatten() {
+                if p["agreed"].as_bool() != Some(true) {
+                    let _ = writeln!(
+                        out,
+                        "  provider {} did not agree: {}",
+                        escape(p["endpoint"].as_str().unwrap_or("?")),
+                        escape(p["detail"].as_str().unwrap_or("no detail"))
+                    );
+                }
+            }
+            for (n, h) in c["headers"].as_object().into_iter().flatten() {
+                let _ = writeln!(
+                    out,
+                    "  header relied upon: block {} hash {} (compare with any node or explorer)",
+                    escape(n),
+                    escape(h.as_str().unwrap_or("?"))
+                );
+            }
+        }
         for a in &self.approvals {
             let _ = writeln!(out, "  {}", a.to_text());
         }

@@ -76,9 +76,12 @@ impl Invocation {
         a.extend(source);
         out.push(shell_line(&a));
         // Air-gapped: fetch the anchors once, then verify offline.
-        if let (false, Some(rec), Some(chain), "log" | "bundle") =
-            (self.rpc.is_empty(), &self.recorder, self.chain_id, self.command)
-        {
+        if let (false, Some(rec), Some(chain), "log" | "bundle") = (
+            self.rpc.is_empty(),
+            &self.recorder,
+            self.chain_id,
+            self.command,
+        ) {
             let mut f: Vec<String> = vec!["afr-verify".into(), "anchors".into()];
             for url in &self.rpc {
                 f.extend(["--rpc".into(), afr_core::redact_url(url)]);
