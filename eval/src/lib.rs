@@ -14,12 +14,14 @@
 //! | [`scale_bench`] | the growth curve: 1M and 10M events through every step |
 //! | [`serve_bench`] | a real `afr serve` over its socket beside the in-process recorder |
 //! | [`witness_bench`] | checkpoints, witness round trips and timestamps per sealed epoch |
+//! | [`anchors_bench`] | anchor proofs (#33): added time and bytes per anchored epoch |
 //! | [`report`], [`svg`] | `docs/evaluation.md` and its plots |
 //!
 //! Histories are built through the core's sequencer (`afr_core::sequencer`), like the
 //! recorder's, so an attack on them is an attack on what the recorder writes.
 
 pub mod anchored;
+pub mod anchors_bench;
 pub mod bench;
 pub mod cost;
 pub mod hook_bench;

@@ -8,8 +8,8 @@ use std::{
 };
 
 use afr_eval::{
-    bench, cost, hook_bench, matrix, mcp_bench, otlp_bench, query_bench, report, scale_bench,
-    scenarios, serve_bench, synth, witness_bench,
+    anchors_bench, bench, cost, hook_bench, matrix, mcp_bench, otlp_bench, query_bench, report,
+    scale_bench, scenarios, serve_bench, synth, witness_bench,
 };
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -96,6 +96,10 @@ enum BenchCmd {
     /// consistency proof; round trips to two real `afr witness serve`; their CPU per
     /// cosignature; RFC 3161 round trips; whole `afr witness` passes.
     Witness(witness_bench::WitnessBench),
+    /// The anchor proofs (issue #33) on a real anvil: the proven fetch beside the bare
+    /// answers read before it, time and bytes added per anchored epoch, the archive's size
+    /// and its offline re-check, for 1 and 100 epochs per transaction.
+    Anchors(anchors_bench::AnchorsBench),
 }
 
 fn main() -> ExitCode {
@@ -171,5 +175,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Bench {
             what: BenchCmd::Witness(b),
         } => witness_bench::run(&b),
+        Cmd::Bench {
+            what: BenchCmd::Anchors(b),
+        } => anchors_bench::run(&b),
     }
 }
