@@ -235,6 +235,11 @@ fn rpc(chain: &Chain) -> Source<'_> {
 /// The roots of recorder `rec` proven anchored on `chain` (by its own transactions), read at
 /// the latest block.
 fn proven(chain: &Chain, rec: &str) -> Anchors {
+    fetched(chain, rec).anchors
+}
+
+/// What [`proven`] reads, with the headers and proofs it rests on.
+fn fetched(chain: &Chain, rec: &str) -> afr_verify::anchors::Fetched {
     let (rpc, block) = afr_verify::anchors::Rpc::pinned(&chain.url, 31337, None).unwrap();
     rpc.fetch(
         31337,
@@ -244,7 +249,6 @@ fn proven(chain: &Chain, rec: &str) -> Anchors {
         None,
     )
     .unwrap()
-    .anchors
 }
 
 fn verify(case: &Path, chain: &Chain) -> CaseReport {
@@ -362,13 +366,17 @@ fn an_honest_case_verifies_and_withheld_or_foreign_evidence_does_not() {
     let r = loose(vec![bb.clone(), ab.clone()]);
     assert_outcomes(&r, Verified, &[("Acme", Verified), ("Globex", Verified)]);
 
-    // Offline, from anchors files fetched once: each keeps its blocks' times.
+    // Offline, from proof archives fetched once: each block's time comes from its header.
     let mut anchors = Vec::new();
     for rec in [DEV_ADDR, ADDR_B] {
-        let f = proven(&chain, rec);
-        assert!(f.roots.values().all(|p| p.block_time.is_some()), "{f:?}");
+        let f = fetched(&chain, rec);
+        assert!(
+            f.anchors.roots.values().all(|p| p.block_time.is_some()),
+            "{:?}",
+            f.anchors
+        );
         let p = t.join(format!("{rec}.anchors.json"));
-        std::fs::write(&p, serde_json::to_string(&f).unwrap()).unwrap();
+        std::fs::write(&p, serde_json::to_string(&f.archive).unwrap()).unwrap();
         anchors.push(p);
     }
     let mut offline = Case::load(&case, None, None).unwrap();
@@ -378,7 +386,7 @@ fn an_honest_case_verifies_and_withheld_or_foreign_evidence_does_not() {
     for p in r.involved() {
         let notes = &p.bundles[0].verdict.notes;
         assert!(
-            notes.iter().any(|n| n.contains("TRUSTED the anchors file")),
+            notes.iter().any(|n| n.contains("re-proven offline from the proof archive")),
             "{notes:?}"
         );
     }
@@ -601,9 +609,11 @@ fn the_honest_side_is_never_convicted_by_the_other_sides_clock() {
     assert_outcomes(&r, Tampered, &[("Acme", Tampered), ("Globex", Verified)]);
     assert_failure(&r, "Acme", "delegation-time", "event 0");
     assert_reports(&r, "anchored its own epoch 0");
-    // Offline, from anchors files without block times: no time rule can blame anyone, and the
-    // clock disagreement makes the case incomplete, not Globex tampered.
+    // Offline, from anchors files without block times (version 2, taken as they are): no time
+    // rule can blame anyone, and the clock disagreement makes the case incomplete, not Globex
+    // tampered.
     let mut offline = Case::load(&case, None, None).unwrap();
+    offline.trust.chain.unproven_anchors = true;
     for rec in [DEV_ADDR, ADDR_B] {
         let mut f = proven(&chain, rec);
         for p in f.roots.values_mut() {
@@ -786,6 +796,7 @@ fn one_partys_anchors_file_never_speaks_for_another_party() {
     let text = |globex_anchors: &str| {
         format!(
             "chain_id = 31337\n\
+             [chain]\nunproven_anchors = true\n\
              [[party]]\nname = \"Acme\"\nrecorders = [\"{DEV_ADDR}\"]\nbundles = [\"acme.bundle\"]\n\
              anchors = [\"acme.anchors.json\", \"forged-globex.anchors.json\"]\n\
              [[party]]\nname = \"Globex\"\nrecorders = [\"{ADDR_B}\"]\nbundles = [\"globex.bundle\"]\n\
@@ -991,6 +1002,8 @@ fn the_report_says_what_it_did_not_check_and_what_ran_against_a_rejection() {
     )
     .unwrap();
     let mut case = Case::load(&case_file(t, "case.toml", &[&ab], &[&bb]), None, None).unwrap();
+    // A version-2 file, taken as it is (`--unproven-anchors`).
+    case.trust.chain.unproven_anchors = true;
     case.anchors.push(anchors);
     let r = verify_case(&case, Source::None).unwrap();
     let acme = party(&r, "Acme");
