@@ -298,15 +298,18 @@ impl Archive {
     }
 }
 
-/// The `Anchored` logs of `recorder` that transaction `t` proves in block `h`: (position in
-/// the receipt, epoch, root), and the transaction's hash.
+/// An `Anchored` log proven in a receipt: its position in the receipt, its epoch, its root.
+type ProvenLog = (u64, u64, Hash32);
+
+/// The `Anchored` logs of `recorder` that transaction `t` proves in block `h`, and the
+/// transaction's hash.
 fn prove_tx(
     t: &TxEvidence,
     h: &eth::Block,
     chain_id: u64,
     contract: &[u8; 20],
     recorder: &RecorderId,
-) -> Result<(String, Vec<(u64, u64, Hash32)>), String> {
+) -> Result<(String, Vec<ProvenLog>), String> {
     let key = eth::index_key(t.index);
     let raw = unhex(&t.raw, "transaction")?;
     eth::verify(

@@ -117,7 +117,7 @@ pub fn ordered_trie(values: &[Vec<u8>], targets: &[u64]) -> (B256, BTreeMap<u64,
         .zip(values)
         .map(|(i, v)| (Nibbles::unpack(index_key(i)), v))
         .collect();
-    leaves.sort_by(|a, b| a.0.cmp(&b.0));
+    leaves.sort_by_key(|l| l.0);
     let wanted: Vec<Nibbles> = targets
         .iter()
         .map(|i| Nibbles::unpack(index_key(*i)))

@@ -235,6 +235,14 @@ fn collect(
                 continue;
             }
         };
+        if receipts.len() != raws.len() {
+            ignored.push(format!(
+                "the Anchored logs of block {b} not counted: the provider gave {} receipts for {} transactions",
+                receipts.len(),
+                raws.len()
+            ));
+            continue;
+        }
         // The anchoring transactions, found by the hash of their bytes (not by what the
         // provider says their index is).
         let targets: Vec<u64> = (0u64..)
@@ -243,10 +251,10 @@ fn collect(
             .map(|(i, _)| i)
             .collect();
         for tx in wanted {
-            if !targets
-                .iter()
-                .any(|i| hex0(eth::keccak(&raws[*i as usize]).as_slice()) == *tx)
-            {
+            if !targets.iter().any(|i| {
+                raws.get(*i as usize)
+                    .is_some_and(|r| hex0(eth::keccak(r).as_slice()) == *tx)
+            }) {
                 ignored.push(format!(
                     "the Anchored log in transaction {tx} not counted: block {b} holds no transaction with that hash"
                 ));
@@ -298,12 +306,15 @@ fn collect(
                 .and_then(|l| quantity(&l["logIndex"], "logIndex").ok())
                 .unwrap_or(0);
             let hexes = |p: &Vec<Vec<u8>>| p.iter().map(|n| hex0(n)).collect::<Vec<_>>();
+            let (Some(raw), Some(receipt)) = (raws.get(idx), receipts.get(idx)) else {
+                continue;
+            };
             txs.push(TxEvidence {
                 block: *b,
                 index: i,
-                raw: hex0(&raws[idx]),
+                raw: hex0(raw),
                 tx_proof: tx_proofs.get(&i).map(hexes).unwrap_or_default(),
-                receipt: hex0(&receipts[idx]),
+                receipt: hex0(receipt),
                 receipt_proof: rc_proofs.get(&i).map(hexes).unwrap_or_default(),
                 first_log_index,
             });
@@ -316,6 +327,10 @@ fn collect(
 /// `rule`, at `block`, from block `from`; `epochs` as [`Rpc::fetch`] takes it. Each provider
 /// must serve `chain_id`. The second value: why the rule was not met (the archive's roots
 /// must then not count), and the logs ignored.
+#[expect(
+    clippy::indexing_slicing,
+    reason = "indices of rpcs and reports (as long as each other) taken from enumerate"
+)]
 pub fn prove(
     rpcs: &[&Rpc],
     rule: Agree,

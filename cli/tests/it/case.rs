@@ -386,7 +386,9 @@ fn an_honest_case_verifies_and_withheld_or_foreign_evidence_does_not() {
     for p in r.involved() {
         let notes = &p.bundles[0].verdict.notes;
         assert!(
-            notes.iter().any(|n| n.contains("re-proven offline from the proof archive")),
+            notes
+                .iter()
+                .any(|n| n.contains("re-proven offline from the proof archive")),
             "{notes:?}"
         );
     }

@@ -71,7 +71,11 @@ pub(crate) fn os(args: &[&str]) -> Vec<std::ffi::OsString> {
     args.iter().map(std::ffi::OsString::from).collect()
 }
 
-pub(crate) fn verify_cli(cmd: &str, file: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
+pub(crate) fn verify_cli(
+    cmd: &str,
+    file: &Path,
+    args: &[&str],
+) -> (i32, serde_json::Value, String) {
     let mut a = vec![std::ffi::OsString::from(cmd), file.as_os_str().to_owned()];
     a.extend(os(args));
     let a: Vec<&std::ffi::OsStr> = a.iter().map(|s| s.as_os_str()).collect();
@@ -335,7 +339,10 @@ fn verifies_against_roots_anchored_on_a_real_chain() {
     // A proof archive: re-proven offline, the header hashes listed.
     assert!(v["notes"].to_string().contains("re-proven offline"), "{v}");
     assert_eq!(v["anchors_from"]["source"], "archive", "{v}");
-    assert!(!v["chain"]["headers"].as_object().unwrap().is_empty(), "{v}");
+    assert!(
+        !v["chain"]["headers"].as_object().unwrap().is_empty(),
+        "{v}"
+    );
     let (code, v, _) = off(&["--chain-id", "1", "--contract", &contract]);
     assert_eq!(code, 2, "another chain's anchors: {v}");
     let (code, v, _) = off(&["--chain-id", "31337"]);

@@ -971,13 +971,7 @@ fn too_few_confirmations_do_not_count() {
     let (code, v, text) = check(
         "log",
         &a.file,
-        &[
-            "--trust",
-            trust.to_str().unwrap(),
-            "--rpc",
-            &url,
-            "--json",
-        ],
+        &["--trust", trust.to_str().unwrap(), "--rpc", &url, "--json"],
     );
     assert_eq!(code, 2, "{text}");
     assert!(v["checks"]["anchored-root"].is_null(), "{v}");

@@ -119,7 +119,13 @@ fn verify(args: &[&std::ffi::OsStr]) -> (i32, serde_json::Value) {
     let rec = format!("0x{}", hex::encode(RECORDER));
     let pins: Vec<&str> = if args.iter().any(|a| *a == "--anchors") {
         // The files here are version 2 (roots without proofs): taken as they are.
-        vec!["--chain-id", "31337", "--recorder", &rec, "--unproven-anchors"]
+        vec![
+            "--chain-id",
+            "31337",
+            "--recorder",
+            &rec,
+            "--unproven-anchors",
+        ]
     } else {
         vec![]
     };

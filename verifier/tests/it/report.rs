@@ -709,7 +709,13 @@ fn case_report_shows_each_party_and_the_delegation_graph() {
     drop((a, b));
     std::fs::write(dir.join("case.toml"), parties).unwrap();
     // Version-2 anchors files (roots assumed anchored): taken as they are.
-    let args = os(&["case", "case.toml", "--unproven-anchors", "--html", "case.html"]);
+    let args = os(&[
+        "case",
+        "case.toml",
+        "--unproven-anchors",
+        "--html",
+        "case.html",
+    ]);
     let (code, stdout, stderr) = afr_verify(dir, &refs(&args));
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.starts_with("CASE VERIFIED\n"), "{stdout}");
