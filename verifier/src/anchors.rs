@@ -189,8 +189,10 @@ pub struct Fetched {
     pub ignored: Vec<String>,
     /// The headers and proofs the anchors rest on (what `afr-verify anchors` writes).
     pub archive: crate::archive::Archive,
-    /// Header hashes relied upon, and the anchoring blocks' depth.
-    pub proven: crate::archive::Proven,
+    /// The header hash of every block relied upon, by number.
+    pub headers: BTreeMap<u64, String>,
+    /// Confirmations of each anchoring block relied upon.
+    pub depth: Vec<crate::archive::Depth>,
     /// Why the providers' agreement rule was not met, if it was not.
     pub unmet: Option<String>,
 }
@@ -247,18 +249,24 @@ impl Rpc {
     /// read at: `block` if given, else its latest.
     pub fn pinned(url: &str, chain_id: u64, block: Option<u64>) -> Result<(Rpc, u64), VerifyError> {
         let rpc = Rpc::new(url);
-        let served = rpc.chain_id()?;
+        let block = rpc.block_on(chain_id, block)?;
+        Ok((rpc, block))
+    }
+
+    /// The block to read at once this endpoint says it serves `chain_id`: `block` if given,
+    /// else its latest.
+    pub(crate) fn block_on(&self, chain_id: u64, block: Option<u64>) -> Result<u64> {
+        let served = self.chain_id()?;
         if served != chain_id {
             return Err(VerifyError::ChainMismatch {
                 served,
                 pinned: chain_id,
             });
         }
-        let block = match block {
-            Some(b) => b,
-            None => rpc.latest_block()?,
-        };
-        Ok((rpc, block))
+        match block {
+            Some(b) => Ok(b),
+            None => self.latest_block(),
+        }
     }
 
     fn post(&self, body: String, call: String) -> Result<serde_json::Value> {

@@ -157,7 +157,6 @@ impl Archive {
             .map(|c| eth::keccak(&c))
             .ok_or("the AfrAnchor artifact this verifier was built with is unreadable")?;
         let mut problems = Vec::new();
-        let mut headers = BTreeMap::new();
         // Each block's header, and whether the contract's code in it is proven AfrAnchor's.
         let mut blocks: BTreeMap<u64, (eth::Block, Result<(), String>)> = BTreeMap::new();
         for (n, b) in &self.blocks {
@@ -187,7 +186,6 @@ impl Archive {
                 }
                 Ok(())
             })();
-            headers.insert(*n, hex0(h.hash.as_slice()));
             blocks.insert(*n, (h, code));
         }
         let mut roots: BTreeMap<u64, AnchorProof> = BTreeMap::new();
@@ -233,7 +231,12 @@ impl Archive {
                 )),
             }
         }
-        headers.retain(|n, _| used.contains(n));
+        let headers: BTreeMap<u64, String> = used
+            .iter()
+            .filter_map(|n| Some((*n, hex0(blocks.get(n)?.0.hash.as_slice()))))
+            .collect();
+        // The anchoring blocks deep enough to count.
+        let mut counted = std::collections::BTreeSet::new();
         let mut depth = Vec::new();
         for b in &used {
             let confirmations = self.block.saturating_sub(*b).saturating_add(1);
@@ -247,6 +250,8 @@ impl Archive {
                 problems.push(format!(
                     "block {b} has {confirmations} confirmations, fewer than the {min_confirmations} required: its anchors not counted"
                 ));
+            } else {
+                counted.insert(*b);
             }
             depth.push(Depth {
                 block: *b,
@@ -254,10 +259,7 @@ impl Archive {
                 finalized,
             });
         }
-        roots.retain(|_, p| {
-            p.block <= self.block
-                && self.block.saturating_sub(p.block).saturating_add(1) >= min_confirmations
-        });
+        roots.retain(|_, p| counted.contains(&p.block));
         // The summary must be what the proofs hold: an archive that says otherwise was edited,
         // and none of its roots count.
         let mut contradicts = false;
@@ -448,7 +450,12 @@ impl Archive {
     /// What the verdict says of the chain (`"chain"` in `--json`): the rule, each provider,
     /// the verification block, the header hash of every block relied upon, the depth of
     /// each anchoring block.
-    pub fn chain_json(&self, proven: &Proven, source: &str) -> serde_json::Value {
+    pub fn chain_json(
+        &self,
+        headers: &BTreeMap<u64, String>,
+        depth: &[Depth],
+        source: &str,
+    ) -> serde_json::Value {
         serde_json::json!({
             "source": source,
             "rule": self.rule,
@@ -456,8 +463,8 @@ impl Archive {
             "block_hash": self.block_hash,
             "finalized": self.finalized,
             "providers": self.providers,
-            "headers": proven.headers.iter().map(|(n, h)| (n.to_string(), serde_json::json!(h))).collect::<serde_json::Map<_, _>>(),
-            "depth": proven.depth,
+            "headers": headers.iter().map(|(n, h)| (n.to_string(), serde_json::json!(h))).collect::<serde_json::Map<_, _>>(),
+            "depth": depth,
         })
     }
 }

@@ -242,7 +242,7 @@ fn finish(
                             f.archive.rule
                         ));
                         v.anchors_from = Some(verdict::AnchorsFrom::Chain { block });
-                        v.chain = Some(f.archive.chain_json(&f.proven, "chain"));
+                        v.chain = Some(f.archive.chain_json(&f.headers, &f.depth, "chain"));
                         if let Some(why) = &f.unmet {
                             v.missing.push(why.clone());
                         }
@@ -297,7 +297,8 @@ fn finish(
                                             path: path.display().to_string(),
                                             block: a.block,
                                         });
-                                        v.chain = Some(a.chain_json(&p, "archive"));
+                                        v.chain =
+                                            Some(a.chain_json(&p.headers, &p.depth, "archive"));
                                         push_ignored(&mut v, &p.problems);
                                         Some(p.anchors)
                                     }

@@ -604,14 +604,9 @@ fn check(kind: Kind, a: &CheckArgs) -> Result<ExitCode> {
             chain_id: pins.chain_id,
             contract: pins.contract.clone(),
             recorder: pins.recorder.clone(),
-            rpc: match (&src.anchors, src.chain.source(&trust)) {
-                (None, Some(_)) => {
-                    if src.chain.rpc.is_empty() {
-                        trust.chain.rpc.clone()
-                    } else {
-                        src.chain.rpc.clone()
-                    }
-                }
+            // The endpoints actually read (the command line's, else the trust file's).
+            rpc: match source {
+                Source::Rpc { urls, .. } => urls.to_vec(),
                 _ => Vec::new(),
             },
             block: src.chain.block,

@@ -24,7 +24,7 @@ use afr_core::RecorderId;
 
 use crate::{
     anchors::{Candidate, Fetched, Rpc, quantity},
-    archive::{ARCHIVE_VERSION, Archive, BlockEvidence, ProviderReport, TxEvidence},
+    archive::{ARCHIVE_VERSION, Archive, BlockEvidence, Proven, ProviderReport, TxEvidence},
     error::{Malformed, RedactedUrl, VerifyError},
     eth::{self, hex0},
 };
@@ -89,7 +89,8 @@ struct View {
 struct Collected {
     blocks: BTreeMap<u64, BlockEvidence>,
     txs: Vec<TxEvidence>,
-    logs: BTreeSet<(u64, String, u64)>,
+    /// The hash of each block in `blocks`, computed from its header.
+    hashes: BTreeMap<u64, String>,
 }
 
 fn endpoint(rpc: &Rpc) -> String {
@@ -142,15 +143,47 @@ fn hashes(rpc: &Rpc, numbers: &[u64]) -> Result<BTreeMap<u64, String>> {
         .collect())
 }
 
-/// The candidate logs a provider returns, as (epoch, transaction, block).
-fn log_set(
-    rpc: &Rpc,
+/// One provider's candidate logs and the logs it ignored, or why it did not answer.
+type LogSet = std::result::Result<(Vec<Candidate>, Vec<String>), String>;
+
+/// The candidate logs as providers are compared on them: (epoch, transaction, block).
+fn log_keys(cands: &[Candidate]) -> BTreeSet<(u64, String, u64)> {
+    cands
+        .iter()
+        .map(|c| (c.epoch, c.tx.clone(), c.block))
+        .collect()
+}
+
+/// Why a provider's answer is missing, its URLs redacted.
+fn no_answer(e: &VerifyError) -> String {
+    format!(
+        "did not answer: {}",
+        afr_core::redact_urls_in(&e.to_string())
+    )
+}
+
+/// An archive of nothing proven yet: the pins, the block and the rule.
+fn empty_archive(
+    chain_id: u64,
     contract: &str,
     recorder: &RecorderId,
-    (from, block): (u64, u64),
-    epochs: Option<&BTreeSet<u64>>,
-) -> Result<(Vec<Candidate>, Vec<String>)> {
-    rpc.candidates(contract, recorder, (from, block), epochs)
+    block: u64,
+    rule: String,
+) -> Archive {
+    Archive {
+        version: ARCHIVE_VERSION,
+        chain_id,
+        contract: contract.to_ascii_lowercase(),
+        recorder: hex0(recorder),
+        block,
+        block_hash: "none".into(),
+        finalized: None,
+        rule,
+        providers: Vec::new(),
+        roots: BTreeMap::new(),
+        blocks: BTreeMap::new(),
+        txs: Vec::new(),
+    }
 }
 
 /// Everything one provider can prove about `cands`, block by block.
@@ -161,15 +194,12 @@ fn collect(
     ignored: &mut Vec<String>,
 ) -> Result<Collected> {
     let contract_l = contract.to_ascii_lowercase();
-    let logs: BTreeSet<(u64, String, u64)> = cands
-        .iter()
-        .map(|c| (c.epoch, c.tx.clone(), c.block))
-        .collect();
     let mut by_block: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
     for c in cands {
         by_block.entry(c.block).or_default().insert(c.tx.clone());
     }
     let mut blocks = BTreeMap::new();
+    let mut hashes = BTreeMap::new();
     let mut txs = Vec::new();
     for (b, wanted) in &by_block {
         let at = format!("0x{b:x}");
@@ -245,16 +275,17 @@ fn collect(
         }
         // The anchoring transactions, found by the hash of their bytes (not by what the
         // provider says their index is).
+        let tx_hashes: Vec<String> = raws
+            .iter()
+            .map(|r| hex0(eth::keccak(r).as_slice()))
+            .collect();
         let targets: Vec<u64> = (0u64..)
-            .zip(&raws)
-            .filter(|(_, r)| wanted.contains(&hex0(eth::keccak(r).as_slice())))
+            .zip(&tx_hashes)
+            .filter(|(_, h)| wanted.contains(*h))
             .map(|(i, _)| i)
             .collect();
         for tx in wanted {
-            if !targets.iter().any(|i| {
-                raws.get(*i as usize)
-                    .is_some_and(|r| hex0(eth::keccak(r).as_slice()) == *tx)
-            }) {
+            if !tx_hashes.contains(tx) {
                 ignored.push(format!(
                     "the Anchored log in transaction {tx} not counted: block {b} holds no transaction with that hash"
                 ));
@@ -289,6 +320,7 @@ fn collect(
                     .collect()
             })
             .unwrap_or_default();
+        hashes.insert(*b, hex0(header.hash.as_slice()));
         blocks.insert(
             *b,
             BlockEvidence {
@@ -320,7 +352,11 @@ fn collect(
             });
         }
     }
-    Ok(Collected { blocks, txs, logs })
+    Ok(Collected {
+        blocks,
+        txs,
+        hashes,
+    })
 }
 
 /// The proof archive of what `recorder` anchored on `contract`, read through `rpcs` under
@@ -341,13 +377,12 @@ pub fn prove(
     epochs: Option<&BTreeSet<u64>>,
 ) -> Result<(Archive, Option<String>, Vec<String>)> {
     let n = rpcs.len();
-    let needed = rule.needed(n).min(n.max(1));
-    if rule.needed(n) > n {
+    let needed = rule.needed(n);
+    if needed > n {
         return Err(crate::error::UsageError::Providers {
             what: "--agree".into(),
             why: format!(
-                "{} providers must agree, but {n} were given (give more with --rpc)",
-                rule.needed(n)
+                "{needed} providers must agree, but {n} were given (give more with --rpc)"
             ),
         }
         .into());
@@ -379,36 +414,38 @@ pub fn prove(
                 if n == 1 {
                     return Err(e);
                 }
-                reports[i].detail = Some(format!(
-                    "did not answer: {}",
-                    afr_core::redact_urls_in(&e.to_string())
-                ));
+                reports[i].detail = Some(no_answer(&e));
+            }
+        }
+    }
+    // Each live provider's candidate logs, read once whichever provider's answer is taken.
+    let mut log_sets: BTreeMap<usize, LogSet> = BTreeMap::new();
+    for &q in &live {
+        match rpcs[q].candidates(contract, recorder, (from, block), epochs) {
+            Ok(x) => {
+                log_sets.insert(q, Ok(x));
+            }
+            Err(e) if n == 1 => return Err(e),
+            Err(e) => {
+                log_sets.insert(q, Err(no_answer(&e)));
             }
         }
     }
     let mut best: Option<(usize, Archive, Vec<String>)> = None;
     let mut views: BTreeMap<usize, std::result::Result<View, String>> = BTreeMap::new();
     for &p in &live {
-        let (cands, mut ignored) = match log_set(rpcs[p], contract, recorder, (from, block), epochs)
-        {
-            Ok(x) => x,
-            Err(e) if n == 1 => return Err(e),
-            Err(e) => {
-                reports[p].detail = Some(format!(
-                    "did not answer: {}",
-                    afr_core::redact_urls_in(&e.to_string())
-                ));
-                continue;
+        let Some(Ok((cands, ignored))) = log_sets.get(&p) else {
+            if let Some(Err(why)) = log_sets.get(&p) {
+                reports[p].detail = Some(why.clone());
             }
+            continue;
         };
-        let collected = match collect(rpcs[p], contract, &cands, &mut ignored) {
+        let mut ignored = ignored.clone();
+        let collected = match collect(rpcs[p], contract, cands, &mut ignored) {
             Ok(c) => c,
             Err(e) if n == 1 => return Err(e),
             Err(e) => {
-                reports[p].detail = Some(format!(
-                    "did not answer: {}",
-                    afr_core::redact_urls_in(&e.to_string())
-                ));
+                reports[p].detail = Some(no_answer(&e));
                 continue;
             }
         };
@@ -418,16 +455,14 @@ pub fn prove(
         numbers.dedup();
         // Each provider's view of the same blocks and logs.
         let view_of = |q: usize| -> std::result::Result<View, String> {
-            let mut hs = hashes(rpcs[q], &numbers).map_err(|e| e.to_string())?;
+            let logs = match log_sets.get(&q) {
+                Some(Ok((c, _))) => log_keys(c),
+                Some(Err(why)) => return Err(why.clone()),
+                None => return Err("not read".into()),
+            };
+            let mut hs = hashes(rpcs[q], &numbers).map_err(|e| no_answer(&e))?;
             let head = hs.get(&block).cloned().unwrap_or_else(|| "none".into());
             hs.retain(|b, _| collected.blocks.contains_key(b));
-            let logs = if q == p {
-                collected.logs.clone()
-            } else {
-                let (c, _) = log_set(rpcs[q], contract, recorder, (from, block), epochs)
-                    .map_err(|e| e.to_string())?;
-                c.iter().map(|c| (c.epoch, c.tx.clone(), c.block)).collect()
-            };
             Ok(View {
                 head,
                 blocks: hs,
@@ -436,36 +471,23 @@ pub fn prove(
         };
         views.clear();
         for &q in &live {
-            views.insert(q, view_of(q).map_err(|e| afr_core::redact_urls_in(&e)));
+            views.insert(q, view_of(q));
         }
         let Some(Ok(mine)) = views.get(&p).cloned() else {
             continue;
         };
         // The primary's own hashes must be those of the headers it proved.
-        let proved_ok = collected.blocks.iter().all(|(b, ev)| {
-            eth::unhex(&ev.header, "header")
-                .ok()
-                .and_then(|h| eth::decode_header(&h).ok())
-                .is_some_and(|h| mine.blocks.get(b) == Some(&hex0(h.hash.as_slice())))
-        });
+        let proved_ok = mine.blocks == collected.hashes;
         let agreeing: Vec<usize> = live
             .iter()
             .copied()
             .filter(|q| proved_ok && views.get(q).is_some_and(|v| v.as_ref() == Ok(&mine)))
             .collect();
         let archive = Archive {
-            version: ARCHIVE_VERSION,
-            chain_id,
-            contract: contract.to_ascii_lowercase(),
-            recorder: hex0(recorder),
-            block,
             block_hash: mine.head.clone(),
-            finalized: None,
-            rule: rule.describe(n),
-            providers: Vec::new(),
-            roots: BTreeMap::new(),
             blocks: collected.blocks,
             txs: collected.txs,
+            ..empty_archive(chain_id, contract, recorder, block, rule.describe(n))
         };
         let met = agreeing.len() >= needed;
         if best
@@ -478,7 +500,7 @@ pub fn prove(
                 }
                 r.agreed = agreeing.contains(&q);
                 r.detail = match views.get(&q) {
-                    Some(Err(e)) => Some(format!("did not answer: {e}")),
+                    Some(Err(e)) => Some(e.clone()),
                     Some(Ok(v)) if !r.agreed => Some(disagreement(&mine, v)),
                     _ => None,
                 };
@@ -503,18 +525,8 @@ pub fn prove(
             .join("; ");
         return Ok((
             Archive {
-                version: ARCHIVE_VERSION,
-                chain_id,
-                contract: contract.to_ascii_lowercase(),
-                recorder: hex0(recorder),
-                block,
-                block_hash: "none".into(),
-                finalized: None,
-                rule: rule.describe(n),
                 providers: reports,
-                roots: BTreeMap::new(),
-                blocks: BTreeMap::new(),
-                txs: Vec::new(),
+                ..empty_archive(chain_id, contract, recorder, block, rule.describe(n))
             },
             Some(format!("no provider could be read: {why}")),
             Vec::new(),
@@ -614,20 +626,26 @@ pub fn fetch(
 ) -> Result<Fetched> {
     let (mut archive, unmet, mut ignored) =
         prove(rpcs, rule, chain_id, contract, recorder, range, epochs)?;
-    let mut proven = archive
+    let Proven {
+        mut anchors,
+        mut problems,
+        headers,
+        depth,
+    } = archive
         .check(chain_id, contract, recorder, min_confirmations)
         .map_err(|why| VerifyError::Evidence { why })?;
-    ignored.append(&mut proven.problems);
-    archive.roots = proven.anchors.roots.clone();
+    ignored.append(&mut problems);
+    archive.roots = anchors.roots.clone();
     if unmet.is_some() {
-        proven.anchors.roots.clear();
-        proven.anchors.head = None;
+        anchors.roots.clear();
+        anchors.head = None;
     }
     Ok(Fetched {
-        anchors: proven.anchors.clone(),
+        anchors,
         ignored,
         archive,
-        proven,
+        headers,
+        depth,
         unmet,
     })
 }
@@ -637,19 +655,7 @@ pub fn fetch(
 /// with several, [`resolve_block`] (each one's chain id is judged by [`prove`]).
 pub fn pinned_block(rpcs: &[&Rpc], chain_id: u64, block: Option<u64>) -> Result<u64> {
     match rpcs {
-        [one] => {
-            let served = one.chain_id()?;
-            if served != chain_id {
-                return Err(VerifyError::ChainMismatch {
-                    served,
-                    pinned: chain_id,
-                });
-            }
-            match block {
-                Some(b) => Ok(b),
-                None => one.latest_block(),
-            }
-        }
+        [one] => one.block_on(chain_id, block),
         [] => Err(crate::error::UsageError::Providers {
             what: "--rpc".into(),
             why: "no endpoint given".into(),
