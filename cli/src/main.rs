@@ -212,6 +212,11 @@ enum Cmd {
         /// witnessed checkpoint covering it (docs/spec/roots.md). Needs `afr witness` first.
         #[arg(long, value_name = "DIR")]
         tlog_proof: Option<PathBuf>,
+        /// Embed this proof archive (`afr-verify anchors --out FILE`: block headers and the
+        /// Merkle-Patricia proofs of the anchoring transactions) in the bundle, so that it can
+        /// be verified offline with no anchors file; the verifier re-proves it byte by byte.
+        #[arg(long, value_name = "FILE")]
+        anchor_proofs: Option<PathBuf>,
     },
     /// Destroy the key material of a sealed epoch: its payloads can never be decrypted again.
     Erase {
@@ -365,13 +370,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             with_keys,
             out,
             tlog_proof,
+            anchor_proofs,
         } => {
             let seqs = match (seq, chain) {
                 (Some(spec), _) => parse_seqs(&spec)?,
                 (None, Some(c)) => chain::seqs(&cli.dir, c)?,
                 (None, None) => anyhow::bail!("give --seq or --chain"),
             };
-            let code = disclose(&cli.dir, &seqs, with_keys, &out)?;
+            let code = disclose(&cli.dir, &seqs, with_keys, &out, anchor_proofs.as_deref())?;
             if let Some(d) = tlog_proof {
                 write_tlog_proofs(&cli.dir, &seqs, &d)?;
             }
@@ -803,22 +809,86 @@ fn parse_seqs(spec: &str) -> Result<Vec<u64>> {
     Ok(out)
 }
 
-fn disclose(dir: &Path, seqs: &[u64], with_keys: bool, out: &Path) -> Result<ExitCode> {
+fn disclose(
+    dir: &Path,
+    seqs: &[u64],
+    with_keys: bool,
+    out: &Path,
+    anchor_proofs: Option<&Path>,
+) -> Result<ExitCode> {
+    // Read and parsed before anything is disclosed: a bad file writes nothing.
+    let archive = anchor_proofs.map(read_proof_archive).transpose()?;
     let seqs = seqs.to_vec();
     let mut door = Door::reader(dir)?;
-    if let Some(c) = door.socket() {
-        return served::disclose(c, &seqs, with_keys, out);
+    let (bytes, counts, erased) = match door.socket() {
+        Some(c) => {
+            let (bytes, events, headers, erased) = served::disclose_bundle(c, &seqs, with_keys)?;
+            (bytes, (events, headers), erased)
+        }
+        None => {
+            let r = door.log().context("the store, read-only")?;
+            let bundle = r.disclose(&seqs, with_keys)?;
+            let counts = (bundle.events.len() as u64, bundle.headers.len() as u64);
+            (bundle.encode(), counts, bundle.erased)
+        }
+    };
+    let bytes = match &archive {
+        Some((raw, a)) => embed_proof_archive(&bytes, raw, a)?,
+        None => bytes,
+    };
+    write_disclosed(out, &bytes, counts, &erased, with_keys)
+}
+
+/// A proof archive file (version 3), its bytes and what it says.
+fn read_proof_archive(path: &Path) -> Result<(Vec<u8>, afr_verify::archive::Archive)> {
+    let raw = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let a = std::str::from_utf8(&raw)
+        .ok()
+        .and_then(|t| afr_verify::archive::Archive::parse(t).ok())
+        .with_context(|| {
+            format!(
+                "--anchor-proofs {}: not a proof archive (version 3, written by `afr-verify anchors --out`)",
+                esc(path.display())
+            )
+        })?;
+    Ok((raw, a))
+}
+
+/// `bundle` with the proof archive `raw` embedded, once the archive is for the bundle's
+/// recorder and proves at least one root of it (checked as the verifier will, against the
+/// archive's own chain and contract).
+fn embed_proof_archive(
+    bundle: &[u8],
+    raw: &[u8],
+    a: &afr_verify::archive::Archive,
+) -> Result<Vec<u8>> {
+    let recorder = afr_core::bundle::verify_bundle(bundle)
+        .recorder
+        .context("the bundle names no recorder")?;
+    if !a
+        .recorder
+        .eq_ignore_ascii_case(&format!("0x{}", hex::encode(recorder)))
+    {
+        anyhow::bail!(
+            "--anchor-proofs: the archive is for recorder {}, not this store's 0x{}",
+            esc(&a.recorder),
+            hex::encode(recorder)
+        );
     }
-    let r = door.log().context("the store, read-only")?;
-    let bundle = r.disclose(&seqs, with_keys)?;
-    let bytes = bundle.encode();
-    write_disclosed(
-        out,
-        &bytes,
-        (bundle.events.len() as u64, bundle.headers.len() as u64),
-        &bundle.erased,
-        with_keys,
-    )
+    let proven = a
+        .check(a.chain_id, &a.contract, &recorder, 0)
+        .map_err(|why| anyhow::anyhow!("--anchor-proofs: the archive contradicts itself: {why}"))?;
+    for why in proven.problems.iter().take(10) {
+        eprintln!("afr disclose: anchor proofs: {}", esc(why));
+    }
+    println!(
+        "embedded anchor proofs of {} epochs (chain {}, block {}, {} block headers)",
+        proven.anchors.roots.len(),
+        a.chain_id,
+        a.block,
+        a.blocks.len()
+    );
+    Ok(afr_core::bundle::embed_anchor_proofs(bundle, raw)?)
 }
 
 /// `afr disclose --tlog-proof DIR`: one `c2sp.org/tlog-proof@v1` per disclosed event that a

@@ -83,7 +83,7 @@ pub fn export(c: &mut Client, out: &Path) -> Result<ExitCode> {
 }
 
 /// The bundle of `seqs` from `POST /v1/disclose`: its bytes, events, headers, erased epochs.
-fn disclose_bundle(
+pub fn disclose_bundle(
     c: &mut Client,
     seqs: &[u64],
     with_keys: bool,
@@ -115,12 +115,6 @@ fn disclose_bundle(
         n("afr-bundle-headers"),
         erased,
     ))
-}
-
-/// `afr disclose` through the server.
-pub fn disclose(c: &mut Client, seqs: &[u64], with_keys: bool, out: &Path) -> Result<ExitCode> {
-    let (bytes, events, headers, erased) = disclose_bundle(c, seqs, with_keys)?;
-    crate::write_disclosed(out, &bytes, (events, headers), &erased, with_keys)
 }
 
 /// `afr query` through the server (the query already parsed locally).

@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! ["afr-bundle", 2, recorder: bstr(20)]                                  start
+//! ["anchor-proofs", archive: bstr]         0 or 1, right after the start frame (v4)
 //! ["header", header]                       × every epoch 0 ..= the last disclosed epoch
 //! ["erased", [* epoch]]                    epochs claimed crypto-erased, strictly ascending
 //! ["checkpoint", note: tstr, [* bstr(32)], [* [tsa: tstr, token: bstr]]]   × 0 or more (v3)
@@ -17,7 +18,10 @@
 //! commitments and keys by opening them, totals by counting. Version 1 also carried a creation
 //! time and "anchor" frames naming transactions; nothing checked them, so a mutated bundle
 //! could still verify, and version 2 dropped both: where a root was anchored is read from the
-//! chain by the verifier, not from the file.
+//! chain by the verifier, not from the file. Version 4's `anchor-proofs` frame is not such a
+//! claim: it holds a proof archive (`docs/spec/anchor-proofs.md`: block headers and the
+//! Merkle-Patricia proofs of the anchoring transactions), which the verifier re-proves
+//! offline, byte by byte, when no chain is read; this crate only carries its bytes.
 //!
 //! Every header from epoch 0 is included so the back-pointer chain can be checked from the
 //! first epoch to the last disclosed one; headers are 165 bytes of public metadata. An event
@@ -46,9 +50,12 @@ use crate::{
 /// Magic of the start frame.
 pub const BUNDLE_MAGIC: &str = "afr-bundle";
 /// Version of the bundle container (the records and headers inside keep
-/// [`crate::FORMAT_VERSION`]). Version 3 adds `checkpoint` frames; a bundle without one is
-/// still written as version 2, which this reader also reads.
-pub const BUNDLE_VERSION: u64 = 3;
+/// [`crate::FORMAT_VERSION`]). Version 3 adds `checkpoint` frames, version 4 the
+/// `anchor-proofs` frame ([`embed_anchor_proofs`]); a bundle without either is still written
+/// as version 2, which this reader also reads.
+pub const BUNDLE_VERSION: u64 = 4;
+/// Largest `anchor-proofs` frame read, in bytes.
+pub const MAX_ANCHOR_PROOFS: usize = 32 << 20;
 /// Most checkpoint frames, timestamp tokens per frame, and bytes of one token or note.
 const MAX_CHECKPOINTS: u64 = 64;
 const MAX_TOKENS: u64 = 16;
@@ -108,11 +115,7 @@ impl Bundle {
         let mut w = Writer::with_capacity(4096);
         w.array(3);
         w.text(BUNDLE_MAGIC);
-        w.uint(if self.checkpoints.is_empty() {
-            2
-        } else {
-            BUNDLE_VERSION
-        });
+        w.uint(if self.checkpoints.is_empty() { 2 } else { 3 });
         w.bytes(&self.recorder);
         for h in &self.headers {
             w.array(2);
@@ -217,6 +220,43 @@ pub struct BundleReport {
     /// The checkpoint frames as read (unverified: the verifier checks them under its trust
     /// policy).
     pub checkpoints: Vec<CheckpointFrame>,
+    /// The `anchor-proofs` frame's bytes as read (a proof archive, unverified here).
+    pub anchor_proofs: Option<Vec<u8>>,
+}
+
+/// `bundle` with `archive` (a proof archive's bytes) in an `anchor-proofs` frame right after
+/// its start frame, as version 4. Refused: bytes that are not a bundle, a bundle that already
+/// carries one, an archive over [`MAX_ANCHOR_PROOFS`].
+pub fn embed_anchor_proofs(bundle: &[u8], archive: &[u8]) -> Result<Vec<u8>, CborError> {
+    if archive.len() > MAX_ANCHOR_PROOFS {
+        return Err(CborError::Malformed(format!(
+            "anchor proofs of {} bytes: at most {MAX_ANCHOR_PROOFS}",
+            archive.len()
+        )));
+    }
+    let mut r = Reader::new(bundle);
+    if r.array()? != 3 || r.text()? != BUNDLE_MAGIC {
+        return Err(CborError::Malformed("not an afr bundle".into()));
+    }
+    let version = r.uint()?;
+    if version >= 4 {
+        return Err(CborError::Malformed(
+            "the bundle is version 4 already (it may carry anchor proofs)".into(),
+        ));
+    }
+    let recorder: RecorderId = r.fixed()?;
+    let rest = bundle.get(r.position()..).ok_or(CborError::Truncated)?;
+    let mut w = Writer::with_capacity(bundle.len() + archive.len() + 64);
+    w.array(3);
+    w.text(BUNDLE_MAGIC);
+    w.uint(4);
+    w.bytes(&recorder);
+    w.array(2);
+    w.text("anchor-proofs");
+    w.bytes(archive);
+    let mut out = w.buf;
+    out.extend_from_slice(rest);
+    Ok(out)
 }
 
 fn fail(location: Location, check: Check, detail: &str) -> Failure {
@@ -244,6 +284,7 @@ pub fn verify_bundle(bytes: &[u8]) -> BundleReport {
         erased: Vec::new(),
         erasures: Vec::new(),
         checkpoints: Vec::new(),
+        anchor_proofs: None,
     };
     match run(bytes, &mut rep) {
         Ok(()) if !rep.missing.is_empty() => rep.outcome = Outcome::Incomplete,
@@ -333,6 +374,23 @@ fn run(bytes: &[u8], rep: &mut BundleReport) -> Result<(), Failure> {
         let n = r.array().map_err(|e| m(&r, e))?;
         let tag = r.text().map_err(|e| m(&r, e))?;
         match (tag, n) {
+            ("anchor-proofs", 2)
+                if version >= 4
+                    && headers.is_empty()
+                    && erased.is_none()
+                    && rep.anchor_proofs.is_none() =>
+            {
+                let b = r.bytes().map_err(|e| m(&r, e))?;
+                if b.len() > MAX_ANCHOR_PROOFS {
+                    return Err(m(
+                        &r,
+                        CborError::Malformed(format!(
+                            "anchor-proofs frame over {MAX_ANCHOR_PROOFS} bytes"
+                        )),
+                    ));
+                }
+                rep.anchor_proofs = Some(b.to_vec());
+            }
             ("header", 2) => {
                 let h = EpochHeader::read(&mut r).map_err(|e| m(&r, e))?;
                 let at = Location::Epoch(h.epoch);
@@ -750,6 +808,42 @@ mod tests {
             (f.check, f.location),
             (Check::BackPointer, Location::Epoch(0))
         );
+    }
+
+    #[test]
+    fn anchor_proofs_ride_in_their_own_frame_after_the_start_only() {
+        let plain = sample(true).encode();
+        let honest = verify_bundle(&plain);
+        let archive = br#"{"version":3}"#;
+        let with = embed_anchor_proofs(&plain, archive).unwrap();
+        let rep = verify_bundle(&with);
+        assert_eq!(rep.outcome, honest.outcome);
+        assert_eq!(rep.epoch_roots, honest.epoch_roots);
+        assert_eq!(rep.anchor_proofs.as_deref(), Some(&archive[..]));
+        assert!(honest.anchor_proofs.is_none());
+        // Once only, and only in a bundle.
+        assert!(embed_anchor_proofs(&with, archive).is_err());
+        assert!(embed_anchor_proofs(b"junk", archive).is_err());
+        // The frame in a version-2 bundle is an unknown frame: tampered.
+        let mut v2 = with.clone();
+        let at = 1 + 1 + BUNDLE_MAGIC.len();
+        assert_eq!(v2[at], 4);
+        v2[at] = 2;
+        assert_eq!(verify_bundle(&v2).outcome, Outcome::Tampered);
+        // After the headers it is out of place: tampered.
+        let mut w = Writer::with_capacity(64);
+        w.array(2);
+        w.text("anchor-proofs");
+        w.bytes(archive);
+        let frame = w.buf;
+        let start_len = 1 + 1 + BUNDLE_MAGIC.len() + 1 + 21;
+        let mut late = with[..start_len].to_vec();
+        let rest = &plain[start_len..];
+        let header_len = crate::cbor::item_len(rest).unwrap();
+        late.extend_from_slice(&rest[..header_len]);
+        late.extend_from_slice(&frame);
+        late.extend_from_slice(&rest[header_len..]);
+        assert_eq!(verify_bundle(&late).outcome, Outcome::Tampered);
     }
 
     proptest! {

@@ -153,6 +153,90 @@ pub fn verify_log_file(
     finish(Kind::Log, Verdict::from_log(&rep), None, trust, src).map(|c| c.verdict)
 }
 
+/// What a proof archive is checked against: the pins, and how the contract was named.
+struct ArchivePins<'a> {
+    chain_id: u64,
+    contract: &'a str,
+    recorder: afr_core::RecorderId,
+    which: &'a str,
+    min_confirmations: u64,
+}
+
+impl ArchivePins<'_> {
+    /// Whether evidence named `name` is for another chain or contract than the pinned ones
+    /// (said in `v.missing`).
+    fn mismatch(&self, v: &mut Verdict, name: &str, chain_id: u64, contract: &str) -> bool {
+        if chain_id != self.chain_id {
+            v.missing.push(format!(
+                "{name} is for chain {chain_id}, not the pinned chain {}: anchored roots not checked",
+                self.chain_id
+            ));
+            true
+        } else if !contract.eq_ignore_ascii_case(self.contract) {
+            v.missing.push(format!(
+                "{name} is for contract {}, not the pinned {}: anchored roots not checked",
+                afr_core::text::escape(contract),
+                self.contract
+            ));
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The roots proof archive `a` (named `name`, shown as `path`) proves under `pins`, re-proven
+/// offline ([`archive::Archive::check`]); what it rests on goes into `v`.
+fn from_archive(
+    v: &mut Verdict,
+    a: &archive::Archive,
+    name: &str,
+    path: String,
+    pins: &ArchivePins<'_>,
+) -> Option<Anchors> {
+    if pins.mismatch(v, name, a.chain_id, &a.contract) {
+        return None;
+    }
+    match a.check(
+        pins.chain_id,
+        pins.contract,
+        &pins.recorder,
+        pins.min_confirmations,
+    ) {
+        Ok(p) => {
+            v.notes.push(format!(
+                "anchors: re-proven offline from {name} (chain {}, contract {} ({}), written at block {} with hash {}, {} provider(s), rule {}); the header hashes relied upon are listed",
+                pins.chain_id,
+                pins.contract,
+                pins.which,
+                a.block,
+                afr_core::text::escape(&a.block_hash),
+                a.providers.len(),
+                afr_core::text::escape(&a.rule)
+            ));
+            if a.providers.iter().any(|r| !r.agreed) {
+                v.notes.push(format!(
+                    "the archive records {} provider(s) that did not agree when it was written",
+                    a.providers.iter().filter(|r| !r.agreed).count()
+                ));
+            }
+            v.anchors_from = Some(verdict::AnchorsFrom::Archive {
+                path,
+                block: a.block,
+            });
+            v.chain = Some(a.chain_json(&p.headers, &p.depth, "archive"));
+            push_ignored(v, &p.problems);
+            Some(p.anchors)
+        }
+        Err(why) => {
+            v.missing.push(format!(
+                "{name} contradicts itself ({why}): no anchored root counted"
+            ));
+            None
+        }
+    }
+}
+
 /// Notes of what was not counted, at most ten and a count of the rest.
 fn push_ignored(v: &mut Verdict, ignored: &[String]) {
     for why in ignored.iter().take(10) {
@@ -201,6 +285,18 @@ fn finish(
         (_, None) => None,
         (Some(src), Some(rec)) => {
             let chain_id = src.chain_id();
+            let pins = ArchivePins {
+                chain_id,
+                contract: &contract,
+                recorder: rec,
+                which: &which,
+                min_confirmations: trust.chain.min_confirmations,
+            };
+            if bundle.as_ref().is_some_and(|b| b.anchor_proofs.is_some()) {
+                v.notes.push(
+                    "the bundle's embedded anchor proofs were not used: the anchored roots were read from the source named".into(),
+                );
+            }
             match src.origin() {
                 Origin::Rpc {
                     urls,
@@ -256,82 +352,83 @@ fn finish(
                     }
                 }
                 Origin::File(path) => {
-                    let loaded = archive::Loaded::read(path)?;
-                    if loaded.chain_id() != chain_id {
-                        v.missing.push(format!(
-                            "the anchors file is for chain {}, not the pinned chain {chain_id}: anchored roots not checked",
-                            loaded.chain_id()
-                        ));
-                        None
-                    } else if !loaded.contract().eq_ignore_ascii_case(&contract) {
-                        v.missing.push(format!(
-                            "the anchors file is for contract {}, not the pinned {contract}: anchored roots not checked",
-                            afr_core::text::escape(loaded.contract())
-                        ));
-                        None
-                    } else {
-                        match loaded {
-                            archive::Loaded::Archive(a) => {
-                                match a.check(
-                                    chain_id,
-                                    &contract,
-                                    &rec,
-                                    trust.chain.min_confirmations,
-                                ) {
-                                    Ok(p) => {
-                                        v.notes.push(format!(
-                                            "anchors: re-proven offline from the proof archive {} (chain {chain_id}, contract {contract} ({which}), written at block {} with hash {}, {} provider(s), rule {}); the header hashes relied upon are listed",
-                                            path.display(),
-                                            a.block,
-                                            afr_core::text::escape(&a.block_hash),
-                                            a.providers.len(),
-                                            afr_core::text::escape(&a.rule)
-                                        ));
-                                        if a.providers.iter().any(|r| !r.agreed) {
-                                            v.notes.push(format!(
-                                                "the archive records {} provider(s) that did not agree when it was written",
-                                                a.providers.iter().filter(|r| !r.agreed).count()
-                                            ));
-                                        }
-                                        v.anchors_from = Some(verdict::AnchorsFrom::Archive {
-                                            path: path.display().to_string(),
-                                            block: a.block,
-                                        });
-                                        v.chain =
-                                            Some(a.chain_json(&p.headers, &p.depth, "archive"));
-                                        push_ignored(&mut v, &p.problems);
-                                        Some(p.anchors)
-                                    }
-                                    Err(why) => {
-                                        v.missing.push(format!(
-                                            "the proof archive {} contradicts itself ({why}): no anchored root counted",
-                                            path.display()
-                                        ));
-                                        None
-                                    }
-                                }
-                            }
-                            archive::Loaded::Unproven(a) if trust.chain.unproven_anchors => {
-                                v.notes.push(format!(
-                                    "TRUSTED the anchors file {} (chain {}, contract {} ({which}), block {}) without proofs and without contacting the chain (--unproven-anchors)",
-                                    path.display(),
-                                    a.chain_id,
-                                    a.contract,
-                                    a.block
-                                ));
-                                v.anchors_from = Some(verdict::AnchorsFrom::File {
-                                    path: path.display().to_string(),
-                                    block: a.block,
-                                });
-                                Some(a)
-                            }
-                            archive::Loaded::Unproven(_) => {
-                                v.missing.push(format!(
-                                    "the anchors file {} holds no proofs (version 2: bare RPC answers, which anyone can write): its roots do not count; write a proof archive with afr-verify anchors, or pass --unproven-anchors to trust it as it is",
-                                    path.display()
-                                ));
-                                None
-                            }
+                    let name = format!("the anchors file {}", path.display());
+                    match archive::Loaded::read(path)? {
+                        archive::Loaded::Archive(a) => from_archive(
+                            &mut v,
+                            &a,
+                            &format!("the proof archive {}", path.display()),
+                            path.display().to_string(),
+                            &pins,
+                        ),
+                        archive::Loaded::Unproven(a)
+                            if pins.mismatch(&mut v, &name, a.chain_id, &a.contract) =>
+                        {
+                            None
+                        }
+                        archive::Loaded::Unproven(a) if trust.chain.unproven_anchors => {
+                            v.notes.push(format!(
+                                "TRUSTED the anchors file {} (chain {}, contract {} ({which}), block {}) without proofs and without contacting the chain (--unproven-anchors)",
+                                path.display(),
+                                a.chain_id,
+                                a.contract,
+                                a.block
+                            ));
+                            v.anchors_from = Some(verdict::AnchorsFrom::File {
+                                path: path.display().to_string(),
+                                block: a.block,
+                            });
+                            Some(a)
+                        }
+                        archive::Loaded::Unproven(_) => {
+                            v.missing.push(format!(
+                                "the anchors file {} holds no proofs (version 2: bare RPC answers, which anyone can write): its roots do not count; write a proof archive with afr-verify anchors, or pass --unproven-anchors to trust it as it is",
+                                path.display()
+                            ));
+                            None
+                        }
+                    }
+                }
+            }
+        }
+        // No chain and no file named: the bundle's own anchor proofs, if it carries them and a
+        // chain is pinned; they are re-proven as an archive file is.
+        (None, Some(rec)) if bundle.as_ref().is_some_and(|b| b.anchor_proofs.is_some()) => {
+            match trust.chain_id {
+                None => {
+                    v.missing.push(
+                        "anchored roots not checked: the bundle carries anchor proofs, but no chain is pinned (give --chain-id or a trust file with chain_id)".into(),
+                    );
+                    None
+                }
+                Some(chain_id) => {
+                    let bytes = bundle
+                        .as_ref()
+                        .and_then(|b| b.anchor_proofs.as_deref())
+                        .unwrap_or_default();
+                    let pins = ArchivePins {
+                        chain_id,
+                        contract: &contract,
+                        recorder: rec,
+                        which: &which,
+                        min_confirmations: trust.chain.min_confirmations,
+                    };
+                    match std::str::from_utf8(bytes)
+                        .ok()
+                        .and_then(|t| archive::Archive::parse(t).ok())
+                    {
+                        Some(a) => from_archive(
+                            &mut v,
+                            &a,
+                            "the proof archive embedded in the bundle",
+                            "embedded in the bundle".into(),
+                            &pins,
+                        ),
+                        None => {
+                            v.missing.push(
+                                "the bundle's anchor-proofs frame is not a proof archive (version 3 JSON): no anchored root counted".into(),
+                            );
+                            None
                         }
                     }
                 }

@@ -1052,3 +1052,93 @@ fn the_report_says_what_it_did_not_check_and_what_ran_against_a_rejection() {
     assert_eq!(acme.bundles[0].sha256.to_hex(), digest);
     assert!(report.contains(&digest), "bundle digest missing");
 }
+
+/// `afr disclose --anchor-proofs`: a bundle that carries its own proof archive verifies with
+/// the chain gone and no anchors file; a byte changed inside the embedded archive, or no
+/// pinned chain, never verifies; an archive of another recorder is refused before anything is
+/// written.
+#[test]
+fn a_bundle_carries_its_anchor_proofs_and_verifies_offline() {
+    let (tmp, chain, a, b) = setup();
+    let t = tmp.path();
+    a.record(&event("deploy"));
+    a.record(&event("migrate"));
+    a.seal();
+    a.anchor(&chain);
+    let write_archive = |name: &str, rec: &str| {
+        let p = t.join(name);
+        let f = fetched(&chain, rec);
+        std::fs::write(&p, serde_json::to_string_pretty(&f.archive).unwrap()).unwrap();
+        p
+    };
+    let mine = write_archive("acme.archive.json", DEV_ADDR);
+    let theirs = write_archive("globex.archive.json", ADDR_B);
+    let out = t.join("acme.bundle");
+    let disclose = |archive: &Path| {
+        let mut c = a.afr();
+        c.args(["disclose", "--seq", "0-1", "--with-keys", "--out"])
+            .arg(&out)
+            .arg("--anchor-proofs")
+            .arg(archive);
+        c.output().unwrap()
+    };
+    let refused = disclose(&theirs);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("is for recorder"),
+        "{refused:?}"
+    );
+    assert!(!out.exists(), "a refused archive wrote a bundle");
+    let plain = t.join("plain.json");
+    std::fs::write(&plain, "{\"version\": 2}").unwrap();
+    assert!(!disclose(&plain).status.success());
+    let done = disclose(&mine);
+    assert!(done.status.success(), "{done:?}");
+    assert!(
+        String::from_utf8_lossy(&done.stdout).contains("embedded anchor proofs of 1 epochs"),
+        "{done:?}"
+    );
+    drop(b);
+    let contract = chain.contract.clone();
+    drop(chain);
+
+    let bytes = std::fs::read(&out).unwrap();
+    let verify = |bytes: &[u8], chain_id: Option<u64>| {
+        let trust = Trust::new(None, chain_id, Some(&contract), Some(DEV_ADDR)).unwrap();
+        afr_verify::verify(afr_verify::Kind::Bundle, bytes, &trust, Source::None).unwrap()
+    };
+    let v = verify(&bytes, Some(31337));
+    assert_eq!(v.outcome, Verified, "{:?}", v.to_json(None));
+    let j = v.to_json(None);
+    assert_eq!(j["anchors_from"]["source"], "archive", "{j}");
+    assert!(
+        j["notes"]
+            .to_string()
+            .contains("the proof archive embedded in the bundle"),
+        "{j}"
+    );
+    assert!(
+        !j["chain"]["headers"].as_object().unwrap().is_empty(),
+        "{j}"
+    );
+    // No chain pinned: the proofs cannot be judged.
+    let v = verify(&bytes, None);
+    assert_eq!(v.outcome, Incomplete);
+    // One hex digit of the embedded receipt changed: not verified.
+    let at = bytes
+        .windows(12)
+        .position(|w| w == b"\"receipt\": \"")
+        .unwrap()
+        + 20;
+    let mut forged = bytes.clone();
+    forged[at] = if forged[at] == b'a' { b'b' } else { b'a' };
+    assert_ne!(verify(&forged, Some(31337)).outcome, Verified);
+    // The frame's bytes are not JSON: not verified.
+    let at = bytes
+        .windows(11)
+        .position(|w| w == b"\"version\": ")
+        .unwrap();
+    let mut broken = bytes.clone();
+    broken[at] = b'}';
+    assert_ne!(verify(&broken, Some(31337)).outcome, Verified);
+}
