@@ -202,6 +202,8 @@ fi
 #   and the TypeScript client SDK (tests/mcp/ts_client.mjs);
 # - tests/otlp/: the OpenTelemetry JS SDK and its OTLP/HTTP (JSON) trace exporter
 #   (tests/otlp/emit_js.mjs, cli/tests/it/otlp.rs);
+# - tests/hardhat/: Hardhat Network (EDR), a second Ethereum node implementation whose JSON-RPC
+#   serves no raw transactions and no block receipts (verifier/tests/it/hardhat.rs);
 # - tests/agents/: Claude Code, Codex and Gemini CLI, run headless against tests/agents/model_server.py
 #   (tests/agents/agents.py, tests/agents/test_harness.py).
 npm_ci() {
@@ -217,6 +219,7 @@ npm_ci() {
 }
 npm_ci "$root/tests/mcp" "the pinned MCP reference servers and client"
 npm_ci "$root/tests/otlp" "the pinned OpenTelemetry JS SDK and OTLP exporter"
+npm_ci "$root/tests/hardhat" "the pinned Hardhat Network, a second Ethereum node beside anvil"
 # Claude Code's postinstall (npm ci runs it) copies its ~400 MB native binary from
 # @anthropic-ai/claude-code-linux-x64 over the bin/claude.exe stub. Should the stub be left (scripts
 # skipped, an interrupted copy), its own install.cjs does the copy again; `--version` is quick

@@ -239,6 +239,16 @@ pub fn receipt_bytes(r: &serde_json::Value) -> Result<Vec<u8>, String> {
     })
 }
 
+/// The EIP-2718 bytes of a transaction as `eth_getBlockByNumber(_, true)` answers it (for a
+/// provider that serves no raw transactions): the typed fields and signature re-encoded.
+/// Types 0 to 4 only; a deposit or unknown type is an error.
+pub fn raw_tx_from_json(v: &serde_json::Value) -> Result<Vec<u8>, String> {
+    use alloy_eips::eip2718::Encodable2718 as _;
+    let tx: TxEnvelope = serde_json::from_value(v.clone())
+        .map_err(|e| format!("a transaction cannot be re-encoded from its fields: {e}"))?;
+    Ok(tx.encoded_2718())
+}
+
 /// The anchoring transaction as its signed bytes say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedTx {

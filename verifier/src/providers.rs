@@ -186,6 +186,74 @@ fn empty_archive(
     }
 }
 
+/// Whether a provider refused a method it does not serve (so another way may work), rather than
+/// failing to answer at all.
+fn unsupported(e: &VerifyError) -> bool {
+    matches!(e, VerifyError::RpcFailed { .. })
+}
+
+/// The EIP-2718 bytes of every transaction of block `at` (whose header answer is `block`), in
+/// order: `eth_getRawTransactionByBlockNumberAndIndex`, or, from a provider that does not serve
+/// it (Hardhat), each transaction of `eth_getBlockByNumber(at, true)` re-encoded. Which is
+/// right is not decided here: the trie of them must give the header's `transactionsRoot`. The
+/// inner error: transactions that cannot be had (the block's anchors then do not count).
+fn block_raws(
+    rpc: &Rpc,
+    at: &str,
+    block: &serde_json::Value,
+) -> Result<std::result::Result<Vec<Vec<u8>>, String>> {
+    let n = block["transactions"].as_array().map_or(0, Vec::len) as u64;
+    let calls: Vec<(&str, serde_json::Value)> = (0..n)
+        .map(|i| {
+            (
+                "eth_getRawTransactionByBlockNumberAndIndex",
+                serde_json::json!([at, format!("0x{i:x}")]),
+            )
+        })
+        .collect();
+    match rpc.call_batch(&calls) {
+        Ok(answers) => Ok(answers
+            .iter()
+            .map(|r| eth::unhex(r.as_str().unwrap_or_default(), "raw transaction"))
+            .collect()),
+        Err(e) if unsupported(&e) => {
+            let full = rpc.call("eth_getBlockByNumber", serde_json::json!([at, true]))?;
+            let txs = full["transactions"].as_array().cloned().unwrap_or_default();
+            if txs.len() as u64 != n {
+                return Ok(Err(format!(
+                    "the provider gave {} transactions for a block of {n}",
+                    txs.len()
+                )));
+            }
+            Ok(txs.iter().map(eth::raw_tx_from_json).collect())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Every receipt of block `at` as JSON, in order: `eth_getBlockReceipts`, or one
+/// `eth_getTransactionReceipt` per transaction hash of the header answer `block` from a
+/// provider that does not serve it (Hardhat).
+fn block_receipts(
+    rpc: &Rpc,
+    at: &str,
+    block: &serde_json::Value,
+) -> Result<Vec<serde_json::Value>> {
+    match rpc.call("eth_getBlockReceipts", serde_json::json!([at])) {
+        Ok(v) => Ok(v.as_array().cloned().unwrap_or_default()),
+        Err(e) if unsupported(&e) => {
+            let calls: Vec<(&str, serde_json::Value)> = block["transactions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|h| ("eth_getTransactionReceipt", serde_json::json!([h])))
+                .collect();
+            rpc.call_batch(&calls)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Everything one provider can prove about `cands`, block by block.
 fn collect(
     rpc: &Rpc,
@@ -224,34 +292,14 @@ fn collect(
             ));
             continue;
         }
-        let n = block_json["transactions"].as_array().map_or(0, Vec::len) as u64;
-        let mut calls: Vec<(&str, serde_json::Value)> = (0..n)
-            .map(|i| {
-                (
-                    "eth_getRawTransactionByBlockNumberAndIndex",
-                    serde_json::json!([at, format!("0x{i:x}")]),
-                )
-            })
-            .collect();
-        calls.push(("eth_getBlockReceipts", serde_json::json!([at])));
-        let answers = rpc.call_batch(&calls)?;
-        let (raw_answers, receipts_answer) = answers.split_at(answers.len().saturating_sub(1));
-        let raws: Vec<Vec<u8>> = match raw_answers
-            .iter()
-            .map(|r| eth::unhex(r.as_str().unwrap_or_default(), "raw transaction"))
-            .collect::<std::result::Result<_, _>>()
-        {
+        let raws = match block_raws(rpc, &at, block_json)? {
             Ok(r) => r,
             Err(why) => {
                 ignored.push(format!("the Anchored logs of block {b} not counted: {why}"));
                 continue;
             }
         };
-        let receipts_json = receipts_answer
-            .first()
-            .and_then(|r| r.as_array())
-            .cloned()
-            .unwrap_or_default();
+        let receipts_json = block_receipts(rpc, &at, block_json)?;
         let receipts: Vec<Vec<u8>> = match receipts_json
             .iter()
             .map(eth::receipt_bytes)

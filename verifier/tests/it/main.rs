@@ -9,6 +9,7 @@
 mod anvil;
 mod approvals;
 mod case;
+mod hardhat;
 mod hostile_rpc;
 mod report;
 mod rpc_proxy;
