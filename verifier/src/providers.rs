@@ -218,7 +218,11 @@ fn block_raws(
             .collect()),
         Err(e) if unsupported(&e) => {
             let full = rpc.call("eth_getBlockByNumber", serde_json::json!([at, true]))?;
-            let txs = full["transactions"].as_array().cloned().unwrap_or_default();
+            let txs = full
+                .get("transactions")
+                .and_then(serde_json::Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             if txs.len() as u64 != n {
                 return Ok(Err(format!(
                     "the provider gave {} transactions for a block of {n}",
