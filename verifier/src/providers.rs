@@ -13,8 +13,10 @@
 //! ```text
 //!  for each provider p:  eth_chainId == pinned;  eth_blockNumber  → B = min over providers
 //!  primary:  eth_getLogs(contract, [Anchored, recorder])                → candidate blocks
-//!            per block b: eth_getBlockByNumber(b) · eth_getBlockReceipts(b) ·
-//!                         eth_getProof(contract, [], b) · eth_getRawTransactionByBlockNumberAndIndex(b, i)…
+//!            batch 1, every block b: eth_getBlockByNumber(b) · eth_getProof(contract, [], b)
+//!            batch 2: eth_getRawTransactionByBlockNumberAndIndex(b, i) for every b, i
+//!            batch 3: eth_getBlockReceipts(b) for every b
+//!            (Hardhat: eth_getBlockByNumber(b, true), eth_getTransactionReceipt(h) instead)
 //!  others:   eth_getBlockByNumber(B and each b).hash, eth_getLogs     → agree or not
 //! ```
 
@@ -192,70 +194,129 @@ fn unsupported(e: &VerifyError) -> bool {
     matches!(e, VerifyError::RpcFailed { .. })
 }
 
-/// The EIP-2718 bytes of every transaction of block `at` (whose header answer is `block`), in
-/// order: `eth_getRawTransactionByBlockNumberAndIndex`, or, from a provider that does not serve
-/// it (Hardhat), each transaction of `eth_getBlockByNumber(at, true)` re-encoded. Which is
-/// right is not decided here: the trie of them must give the header's `transactionsRoot`. The
-/// inner error: transactions that cannot be had (the block's anchors then do not count).
-fn block_raws(
+/// Splits `answers` into consecutive runs of the lengths `counts`.
+fn split_runs<T>(mut answers: Vec<T>, counts: &[usize]) -> Vec<Vec<T>> {
+    let mut out = Vec::with_capacity(counts.len());
+    for n in counts {
+        let rest = answers.split_off((*n).min(answers.len()));
+        out.push(std::mem::replace(&mut answers, rest));
+    }
+    out
+}
+
+/// The number of transactions a header answer lists.
+fn tx_count(block: &serde_json::Value) -> usize {
+    block
+        .get("transactions")
+        .and_then(serde_json::Value::as_array)
+        .map_or(0, Vec::len)
+}
+
+/// The EIP-2718 bytes of every transaction of each block `(at, header answer)`, in order, in
+/// one batch: `eth_getRawTransactionByBlockNumberAndIndex`, or, from a provider that does not
+/// serve it (Hardhat), each transaction of `eth_getBlockByNumber(at, true)` re-encoded. Which
+/// is right is not decided here: the trie of them must give the header's `transactionsRoot`.
+/// Per block, the inner error: transactions that cannot be had (its anchors do not count).
+fn blocks_raws(
     rpc: &Rpc,
-    at: &str,
-    block: &serde_json::Value,
-) -> Result<std::result::Result<Vec<Vec<u8>>, String>> {
-    let n = block["transactions"].as_array().map_or(0, Vec::len) as u64;
-    let calls: Vec<(&str, serde_json::Value)> = (0..n)
-        .map(|i| {
-            (
-                "eth_getRawTransactionByBlockNumberAndIndex",
-                serde_json::json!([at, format!("0x{i:x}")]),
-            )
+    blocks: &[(String, &serde_json::Value)],
+) -> Result<Vec<std::result::Result<Vec<Vec<u8>>, String>>> {
+    let counts: Vec<usize> = blocks.iter().map(|(_, b)| tx_count(b)).collect();
+    let calls: Vec<(&str, serde_json::Value)> = blocks
+        .iter()
+        .zip(&counts)
+        .flat_map(|((at, _), n)| {
+            (0..*n).map(move |i| {
+                (
+                    "eth_getRawTransactionByBlockNumberAndIndex",
+                    serde_json::json!([at, format!("0x{i:x}")]),
+                )
+            })
         })
         .collect();
     match rpc.call_batch(&calls) {
-        Ok(answers) => Ok(answers
-            .iter()
-            .map(|r| eth::unhex(r.as_str().unwrap_or_default(), "raw transaction"))
+        Ok(answers) => Ok(split_runs(answers, &counts)
+            .into_iter()
+            .map(|run| {
+                run.iter()
+                    .map(|r| eth::unhex(r.as_str().unwrap_or_default(), "raw transaction"))
+                    .collect()
+            })
             .collect()),
         Err(e) if unsupported(&e) => {
-            let full = rpc.call("eth_getBlockByNumber", serde_json::json!([at, true]))?;
-            let txs = full
-                .get("transactions")
-                .and_then(serde_json::Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            if txs.len() as u64 != n {
-                return Ok(Err(format!(
-                    "the provider gave {} transactions for a block of {n}",
-                    txs.len()
-                )));
-            }
-            Ok(txs.iter().map(eth::raw_tx_from_json).collect())
+            let calls: Vec<(&str, serde_json::Value)> = blocks
+                .iter()
+                .map(|(at, _)| ("eth_getBlockByNumber", serde_json::json!([at, true])))
+                .collect();
+            let full = rpc.call_batch(&calls)?;
+            Ok(full
+                .iter()
+                .zip(&counts)
+                .map(|(f, n)| {
+                    let txs = f
+                        .get("transactions")
+                        .and_then(serde_json::Value::as_array)
+                        .cloned()
+                        .unwrap_or_default();
+                    if txs.len() != *n {
+                        return Err(format!(
+                            "the provider gave {} transactions for a block of {n}",
+                            txs.len()
+                        ));
+                    }
+                    txs.iter().map(eth::raw_tx_from_json).collect()
+                })
+                .collect())
         }
         Err(e) => Err(e),
     }
 }
 
-/// Every receipt of block `at` as JSON, in order: `eth_getBlockReceipts`, or one
-/// `eth_getTransactionReceipt` per transaction hash of the header answer `block` from a
-/// provider that does not serve it (Hardhat).
-fn block_receipts(
+/// Every receipt of each block `(at, header answer)` as JSON, in order, in one batch:
+/// `eth_getBlockReceipts`, or one `eth_getTransactionReceipt` per transaction hash the header
+/// answer lists, from a provider that does not serve it (Hardhat).
+fn blocks_receipts(
     rpc: &Rpc,
-    at: &str,
-    block: &serde_json::Value,
-) -> Result<Vec<serde_json::Value>> {
-    match rpc.call("eth_getBlockReceipts", serde_json::json!([at])) {
-        Ok(v) => Ok(v.as_array().cloned().unwrap_or_default()),
+    blocks: &[(String, &serde_json::Value)],
+) -> Result<Vec<Vec<serde_json::Value>>> {
+    let calls: Vec<(&str, serde_json::Value)> = blocks
+        .iter()
+        .map(|(at, _)| ("eth_getBlockReceipts", serde_json::json!([at])))
+        .collect();
+    match rpc.call_batch(&calls) {
+        Ok(answers) => Ok(answers
+            .iter()
+            .map(|v| v.as_array().cloned().unwrap_or_default())
+            .collect()),
         Err(e) if unsupported(&e) => {
-            let calls: Vec<(&str, serde_json::Value)> = block["transactions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|h| ("eth_getTransactionReceipt", serde_json::json!([h])))
+            let counts: Vec<usize> = blocks.iter().map(|(_, b)| tx_count(b)).collect();
+            let calls: Vec<(&str, serde_json::Value)> = blocks
+                .iter()
+                .flat_map(|(_, b)| {
+                    b.get("transactions")
+                        .and_then(serde_json::Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .map(|h| ("eth_getTransactionReceipt", serde_json::json!([h])))
+                })
                 .collect();
-            rpc.call_batch(&calls)
+            Ok(split_runs(rpc.call_batch(&calls)?, &counts))
         }
         Err(e) => Err(e),
     }
+}
+
+/// A block whose header hashes as the provider says, and what was read with it.
+struct Proved<'a> {
+    number: u64,
+    /// The anchoring transactions the candidate logs name in it.
+    wanted: &'a BTreeSet<String>,
+    rlp: Vec<u8>,
+    header: eth::Block,
+    /// The provider's header answer.
+    json: &'a serde_json::Value,
+    /// Its `eth_getProof` answer for the contract.
+    account: &'a serde_json::Value,
 }
 
 /// Everything one provider can prove about `cands`, block by block.
@@ -270,40 +331,68 @@ fn collect(
     for c in cands {
         by_block.entry(c.block).or_default().insert(c.tx.clone());
     }
+    // Three batches for all the blocks: headers and account proofs; then, for the headers that
+    // hash as given, every transaction; then every receipt.
+    let calls: Vec<(&str, serde_json::Value)> = by_block
+        .keys()
+        .flat_map(|b| {
+            let at = format!("0x{b:x}");
+            [
+                ("eth_getBlockByNumber", serde_json::json!([at, false])),
+                ("eth_getProof", serde_json::json!([contract_l, [], at])),
+            ]
+        })
+        .collect();
+    let first = rpc.call_batch(&calls)?;
+    let mut good: Vec<Proved<'_>> = Vec::new();
+    for ((b, wanted), pair) in by_block.iter().zip(first.chunks(2)) {
+        let [json, account] = pair else {
+            return Err(Malformed::MissingResult.into());
+        };
+        match eth::header_from_json(json) {
+            Ok((_, header)) if header.number != *b => ignored.push(format!(
+                "the Anchored logs of block {b} not counted: the provider answered with block {}",
+                header.number
+            )),
+            Ok((rlp, header)) => good.push(Proved {
+                number: *b,
+                wanted,
+                rlp,
+                header,
+                json,
+                account,
+            }),
+            Err(why) => {
+                ignored.push(format!("the Anchored logs of block {b} not counted: {why}"));
+            }
+        }
+    }
+    let at: Vec<(String, &serde_json::Value)> = good
+        .iter()
+        .map(|g| (format!("0x{:x}", g.number), g.json))
+        .collect();
+    let all_raws = blocks_raws(rpc, &at)?;
+    let all_receipts = blocks_receipts(rpc, &at)?;
     let mut blocks = BTreeMap::new();
     let mut hashes = BTreeMap::new();
     let mut txs = Vec::new();
-    for (b, wanted) in &by_block {
-        let at = format!("0x{b:x}");
-        let first = rpc.call_batch(&[
-            ("eth_getBlockByNumber", serde_json::json!([at, false])),
-            ("eth_getProof", serde_json::json!([contract_l, [], at])),
-        ])?;
-        let [block_json, account_json] = first.as_slice() else {
-            return Err(Malformed::MissingResult.into());
-        };
-        let (rlp, header) = match eth::header_from_json(block_json) {
-            Ok(h) => h,
-            Err(why) => {
-                ignored.push(format!("the Anchored logs of block {b} not counted: {why}"));
-                continue;
-            }
-        };
-        if header.number != *b {
-            ignored.push(format!(
-                "the Anchored logs of block {b} not counted: the provider answered with block {}",
-                header.number
-            ));
-            continue;
-        }
-        let raws = match block_raws(rpc, &at, block_json)? {
+    for ((g, raws), receipts_json) in good.into_iter().zip(all_raws).zip(all_receipts) {
+        let Proved {
+            number,
+            wanted,
+            rlp,
+            header,
+            account: account_json,
+            ..
+        } = g;
+        let b = &number;
+        let raws = match raws {
             Ok(r) => r,
             Err(why) => {
                 ignored.push(format!("the Anchored logs of block {b} not counted: {why}"));
                 continue;
             }
         };
-        let receipts_json = block_receipts(rpc, &at, block_json)?;
         let receipts: Vec<Vec<u8>> = match receipts_json
             .iter()
             .map(eth::receipt_bytes)
